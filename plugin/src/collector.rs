@@ -1,0 +1,587 @@
+//! The collector thread: one per process while any communicator is profiled. It drains
+//! every thread's ring, matches starts with their states and stops, resolves parents and
+//! owners, closes what NCCL never closes, and hands finished events to the sinks.
+
+use crate::context::ContextInfo;
+use crate::core::Runtime;
+use crate::counters::Counters;
+use crate::event::{Action, Event, Kind, Record, Start, StateArg};
+use crate::handle;
+use crate::log;
+use crate::ring::RingConsumer;
+use crate::sink::jsonl::JsonlSink;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the collector drains the rings.
+const POLL_INTERVAL: Duration = Duration::from_millis(2);
+/// Closed events remembered for resolving later children (their parents stop first).
+const REMEMBERED_CLOSED: usize = 1 << 16;
+/// Open ProxyOps with no step yet, per communicator rank, before the oldest is taken for
+/// one NCCL never stops (non-network transports start ProxyOps and never stop them).
+pub const MAX_STEPLESS_PROXY_OPS: usize = 2048;
+/// Stop/state records waiting for a start from another thread's ring.
+const MAX_EARLY_RECORDS: usize = 1 << 16;
+
+/// Who an event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Owner {
+    /// A communicator rank of this process (our context id).
+    Local(u64),
+    /// Progressed here for another process (PXN): its pid and its context value.
+    Foreign { pid: i32, context: u64 },
+    /// A step or net event whose ProxyOp is unknown (NULL or dropped).
+    Unknown,
+}
+
+/// What an event's `parentObj` turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parent {
+    None,
+    Local { handle: u64, kind: Kind },
+    /// Another process's handle (PXN), kept as numbers only.
+    Foreign { pid: i32, value: u64 },
+    /// A value that is neither NULL, nor ours and known, nor foreign.
+    Unresolved(u64),
+}
+
+/// Why an event ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closed {
+    Stopped,
+    /// A receive step started again for the same step; the earlier start never stops.
+    Restarted,
+    /// Still open when its communicator (or the process) finalized.
+    Finalize,
+    /// Still open when its ProxyOp stopped.
+    ParentStopped,
+    /// A ProxyOp never stopped by NCCL (see [`MAX_STEPLESS_PROXY_OPS`]).
+    Abandoned,
+}
+
+impl Closed {
+    pub fn name(self) -> &'static str {
+        match self {
+            Closed::Stopped => "stop",
+            Closed::Restarted => "restarted",
+            Closed::Finalize => "finalize",
+            Closed::ParentStopped => "parent_stopped",
+            Closed::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// A state recorded on an event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StateRecord {
+    pub state: i32,
+    pub time_ns: u64,
+    pub thread: u32,
+    pub arg: StateArg,
+}
+
+/// One event as the sinks see it: complete, with everything resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinishedEvent {
+    pub handle: u64,
+    pub kind: Kind,
+    pub owner: Owner,
+    pub comm: Option<ContextInfo>,
+    pub parent: Parent,
+    pub rank: i32,
+    pub event: Event,
+    pub start_ns: u64,
+    pub start_tid: i32,
+    pub stop_ns: u64,
+    pub stop_tid: Option<i32>,
+    pub states: Vec<StateRecord>,
+    pub closed: Closed,
+}
+
+struct OpenEvent {
+    kind: Kind,
+    owner: Owner,
+    parent: Parent,
+    rank: i32,
+    event: Event,
+    start_ns: u64,
+    start_thread: u32,
+    states: Vec<StateRecord>,
+}
+
+/// What is remembered of an event after it closed.
+#[derive(Clone, Copy)]
+struct Known {
+    kind: Kind,
+    owner: Owner,
+}
+
+/// A running collector thread.
+pub struct Collector {
+    thread: JoinHandle<Vec<RingConsumer>>,
+    stop: Arc<AtomicBool>,
+    runtime: &'static Runtime,
+}
+
+impl Collector {
+    pub fn start(runtime: &'static Runtime) -> std::io::Result<Collector> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("nccl-scorep".into())
+            .spawn(move || {
+                let mut state = State::new(runtime);
+                while !stop_flag.load(Ordering::Acquire) {
+                    state.pass();
+                    std::thread::park_timeout(POLL_INTERVAL);
+                }
+                state.finish()
+            })?;
+        Ok(Collector {
+            thread,
+            stop,
+            runtime,
+        })
+    }
+
+    /// Drains everything, closes what is open, writes the summary and joins the thread.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        match self.thread.join() {
+            Ok(rings) => self.runtime.return_rings(rings),
+            Err(_) => log::warn("the collector thread failed; the event log may be incomplete"),
+        }
+    }
+}
+
+/// The collector's own state; lives on its thread.
+struct State {
+    rt: &'static Runtime,
+    rings: Vec<RingConsumer>,
+    tids: HashMap<u32, i32>,
+    batch: Vec<(u32, Record)>,
+    open: HashMap<u64, OpenEvent>,
+    known: HashMap<u64, Known>,
+    known_order: VecDeque<u64>,
+    /// Stop/state records that arrived before their start (another thread's ring).
+    early: HashMap<u64, Vec<(u32, Record)>>,
+    early_count: usize,
+    /// ProxyOp handle → its open steps (step number, handle).
+    steps: HashMap<u64, Vec<(i32, u64)>>,
+    /// Per owner: ProxyOps in start order, and which of them are open without a step.
+    stepless: HashMap<Owner, VecDeque<u64>>,
+    stepless_live: HashSet<u64>,
+    /// Finalize records wait one pass, so events other threads pushed before are seen.
+    finalizing: Vec<u64>,
+    comms: HashMap<u64, Option<ContextInfo>>,
+    sink: Option<JsonlSink>,
+}
+
+impl State {
+    fn new(rt: &'static Runtime) -> State {
+        let sink = if rt.config.writes_jsonl() {
+            match JsonlSink::create(&rt.config.output_dir, rt.pid) {
+                Ok(sink) => Some(sink),
+                Err(error) => {
+                    log::warn(&format!(
+                        "cannot write the event log in {}: {error}",
+                        rt.config.output_dir.display()
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        State {
+            rt,
+            rings: Vec::new(),
+            tids: HashMap::new(),
+            batch: Vec::new(),
+            open: HashMap::new(),
+            known: HashMap::new(),
+            known_order: VecDeque::new(),
+            early: HashMap::new(),
+            early_count: 0,
+            steps: HashMap::new(),
+            stepless: HashMap::new(),
+            stepless_live: HashSet::new(),
+            finalizing: Vec::new(),
+            comms: HashMap::new(),
+            sink,
+        }
+    }
+
+    /// One round: adopt new rings, drain all, process in time order.
+    fn pass(&mut self) {
+        for ring in self.rt.take_new_rings() {
+            self.tids
+                .insert(ring.shared.thread_index, ring.shared.os_tid);
+            self.rings.push(ring);
+        }
+        // Finalize records seen in the previous pass are applied now: everything other
+        // threads pushed before them has been drained by now.
+        let finalizing = std::mem::take(&mut self.finalizing);
+        let mut batch = std::mem::take(&mut self.batch);
+        for ring in &mut self.rings {
+            ring.drain_into(&mut batch);
+            report_gap(ring, self.sink.as_mut());
+        }
+        self.rings.retain(|ring| !ring.finished());
+        batch.sort_by_key(|(_, record)| record.time_ns);
+        for (thread, record) in batch.drain(..) {
+            self.apply(thread, record);
+        }
+        self.batch = batch;
+        for context in finalizing {
+            self.close_owned_by(Owner::Local(context), Closed::Finalize);
+        }
+        if let Some(sink) = &mut self.sink {
+            sink.flush_if_due();
+        }
+    }
+
+    fn apply(&mut self, thread: u32, record: Record) {
+        match record.action {
+            Action::Start { context, start } => self.start(thread, record, context, start),
+            Action::State { state, arg } => match self.open.get_mut(&record.handle) {
+                Some(open) => open.states.push(StateRecord {
+                    state,
+                    time_ns: record.time_ns,
+                    thread,
+                    arg,
+                }),
+                None => self.park_early(thread, record),
+            },
+            Action::Stop => {
+                if self.open.contains_key(&record.handle) {
+                    self.close(record.handle, record.time_ns, Some(thread), Closed::Stopped);
+                } else {
+                    self.park_early(thread, record);
+                }
+            }
+            Action::Init { context } => {
+                if let (Some(info), Some(sink)) = (self.comm(context), self.sink.as_mut()) {
+                    sink.comm(context, &info);
+                }
+            }
+            Action::Finalize { context } => self.finalizing.push(context),
+        }
+    }
+
+    fn park_early(&mut self, thread: u32, record: Record) {
+        if self.early_count >= MAX_EARLY_RECORDS {
+            Counters::bump(&self.rt.counters.orphan_records);
+            return;
+        }
+        self.early_count += 1;
+        self.early
+            .entry(record.handle)
+            .or_default()
+            .push((thread, record));
+    }
+
+    fn start(&mut self, thread: u32, record: Record, context: u64, start: Start) {
+        let kind = start.event.kind();
+        let (owner, parent) = self.owner_and_parent(kind, context, &start);
+        let handle = record.handle;
+        if kind == Kind::ProxyStep {
+            self.track_step(handle, &parent, &start.event);
+        }
+        if kind == Kind::ProxyOp {
+            self.track_stepless_op(handle, owner);
+        }
+        self.open.insert(
+            handle,
+            OpenEvent {
+                kind,
+                owner,
+                parent,
+                rank: start.rank,
+                event: start.event,
+                start_ns: record.time_ns,
+                start_thread: thread,
+                states: Vec::new(),
+            },
+        );
+        // Records of this event that another thread pushed and we saw first.
+        if let Some(waiting) = self.early.remove(&handle) {
+            self.early_count -= waiting.len();
+            for (thread, record) in waiting {
+                self.apply(thread, record);
+            }
+        }
+    }
+
+    fn owner_and_parent(&mut self, kind: Kind, context: u64, start: &Start) -> (Owner, Parent) {
+        if let Event::ProxyOp(op) = start.event {
+            if op.pid != self.rt.pid {
+                // PXN: both values belong to another address space; keep them as numbers.
+                let parent = match start.parent {
+                    0 => Parent::None,
+                    value => Parent::Foreign {
+                        pid: op.pid,
+                        value,
+                    },
+                };
+                return (
+                    Owner::Foreign {
+                        pid: op.pid,
+                        context,
+                    },
+                    parent,
+                );
+            }
+        }
+        let parent = self.resolve_parent(start.parent);
+        let owner = if kind.context_is_trusted() {
+            Owner::Local(context)
+        } else {
+            // Steps and net events: the owner is the owner of the parent, never the
+            // context argument (foreign under PXN).
+            match parent {
+                Parent::Local { handle, .. } => self.owner_of(handle),
+                _ => Owner::Unknown,
+            }
+        };
+        (owner, parent)
+    }
+
+    fn resolve_parent(&mut self, value: u64) -> Parent {
+        if value == 0 {
+            return Parent::None;
+        }
+        if let Some(open) = self.open.get(&value) {
+            return Parent::Local {
+                handle: value,
+                kind: open.kind,
+            };
+        }
+        if let Some(known) = self.known.get(&value) {
+            return Parent::Local {
+                handle: value,
+                kind: known.kind,
+            };
+        }
+        // Ours by its bits but forgotten (e.g. a capture-time CollApi replayed much later).
+        if let Some(bits) = handle::decode(self.rt.slab.salt(), value) {
+            return Parent::Local {
+                handle: value,
+                kind: bits.kind,
+            };
+        }
+        Counters::bump(&self.rt.counters.unresolved_parents);
+        Parent::Unresolved(value)
+    }
+
+    fn owner_of(&self, handle: u64) -> Owner {
+        self.open
+            .get(&handle)
+            .map(|open| open.owner)
+            .or_else(|| self.known.get(&handle).map(|known| known.owner))
+            .unwrap_or(Owner::Unknown)
+    }
+
+    /// A receive step that starts again for the same step number replaces the earlier
+    /// start, which NCCL never stops.
+    fn track_step(&mut self, handle: u64, parent: &Parent, event: &Event) {
+        let (Parent::Local { handle: op, .. }, Event::ProxyStep { step }) = (parent, event) else {
+            return;
+        };
+        let (op, step) = (*op, *step);
+        self.stepless_live.remove(&op);
+        let steps = self.steps.entry(op).or_default();
+        let replaced = steps
+            .iter()
+            .position(|&(s, _)| s == step)
+            .map(|index| steps.swap_remove(index).1);
+        steps.push((step, handle));
+        if let Some(old) = replaced {
+            if self.open.contains_key(&old) {
+                Counters::bump(&self.rt.counters.restarted_steps);
+                let now = self.open[&old].start_ns;
+                self.close(old, now, None, Closed::Restarted);
+                let _ = self.rt.slab.release(old);
+            }
+        }
+    }
+
+    fn track_stepless_op(&mut self, handle: u64, owner: Owner) {
+        self.stepless_live.insert(handle);
+        let queue = self.stepless.entry(owner).or_default();
+        queue.push_back(handle);
+        // Entries whose op got a step or stopped are removed lazily, here.
+        while queue.len() > MAX_STEPLESS_PROXY_OPS {
+            let Some(oldest) = queue.pop_front() else {
+                break;
+            };
+            if !self.stepless_live.remove(&oldest) {
+                continue;
+            }
+            if let Some(open) = self.open.get(&oldest) {
+                let at = open.start_ns;
+                Counters::bump(&self.rt.counters.abandoned_proxy_ops);
+                self.close(oldest, at, None, Closed::Abandoned);
+                let _ = self.rt.slab.release(oldest);
+            }
+            break;
+        }
+    }
+
+    fn comm(&mut self, context: u64) -> Option<ContextInfo> {
+        let rt = self.rt;
+        self.comms
+            .entry(context)
+            .or_insert_with(|| rt.contexts.info(context))
+            .clone()
+    }
+
+    fn close(&mut self, handle: u64, stop_ns: u64, stop_thread: Option<u32>, closed: Closed) {
+        let Some(open) = self.open.remove(&handle) else {
+            return;
+        };
+        match open.kind {
+            Kind::ProxyStep => {
+                if let Parent::Local { handle: op, .. } = open.parent {
+                    if let Some(steps) = self.steps.get_mut(&op) {
+                        steps.retain(|&(_, h)| h != handle);
+                    }
+                }
+            }
+            Kind::ProxyOp => {
+                self.stepless_live.remove(&handle);
+                for (_, step) in self.steps.remove(&handle).unwrap_or_default() {
+                    if self.open.contains_key(&step) {
+                        Counters::bump(&self.rt.counters.closed_with_parent);
+                        self.close(step, stop_ns, None, Closed::ParentStopped);
+                        let _ = self.rt.slab.release(step);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.remember(handle, open.kind, open.owner);
+        let comm = match open.owner {
+            Owner::Local(context) => self.comm(context),
+            _ => None,
+        };
+        let finished = FinishedEvent {
+            handle,
+            kind: open.kind,
+            owner: open.owner,
+            rank: comm
+                .as_ref()
+                .filter(|_| open.rank == 0)
+                .map_or(open.rank, |c| c.rank),
+            comm,
+            parent: open.parent,
+            event: open.event,
+            start_ns: open.start_ns,
+            start_tid: self.tid(open.start_thread),
+            stop_ns: stop_ns.max(open.start_ns),
+            stop_tid: stop_thread.map(|t| self.tid(t)),
+            states: open.states,
+            closed,
+        };
+        Counters::bump(&self.rt.counters.events_written);
+        if let Some(sink) = &mut self.sink {
+            sink.event(&finished);
+        }
+    }
+
+    fn remember(&mut self, handle: u64, kind: Kind, owner: Owner) {
+        if self.known.insert(handle, Known { kind, owner }).is_none() {
+            self.known_order.push_back(handle);
+            if self.known_order.len() > REMEMBERED_CLOSED {
+                if let Some(old) = self.known_order.pop_front() {
+                    self.known.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn tid(&self, thread: u32) -> i32 {
+        self.tids.get(&thread).copied().unwrap_or(-1)
+    }
+
+    /// Closes every open event of `owner` (all of them for `None`) at its last record.
+    fn close_owned_by_filter(&mut self, keep: impl Fn(&Owner) -> bool, closed: Closed) {
+        let mut handles: Vec<(u64, u64)> = self
+            .open
+            .iter()
+            .filter(|(_, open)| !keep(&open.owner))
+            .map(|(&handle, open)| {
+                let last = open.states.last().map_or(open.start_ns, |s| s.time_ns);
+                (last, handle)
+            })
+            .collect();
+        handles.sort_unstable();
+        for (last, handle) in handles {
+            if self.open.contains_key(&handle) {
+                Counters::bump(&self.rt.counters.closed_at_finalize);
+                self.close(handle, last, None, closed);
+                let _ = self.rt.slab.release(handle);
+            }
+        }
+    }
+
+    fn close_owned_by(&mut self, owner: Owner, closed: Closed) {
+        self.close_owned_by_filter(|o| *o != owner, closed);
+    }
+
+    /// The last round: drain, close everything, report.
+    fn finish(mut self) -> Vec<RingConsumer> {
+        self.pass();
+        self.pass();
+        self.close_owned_by_filter(|_| false, Closed::Finalize);
+        let orphans = self.early_count as u64;
+        if orphans > 0 {
+            self.rt
+                .counters
+                .orphan_records
+                .fetch_add(orphans, Ordering::Relaxed);
+        }
+        let counters = self.rt.counters.snapshot();
+        let losses = self.rt.counters.losses();
+        if let Some(sink) = &mut self.sink {
+            sink.summary(&counters);
+            sink.flush();
+            log::info(&format!("event log written to {}", sink.path().display()));
+        }
+        if losses.is_empty() {
+            log::info(&format!(
+                "{} events recorded, nothing lost",
+                counters["events_written"]
+            ));
+        } else {
+            log::warn(&format!(
+                "{} events recorded; dropped, refused or repaired: {}",
+                counters["events_written"],
+                losses
+                    .iter()
+                    .map(|(name, value)| format!("{name}={value}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        self.rt.counters.reset();
+        self.rings
+    }
+}
+
+/// Writes a gap for records a ring dropped since the last report.
+fn report_gap(ring: &RingConsumer, sink: Option<&mut JsonlSink>) {
+    let first = ring.shared.drop_first_ns.swap(0, Ordering::AcqRel);
+    if first == 0 {
+        return;
+    }
+    let last = ring.shared.drop_last_ns.load(Ordering::Acquire);
+    let total = ring.shared.dropped.load(Ordering::Acquire);
+    if let Some(sink) = sink {
+        sink.gap(ring.shared.os_tid, first, last.max(first), total);
+    }
+}

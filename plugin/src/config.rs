@@ -1,0 +1,355 @@
+//! Configuration from `NCCL_SCOREP_*` environment variables, parsed once per process.
+//!
+//! A bad value never stops the job: it gives one clear message and the default. Every
+//! variable is documented in `docs/configuration.md`; keep the two in step.
+
+use crate::abi::event_type as bit;
+use std::path::PathBuf;
+
+/// What the plugin produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Score-P when the process is measured by it, otherwise standalone output.
+    Auto,
+    /// Standalone OTF2 output.
+    Otf2,
+    /// Score-P regions plus a sidecar trace.
+    Scorep,
+    /// Only the JSON-lines event log.
+    Jsonl,
+    /// Load, answer NCCL, record nothing.
+    Off,
+}
+
+/// What to do when a thread's ring is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnFull {
+    /// Drop the record and count it (the default: never stall NCCL).
+    Drop,
+    /// Wait for the collector to make room.
+    Wait,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub mode: Mode,
+    pub output_dir: PathBuf,
+    /// The activation mask written into NCCL's `eActivationMask`.
+    pub event_mask: u64,
+    /// Bytes of ring buffer per calling thread.
+    pub buffer_bytes: usize,
+    pub on_full: OnFull,
+    /// Write the JSON-lines event log (always on in `jsonl` mode).
+    pub jsonl: bool,
+    /// Open events the plugin can track at once (slab size).
+    pub max_open_events: usize,
+}
+
+/// One problem found while reading the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigWarning(pub String);
+
+pub const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
+pub const DEFAULT_MAX_OPEN_EVENTS: usize = 1 << 16;
+pub const DEFAULT_OUTPUT_DIR: &str = "nccl-scorep-out";
+
+/// Event levels, each a set of NCCL event types, selectable by name.
+pub const EVENT_LEVELS: &[(&str, u64)] = &[
+    ("group_api", bit::GROUP_API),
+    ("coll_api", bit::COLL_API),
+    ("p2p_api", bit::P2P_API),
+    ("kernel_launch", bit::KERNEL_LAUNCH),
+    ("group", bit::GROUP),
+    ("coll", bit::COLL),
+    ("p2p", bit::P2P),
+    ("proxy_op", bit::PROXY_OP),
+    ("proxy_step", bit::PROXY_STEP),
+    ("proxy_ctrl", bit::PROXY_CTRL),
+    ("kernel_ch", bit::KERNEL_CH),
+    ("net_plugin", bit::NET_PLUGIN),
+    ("ce_coll", bit::CE_COLL),
+    ("ce_sync", bit::CE_SYNC),
+    ("ce_batch", bit::CE_BATCH),
+    ("kernel_phase", bit::KERNEL_PHASE),
+    // Groups of the above.
+    (
+        "api",
+        bit::GROUP_API | bit::COLL_API | bit::P2P_API | bit::KERNEL_LAUNCH,
+    ),
+    ("tasks", bit::GROUP | bit::COLL | bit::P2P),
+    ("kernel", bit::KERNEL_CH),
+    ("proxy", bit::PROXY_OP | bit::PROXY_CTRL),
+    ("steps", bit::PROXY_STEP),
+    ("net", bit::NET_PLUGIN),
+    ("ce", bit::CE_COLL | bit::CE_SYNC | bit::CE_BATCH),
+    ("all", 0xFFFF),
+    ("default", DEFAULT_EVENT_MASK),
+];
+
+/// API calls, tasks, GPU kernel time per channel and proxy operations. Steps and net
+/// events are many per operation and are asked for explicitly.
+pub const DEFAULT_EVENT_MASK: u64 = bit::GROUP_API
+    | bit::COLL_API
+    | bit::P2P_API
+    | bit::KERNEL_LAUNCH
+    | bit::GROUP
+    | bit::COLL
+    | bit::P2P
+    | bit::KERNEL_CH
+    | bit::PROXY_OP
+    | bit::PROXY_CTRL;
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mode: Mode::Auto,
+            output_dir: PathBuf::from(DEFAULT_OUTPUT_DIR),
+            event_mask: DEFAULT_EVENT_MASK,
+            buffer_bytes: DEFAULT_BUFFER_BYTES,
+            on_full: OnFull::Drop,
+            jsonl: false,
+            max_open_events: DEFAULT_MAX_OPEN_EVENTS,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> (Config, Vec<ConfigWarning>) {
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads configuration through `lookup` (the environment, or a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (Config, Vec<ConfigWarning>) {
+        let mut config = Config::default();
+        let mut warnings = Vec::new();
+        let mut warn = |name: &str, value: &str, expected: &str, default: &str| {
+            warnings.push(ConfigWarning(format!(
+                "{name}={value:?} is not valid ({expected}); using the default {default}"
+            )));
+        };
+        let get = |name: &str| lookup(name).map(|v| v.trim().to_owned());
+
+        if let Some(value) = get("NCCL_SCOREP_MODE") {
+            match parse_mode(&value) {
+                Some(mode) => config.mode = mode,
+                None => warn(
+                    "NCCL_SCOREP_MODE",
+                    &value,
+                    "auto, otf2, scorep, jsonl or off",
+                    "auto",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_OUTPUT_DIR") {
+            if value.is_empty() {
+                warn(
+                    "NCCL_SCOREP_OUTPUT_DIR",
+                    &value,
+                    "a directory",
+                    DEFAULT_OUTPUT_DIR,
+                );
+            } else {
+                config.output_dir = PathBuf::from(value);
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_EVENTS") {
+            match parse_events(&value) {
+                Ok(mask) => config.event_mask = mask,
+                Err(bad) => warn(
+                    "NCCL_SCOREP_EVENTS",
+                    &value,
+                    &format!(
+                        "unknown level {bad:?}; use a comma list of {}, or a number",
+                        level_names()
+                    ),
+                    "default",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_BUFFER_SIZE") {
+            match parse_bytes(&value) {
+                Some(bytes) if (4 << 10..=1 << 30).contains(&bytes) => config.buffer_bytes = bytes,
+                _ => warn(
+                    "NCCL_SCOREP_BUFFER_SIZE",
+                    &value,
+                    "bytes between 4K and 1G, with an optional K, M or G suffix",
+                    "4M",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_ON_FULL") {
+            match value.to_ascii_lowercase().as_str() {
+                "drop" => config.on_full = OnFull::Drop,
+                "wait" => config.on_full = OnFull::Wait,
+                _ => warn("NCCL_SCOREP_ON_FULL", &value, "drop or wait", "drop"),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_JSONL") {
+            match parse_bool(&value) {
+                Some(on) => config.jsonl = on,
+                None => warn("NCCL_SCOREP_JSONL", &value, "0/1, yes/no, on/off", "0"),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_MAX_OPEN_EVENTS") {
+            match value.parse::<usize>() {
+                Ok(n) if (1024..=crate::handle::MAX_SLOTS).contains(&n) => {
+                    config.max_open_events = n
+                }
+                _ => warn(
+                    "NCCL_SCOREP_MAX_OPEN_EVENTS",
+                    &value,
+                    "a number from 1024 to 16777216",
+                    "65536",
+                ),
+            }
+        }
+        (config, warnings)
+    }
+
+    /// Whether the JSON-lines log is written.
+    pub fn writes_jsonl(&self) -> bool {
+        self.jsonl || matches!(self.mode, Mode::Jsonl | Mode::Auto | Mode::Otf2 | Mode::Scorep)
+    }
+}
+
+fn parse_mode(value: &str) -> Option<Mode> {
+    Some(match value.to_ascii_lowercase().as_str() {
+        "auto" | "" => Mode::Auto,
+        "otf2" | "standalone" => Mode::Otf2,
+        "scorep" | "score-p" => Mode::Scorep,
+        "jsonl" | "json" => Mode::Jsonl,
+        "off" | "none" | "0" => Mode::Off,
+        _ => return None,
+    })
+}
+
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "yes" | "on" | "true" => Some(true),
+        "0" | "no" | "off" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// A comma list of level names (a leading `-` removes a level), or a number.
+fn parse_events(value: &str) -> Result<u64, String> {
+    if let Some(number) = parse_number(value) {
+        return Ok(number & 0xFFFF);
+    }
+    let mut mask = 0;
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (remove, name) = match item.strip_prefix('-') {
+            Some(name) => (true, name),
+            None => (false, item),
+        };
+        let name = name.to_ascii_lowercase().replace('-', "_");
+        let bits = EVENT_LEVELS
+            .iter()
+            .find(|(level, _)| *level == name)
+            .map(|(_, bits)| *bits)
+            .ok_or_else(|| item.to_owned())?;
+        if remove {
+            mask &= !bits;
+        } else {
+            mask |= bits;
+        }
+    }
+    Ok(mask)
+}
+
+fn parse_number(value: &str) -> Option<u64> {
+    match value.strip_prefix("0x").or_else(|| value.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => value.parse().ok(),
+    }
+}
+
+fn parse_bytes(value: &str) -> Option<usize> {
+    let upper = value.to_ascii_uppercase();
+    let trimmed = upper.trim_end_matches('B').trim_end_matches('I');
+    let (digits, shift) = match trimmed.chars().last()? {
+        'K' => (&trimmed[..trimmed.len() - 1], 10),
+        'M' => (&trimmed[..trimmed.len() - 1], 20),
+        'G' => (&trimmed[..trimmed.len() - 1], 30),
+        _ => (trimmed, 0),
+    };
+    digits.trim().parse::<usize>().ok()?.checked_mul(1 << shift)
+}
+
+fn level_names() -> String {
+    EVENT_LEVELS
+        .iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn read(pairs: &[(&str, &str)]) -> (Config, Vec<ConfigWarning>) {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn nothing_set_gives_the_defaults() {
+        let (config, warnings) = read(&[]);
+        assert_eq!(config, Config::default());
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let (config, warnings) = read(&[
+            ("NCCL_SCOREP_MODE", "JSONL"),
+            ("NCCL_SCOREP_OUTPUT_DIR", "/tmp/x"),
+            ("NCCL_SCOREP_EVENTS", "coll, proxy_step,-coll"),
+            ("NCCL_SCOREP_BUFFER_SIZE", "64K"),
+            ("NCCL_SCOREP_ON_FULL", "wait"),
+            ("NCCL_SCOREP_JSONL", "yes"),
+            ("NCCL_SCOREP_MAX_OPEN_EVENTS", "4096"),
+        ]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(config.mode, Mode::Jsonl);
+        assert_eq!(config.output_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(config.event_mask, bit::PROXY_STEP);
+        assert_eq!(config.buffer_bytes, 64 << 10);
+        assert_eq!(config.on_full, OnFull::Wait);
+        assert!(config.jsonl);
+        assert_eq!(config.max_open_events, 4096);
+    }
+
+    #[test]
+    fn bad_values_warn_once_each_and_keep_the_default() {
+        let (config, warnings) = read(&[
+            ("NCCL_SCOREP_MODE", "turbo"),
+            ("NCCL_SCOREP_EVENTS", "coll,bogus"),
+            ("NCCL_SCOREP_BUFFER_SIZE", "12Q"),
+            ("NCCL_SCOREP_ON_FULL", "maybe"),
+            ("NCCL_SCOREP_JSONL", "2"),
+            ("NCCL_SCOREP_MAX_OPEN_EVENTS", "-1"),
+        ]);
+        assert_eq!(config, Config::default());
+        assert_eq!(warnings.len(), 6);
+        assert!(warnings[1].0.contains("\"bogus\""), "{}", warnings[1].0);
+        assert!(warnings[0].0.contains("NCCL_SCOREP_MODE"));
+    }
+
+    #[test]
+    fn event_levels_accept_numbers_and_groups() {
+        assert_eq!(parse_events("0x42"), Ok(0x42));
+        assert_eq!(parse_events("all"), Ok(0xFFFF));
+        assert_eq!(
+            parse_events("api"),
+            Ok(bit::GROUP_API | bit::COLL_API | bit::P2P_API | bit::KERNEL_LAUNCH)
+        );
+        assert_eq!(parse_events("default,steps"), Ok(DEFAULT_EVENT_MASK | bit::PROXY_STEP));
+    }
+}

@@ -1,0 +1,108 @@
+//! Counters of everything the plugin refused, dropped or repaired. Nothing is lost
+//! silently: every counter is reported at the last finalize (log and event-log summary).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($( $(#[doc = $doc:literal])* $name:ident, )*) => {
+        /// Process-wide counters; incremented with relaxed atomics off the common path.
+        #[derive(Debug, Default)]
+        pub struct Counters {
+            $( $(#[doc = $doc])* pub $name: AtomicU64, )*
+        }
+
+        impl Counters {
+            /// Every counter by name, zeros included.
+            pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
+                let mut map = BTreeMap::new();
+                $( map.insert(stringify!($name), self.$name.load(Ordering::Relaxed)); )*
+                map
+            }
+
+            /// Sets every counter back to zero (a new init/finalize cycle).
+            pub fn reset(&self) {
+                $( self.$name.store(0, Ordering::Relaxed); )*
+            }
+        }
+    };
+}
+
+counters! {
+    /// startEvent called with a NULL `eHandle` pointer.
+    null_handle_out,
+    /// startEvent called with a NULL descriptor.
+    null_descriptor,
+    /// A descriptor type that is not exactly one bit this API version knows.
+    unknown_type,
+    /// A state value unknown, or not one of the event's kind.
+    unknown_state,
+    /// startEvent with a NULL context.
+    null_context,
+    /// startEvent with a context this process never issued.
+    foreign_context,
+    /// startEvent with a context of an earlier init/finalize cycle.
+    stale_context,
+    /// Events refused because their context is disabled.
+    disabled_context,
+    /// ProxyOps progressed here for another process (PXN).
+    pxn_foreign_ops,
+    /// Events refused because every slab slot was in use.
+    slab_full,
+    /// Records dropped because a thread's ring was full.
+    ring_full,
+    /// Stops whose record was dropped (the event is closed at finalize).
+    lost_stops,
+    /// stopEvent(NULL): legal for NetPlugin, otherwise a caller bug.
+    stop_null,
+    /// stopEvent on a value never issued by this process.
+    stop_never_issued,
+    /// stopEvent on an event already stopped.
+    stop_double,
+    /// stopEvent on a handle whose slot was reused since.
+    stop_stale,
+    /// recordEventState with a NULL handle.
+    record_null,
+    /// recordEventState on a value never issued by this process.
+    record_never_issued,
+    /// recordEventState on an event already stopped.
+    record_after_stop,
+    /// recordEventState on a handle whose slot was reused since.
+    record_stale,
+    /// finalize of an unknown, foreign or already finalized context.
+    bad_finalize,
+    /// init calls that returned a disabled context.
+    disabled_inits,
+    /// Panics caught at the boundary (the plugin turns itself off after the first).
+    panics,
+    /// Events written by the collector.
+    events_written,
+    /// Receive steps started again for the same step and never stopped.
+    restarted_steps,
+    /// Events still open at finalize, closed there.
+    closed_at_finalize,
+    /// Events closed because their ProxyOp stopped first.
+    closed_with_parent,
+    /// ProxyOps NCCL never stopped (non-network transports), closed to bound memory.
+    abandoned_proxy_ops,
+    /// Stop or state records whose start never arrived.
+    orphan_records,
+    /// Parents that were neither NULL, ours and known, nor foreign.
+    unresolved_parents,
+}
+
+impl Counters {
+    #[inline]
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters that mean data was lost or refused (everything but the tallies).
+    pub fn losses(&self) -> BTreeMap<&'static str, u64> {
+        let mut map = self.snapshot();
+        map.retain(|name, value| {
+            *value > 0 && !matches!(*name, "events_written" | "pxn_foreign_ops" | "stop_null")
+        });
+        map
+    }
+}

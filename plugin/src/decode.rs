@@ -1,0 +1,631 @@
+//! Each version's descriptor and state arguments become one normalized [`Start`] /
+//! [`StateArg`]. This is the only place that reads NCCL's unions; the differences between
+//! versions are the per-version `match` arms below, everything after is shared.
+
+use crate::abi::{
+    self, net, state, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1,
+    NetPluginDescr, NetSockDescrV1, ProxyOpDescr, StateArgsV1, StateArgsV4,
+};
+use crate::event::*;
+use std::ffi::c_char;
+
+/// A version's event descriptor.
+pub trait DecodeDescr: Descriptor {
+    /// The version number, for logs and counters.
+    const VERSION: u8;
+    /// The kinds this version can describe.
+    const KINDS: u64;
+
+    /// Decodes a descriptor whose type bit is `kind` (a kind of this version).
+    ///
+    /// # Safety
+    /// `self` is a descriptor NCCL filled in for `kind`: the union member of that kind is
+    /// initialised and its string fields are NULL or C strings.
+    unsafe fn decode(&self, kind: Kind) -> Event;
+
+    fn parent(&self) -> u64;
+    fn rank(&self) -> i32;
+}
+
+/// A version's state-argument union.
+pub trait DecodeArgs {
+    /// # Safety
+    /// `args` is NULL or points to this version's state arguments.
+    unsafe fn decode(args: *const Self, state: i32) -> StateArg;
+}
+
+fn ptr_value<T>(ptr: *const T) -> u64 {
+    ptr as usize as u64
+}
+
+/// # Safety
+/// NULL or a C string.
+unsafe fn func(ptr: *const c_char) -> Func {
+    // SAFETY: forwarded from the caller.
+    unsafe { Func::from_c(ptr) }
+}
+
+/// NCCL (2.24–2.32) has no string for `ncclUint8` and passes its literal "Unknown"
+/// instead; every other type has a name. So "Unknown" from NCCL means one-byte unsigned,
+/// while NULL or an unlisted name stays `Unknown`.
+///
+/// # Safety
+/// NULL or a C string.
+unsafe fn dtype(ptr: *const c_char) -> DataType {
+    if ptr.is_null() {
+        return DataType::Unknown;
+    }
+    // SAFETY: non-NULL, and a C string (caller).
+    let bytes = unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes();
+    if bytes == b"Unknown" {
+        DataType::Uint8
+    } else {
+        DataType::from_bytes(bytes)
+    }
+}
+
+fn proxy_op(op: &ProxyOpDescr) -> Event {
+    Event::ProxyOp(ProxyOp {
+        pid: op.pid,
+        channel: op.channelId,
+        peer: op.peer,
+        n_steps: op.nSteps,
+        chunk_size: op.chunkSize,
+        is_send: op.isSend != 0,
+    })
+}
+
+fn kernel_ch_v4(ch: &KernelChDescrV4) -> Event {
+    Event::KernelCh {
+        channel: ch.channelId,
+        ptimer: Some(ch.pTimer),
+    }
+}
+
+/// Decodes the built-in IB and socket payloads; anything else stays `Unknown`.
+///
+/// # Safety
+/// `d.data` is NULL or points to the payload struct its id announces.
+unsafe fn net_plugin(d: &NetPluginDescr) -> Event {
+    let payload = if d.data.is_null() || d.id & net::VER_MASK != 1 {
+        NetPayload::Unknown
+    } else {
+        match d.id & net::TYPE_MASK {
+            net::TYPE_IB => {
+                // SAFETY: non-NULL, and the id says it is an IB v1 payload.
+                let ib = unsafe { &*(d.data as *const NetIbDescrV1) };
+                if ib.type_ == net::IB_QP {
+                    NetPayload::IbQp {
+                        device: ib.qp.device,
+                        wr_id: ib.qp.wr_id,
+                        opcode: ib.qp.opcode,
+                        qp_num: ib.qp.qpNum,
+                        length: ib.qp.length as u64,
+                    }
+                } else {
+                    NetPayload::Unknown
+                }
+            }
+            net::TYPE_SOCK => {
+                // SAFETY: non-NULL, and the id says it is a socket v1 payload.
+                let sock = unsafe { &*(d.data as *const NetSockDescrV1) };
+                if sock.type_ == net::SOCKET {
+                    NetPayload::Socket {
+                        fd: sock.sock.fd,
+                        op: sock.sock.op,
+                        length: sock.sock.length as u64,
+                    }
+                } else {
+                    NetPayload::Unknown
+                }
+            }
+            _ => NetPayload::Unknown,
+        }
+    };
+    Event::NetPlugin(NetPlugin { id: d.id, payload })
+}
+
+/// The kinds each version knows.
+const KINDS_V1: u64 = abi::event_type::GROUP
+    | abi::event_type::COLL
+    | abi::event_type::P2P
+    | abi::event_type::PROXY_OP
+    | abi::event_type::PROXY_STEP
+    | abi::event_type::PROXY_CTRL;
+const KINDS_V3: u64 = KINDS_V1 | abi::event_type::KERNEL_CH | abi::event_type::NET_PLUGIN;
+const KINDS_V5: u64 = KINDS_V3
+    | abi::event_type::GROUP_API
+    | abi::event_type::COLL_API
+    | abi::event_type::P2P_API
+    | abi::event_type::KERNEL_LAUNCH;
+const KINDS_V6: u64 =
+    KINDS_V5 | abi::event_type::CE_COLL | abi::event_type::CE_SYNC | abi::event_type::CE_BATCH;
+const KINDS_V7: u64 = KINDS_V6 | abi::event_type::KERNEL_PHASE;
+
+/// The parts every descriptor shares: parent and rank sit at the same offsets.
+macro_rules! common_fields {
+    () => {
+        fn parent(&self) -> u64 {
+            ptr_value(self.parentObj)
+        }
+        fn rank(&self) -> i32 {
+            self.rank
+        }
+    };
+}
+
+impl DecodeDescr for v1::ncclProfilerEventDescr_v1_t {
+    const VERSION: u8 = 1;
+    const KINDS: u64 = KINDS_V1;
+    common_fields!();
+
+    unsafe fn decode(&self, kind: Kind) -> Event {
+        // SAFETY (all union reads): the caller guarantees the member of `kind` is set.
+        unsafe {
+            match kind {
+                Kind::Coll => {
+                    let c = &self.u.coll;
+                    Event::Coll(Coll {
+                        seq: c.seqNumber,
+                        func: Func::from_v1(c.func),
+                        count: c.count as u64,
+                        root: c.root,
+                        datatype: DataType::from_v1(c.datatype),
+                        n_channels: c.nMaxChannels,
+                        n_warps: c.nWarps,
+                        algo: Algo::from_v1(c.algo),
+                        proto: Proto::from_v1(c.proto),
+                        parent_group: self.parent(),
+                        comm_hash: c.commHash,
+                        ..Coll::default()
+                    })
+                }
+                Kind::P2p => {
+                    let p = &self.u.p2p;
+                    Event::P2p(P2p {
+                        func: Func::from_v1(p.func),
+                        count: p.count as u64,
+                        datatype: DataType::from_v1(p.datatype),
+                        peer: p.peer,
+                        parent_group: self.parent(),
+                        comm_hash: p.commHash,
+                        ..P2p::default()
+                    })
+                }
+                Kind::ProxyOp => proxy_op(&self.u.proxyOp),
+                Kind::ProxyStep => Event::ProxyStep {
+                    step: self.u.proxyStep.step,
+                },
+                Kind::ProxyCtrl => Event::ProxyCtrl,
+                _ => Event::Group,
+            }
+        }
+    }
+}
+
+/// v2 and v3 share the p2p member and differ in `coll` only by `trafficBytes`.
+macro_rules! decode_v2_v3 {
+    ($descr:ty, $version:literal, $kinds:expr, $extra:ident) => {
+        impl DecodeDescr for $descr {
+            const VERSION: u8 = $version;
+            const KINDS: u64 = $kinds;
+            common_fields!();
+
+            unsafe fn decode(&self, kind: Kind) -> Event {
+                // SAFETY (all union reads and strings): guaranteed by the caller.
+                unsafe {
+                    match kind {
+                        Kind::Coll => {
+                            let c = &self.u.coll;
+                            Event::Coll(Coll {
+                                seq: c.seqNumber,
+                                func: func(c.func),
+                                count: c.count as u64,
+                                root: c.root,
+                                datatype: dtype(c.datatype),
+                                n_channels: c.nMaxChannels,
+                                n_warps: c.nWarps,
+                                algo: Algo::from_c(c.algo),
+                                proto: Proto::from_c(c.proto),
+                                parent_group: self.parent(),
+                                comm_hash: c.commHash,
+                                ..Coll::default()
+                            })
+                        }
+                        Kind::P2p => {
+                            let p = &self.u.p2p;
+                            Event::P2p(P2p {
+                                func: func(p.func),
+                                count: p.count as u64,
+                                datatype: dtype(p.datatype),
+                                peer: p.peer,
+                                parent_group: self.parent(),
+                                comm_hash: p.commHash,
+                                ..P2p::default()
+                            })
+                        }
+                        Kind::ProxyOp => proxy_op(&self.u.proxyOp),
+                        Kind::ProxyStep => Event::ProxyStep {
+                            step: self.u.proxyStep.step,
+                        },
+                        Kind::ProxyCtrl => Event::ProxyCtrl,
+                        other => $extra(self, other),
+                    }
+                }
+            }
+        }
+    };
+}
+
+fn no_extra_v2(_: &v2::ncclProfilerEventDescr_v2_t, _: Kind) -> Event {
+    Event::Group
+}
+
+/// # Safety
+/// As for [`DecodeDescr::decode`].
+unsafe fn extra_v3(d: &v3::ncclProfilerEventDescr_v3_t, kind: Kind) -> Event {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        match kind {
+            Kind::KernelCh => Event::KernelCh {
+                channel: d.u.kernelCh.channelId,
+                ptimer: None,
+            },
+            Kind::NetPlugin => net_plugin(&d.u.netPlugin),
+            _ => Event::Group,
+        }
+    }
+}
+
+decode_v2_v3!(v2::ncclProfilerEventDescr_v2_t, 2, KINDS_V1, no_extra_v2);
+decode_v2_v3!(v3::ncclProfilerEventDescr_v3_t, 3, KINDS_V3, extra_v3);
+
+impl DecodeDescr for v4::ncclProfilerEventDescr_v4_t {
+    const VERSION: u8 = 4;
+    const KINDS: u64 = KINDS_V3;
+    common_fields!();
+
+    unsafe fn decode(&self, kind: Kind) -> Event {
+        // SAFETY (all union reads and strings): guaranteed by the caller.
+        unsafe {
+            match kind {
+                Kind::Coll => {
+                    let c = &self.u.coll;
+                    Event::Coll(Coll {
+                        seq: c.seqNumber,
+                        func: func(c.func),
+                        count: c.count as u64,
+                        root: c.root,
+                        datatype: dtype(c.datatype),
+                        n_channels: c.nChannels,
+                        n_warps: c.nWarps,
+                        algo: Algo::from_c(c.algo),
+                        proto: Proto::from_c(c.proto),
+                        parent_group: self.parent(),
+                        ..Coll::default()
+                    })
+                }
+                Kind::P2p => {
+                    let p = &self.u.p2p;
+                    Event::P2p(P2p {
+                        func: func(p.func),
+                        count: p.count as u64,
+                        datatype: dtype(p.datatype),
+                        peer: p.peer,
+                        // NCCL's v4 shim never copies p2p.nChannels: it is garbage on
+                        // 2.28+, and only 2.27 (v4 direct) fills it. Trust it not at all.
+                        n_channels: None,
+                        parent_group: self.parent(),
+                        ..P2p::default()
+                    })
+                }
+                Kind::ProxyOp => proxy_op(&self.u.proxyOp),
+                Kind::ProxyStep => Event::ProxyStep {
+                    step: self.u.proxyStep.step,
+                },
+                Kind::ProxyCtrl => Event::ProxyCtrl,
+                Kind::KernelCh => kernel_ch_v4(&self.u.kernelCh),
+                Kind::NetPlugin => net_plugin(&self.u.netPlugin),
+                _ => Event::Group,
+            }
+        }
+    }
+}
+
+/// v5, v6 and v7 share every member up to the fields v7 adds; `$tag` reads the userTag of
+/// a member (0 before v7) and `$extra` decodes what only that version knows.
+macro_rules! decode_v5_family {
+    ($descr:ty, $version:literal, $kinds:expr, tag: $tag:ident, coll_extra: $coll_extra:ident, extra: $extra:ident) => {
+        impl DecodeDescr for $descr {
+            const VERSION: u8 = $version;
+            const KINDS: u64 = $kinds;
+            common_fields!();
+
+            unsafe fn decode(&self, kind: Kind) -> Event {
+                // SAFETY (all union reads and strings): guaranteed by the caller.
+                unsafe {
+                    match kind {
+                        Kind::GroupApi => Event::GroupApi {
+                            graph_captured: self.u.groupApi.graphCaptured,
+                            depth: self.u.groupApi.groupDepth,
+                        },
+                        Kind::CollApi => {
+                            let c = &self.u.collApi;
+                            Event::CollApi(CollApi {
+                                func: func(c.func),
+                                count: c.count as u64,
+                                datatype: dtype(c.datatype),
+                                root: c.root,
+                                graph_captured: c.graphCaptured,
+                                user_tag: $tag!(c),
+                            })
+                        }
+                        Kind::P2pApi => {
+                            let p = &self.u.p2pApi;
+                            Event::P2pApi(P2pApi {
+                                func: func(p.func),
+                                count: p.count as u64,
+                                datatype: dtype(p.datatype),
+                                graph_captured: p.graphCaptured,
+                                user_tag: $tag!(p),
+                            })
+                        }
+                        Kind::KernelLaunch => Event::KernelLaunch,
+                        Kind::Coll => {
+                            let c = &self.u.coll;
+                            let coll = Coll {
+                                seq: c.seqNumber,
+                                func: func(c.func),
+                                count: c.count as u64,
+                                root: c.root,
+                                datatype: dtype(c.datatype),
+                                n_channels: c.nChannels,
+                                n_warps: c.nWarps,
+                                algo: Algo::from_c(c.algo),
+                                proto: Proto::from_c(c.proto),
+                                parent_group: ptr_value(c.parentGroup),
+                                ..Coll::default()
+                            };
+                            Event::Coll($coll_extra!(c, coll))
+                        }
+                        Kind::P2p => {
+                            let p = &self.u.p2p;
+                            Event::P2p(P2p {
+                                func: func(p.func),
+                                count: p.count as u64,
+                                datatype: dtype(p.datatype),
+                                peer: p.peer,
+                                n_channels: Some(p.nChannels),
+                                parent_group: ptr_value(p.parentGroup),
+                                user_tag: $tag!(p),
+                                ..P2p::default()
+                            })
+                        }
+                        Kind::ProxyOp => proxy_op(&self.u.proxyOp),
+                        Kind::ProxyStep => Event::ProxyStep {
+                            step: self.u.proxyStep.step,
+                        },
+                        Kind::ProxyCtrl => Event::ProxyCtrl,
+                        Kind::KernelCh => kernel_ch_v4(&self.u.kernelCh),
+                        Kind::NetPlugin => net_plugin(&self.u.netPlugin),
+                        other => $extra(self, other),
+                    }
+                }
+            }
+        }
+    };
+}
+
+macro_rules! no_tag {
+    ($m:expr) => {
+        0
+    };
+}
+macro_rules! user_tag {
+    ($m:expr) => {
+        $m.userTag
+    };
+}
+macro_rules! no_coll_extra {
+    ($c:expr, $coll:ident) => {
+        $coll
+    };
+}
+macro_rules! coll_extra_v7 {
+    ($c:expr, $coll:ident) => {
+        Coll {
+            is_sym_coll: $c.isSymColl,
+            user_tag: $c.userTag,
+            ..$coll
+        }
+    };
+}
+
+fn no_extra_v5(_: &v5::ncclProfilerEventDescr_v5_t, _: Kind) -> Event {
+    Event::Group
+}
+
+/// The copy-engine members, identical in v6 and v7 but for `userTag`.
+macro_rules! ce_event {
+    ($d:expr, $kind:expr, $tag:ident) => {
+        match $kind {
+            Kind::CeColl => {
+                let c = &$d.u.ceColl;
+                Event::CeColl(CeColl {
+                    seq: c.seqNumber,
+                    func: func(c.func),
+                    count: c.count as u64,
+                    root: c.root,
+                    datatype: dtype(c.datatype),
+                    intra_batch_sync: c.intraBatchSync,
+                    batch_size: c.batchSize,
+                    num_batches: c.numBatches,
+                    ce_seq: c.ceSeqNum,
+                    user_tag: $tag!(c),
+                })
+            }
+            Kind::CeSync => Event::CeSync {
+                is_complete: $d.u.ceCollSync.isComplete,
+                n_ranks: $d.u.ceCollSync.nRanks,
+            },
+            Kind::CeBatch => Event::CeBatch {
+                num_ops: $d.u.ceCollBatch.numOps,
+                total_bytes: $d.u.ceCollBatch.totalBytes as u64,
+                use_intra_sync: $d.u.ceCollBatch.useIntraSync,
+            },
+            _ => Event::Group,
+        }
+    };
+}
+
+/// # Safety
+/// As for [`DecodeDescr::decode`].
+unsafe fn extra_v6(d: &v6::ncclProfilerEventDescr_v6_t, kind: Kind) -> Event {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ce_event!(d, kind, no_tag) }
+}
+
+/// # Safety
+/// As for [`DecodeDescr::decode`].
+unsafe fn extra_v7(d: &v7::ncclProfilerEventDescr_v7_t, kind: Kind) -> Event {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        if kind == Kind::KernelPhase {
+            let p = &d.u.kernelPhase;
+            return Event::KernelPhase {
+                channel: p.channelId,
+                phase: Phase::from_id(p.phaseId),
+                ptimer: p.pTimer,
+            };
+        }
+        ce_event!(d, kind, user_tag)
+    }
+}
+
+decode_v5_family!(v5::ncclProfilerEventDescr_v5_t, 5, KINDS_V5, tag: no_tag, coll_extra: no_coll_extra, extra: no_extra_v5);
+decode_v5_family!(v6::ncclProfilerEventDescr_v6_t, 6, KINDS_V6, tag: no_tag, coll_extra: no_coll_extra, extra: extra_v6);
+decode_v5_family!(v7::ncclProfilerEventDescr_v7_t, 7, KINDS_V7, tag: user_tag, coll_extra: coll_extra_v7, extra: extra_v7);
+
+impl DecodeArgs for StateArgsV1 {
+    unsafe fn decode(args: *const Self, state: i32) -> StateArg {
+        if args.is_null() {
+            return StateArg::None;
+        }
+        // SAFETY: non-NULL and points to v1–v3 arguments (caller); the member read is
+        // chosen by the state's meaning.
+        unsafe {
+            match state {
+                state::PROXY_OP_SEND_POSTED..=state::PROXY_OP_RECV_DONE => StateArg::Progress {
+                    trans_size: (*args).proxyOp.transSize as u64,
+                    steps: (*args).proxyOp.steps,
+                },
+                state::PROXY_CTRL_IDLE..=state::PROXY_CTRL_APPEND_END => {
+                    StateArg::Appended((*args).proxyCtrl.appendedProxyOps)
+                }
+                _ => StateArg::None,
+            }
+        }
+    }
+}
+
+impl DecodeArgs for StateArgsV4 {
+    unsafe fn decode(args: *const Self, state: i32) -> StateArg {
+        if args.is_null() {
+            return StateArg::None;
+        }
+        // SAFETY: non-NULL and points to v4+ arguments (caller). States 19, 23 and 24
+        // come with uninitialised arguments and are not read.
+        unsafe {
+            match state {
+                state::PROXY_STEP_SEND_GPU_WAIT..=state::PROXY_STEP_RECV_GPU_WAIT
+                | state::PROXY_STEP_SEND_PEER_WAIT_V4 => {
+                    StateArg::TransSize((*args).transSize as u64)
+                }
+                state::PROXY_CTRL_IDLE..=state::PROXY_CTRL_APPEND_END => {
+                    StateArg::Appended((*args).appendedProxyOps)
+                }
+                state::NET_PLUGIN_UPDATE => StateArg::NetData(ptr_value((*args).netPluginData)),
+                state::KERNEL_CH_STOP | state::KERNEL_PHASE_STOP => {
+                    StateArg::PTimer((*args).kernelChPTimer)
+                }
+                _ => StateArg::None,
+            }
+        }
+    }
+}
+
+/// The states each kind may receive, as a bit set over state values 0–31.
+pub fn states_of(kind: Kind) -> u32 {
+    fn range(lo: i32, hi: i32) -> u32 {
+        (lo..=hi).fold(0, |set, s| set | 1 << s)
+    }
+    match kind {
+        Kind::ProxyOp => {
+            range(state::PROXY_OP_SEND_POSTED, state::PROXY_OP_RECV_DONE)
+                | 1 << state::PROXY_OP_IN_PROGRESS_V4
+        }
+        Kind::ProxyStep => {
+            range(
+                state::PROXY_STEP_SEND_GPU_WAIT,
+                state::PROXY_STEP_RECV_GPU_WAIT,
+            ) | 1 << state::PROXY_STEP_SEND_PEER_WAIT_V4
+        }
+        Kind::ProxyCtrl => range(state::PROXY_CTRL_IDLE, state::PROXY_CTRL_APPEND_END),
+        Kind::NetPlugin => 1 << state::NET_PLUGIN_UPDATE,
+        Kind::KernelCh => 1 << state::KERNEL_CH_STOP,
+        Kind::GroupApi => 1 << state::GROUP_START_API_STOP | 1 << state::GROUP_END_API_START,
+        Kind::CeColl => 1 << state::CE_COLL_START | 1 << state::CE_COLL_COMPLETE,
+        Kind::CeSync => 1 << state::CE_SYNC_START | 1 << state::CE_SYNC_COMPLETE,
+        Kind::CeBatch => 1 << state::CE_BATCH_START | 1 << state::CE_BATCH_COMPLETE,
+        Kind::KernelPhase => 1 << state::KERNEL_PHASE_STOP,
+        Kind::Group
+        | Kind::Coll
+        | Kind::P2p
+        | Kind::CollApi
+        | Kind::P2pApi
+        | Kind::KernelLaunch => 0,
+    }
+}
+
+/// NCCL's name of a state value, for the event log.
+pub fn state_name(value: i32) -> &'static str {
+    const NAMES: [&str; 32] = [
+        "ProxyOpSendPosted",
+        "ProxyOpSendRemFifoWait",
+        "ProxyOpSendTransmitted",
+        "ProxyOpSendDone",
+        "ProxyOpRecvPosted",
+        "ProxyOpRecvReceived",
+        "ProxyOpRecvTransmitted",
+        "ProxyOpRecvDone",
+        "ProxyStepSendGPUWait",
+        "ProxyStepSendWait",
+        "ProxyStepRecvWait",
+        "ProxyStepRecvFlushWait",
+        "ProxyStepRecvGPUWait",
+        "ProxyCtrlIdle",
+        "ProxyCtrlActive",
+        "ProxyCtrlSleep",
+        "ProxyCtrlWakeup",
+        "ProxyCtrlAppend",
+        "ProxyCtrlAppendEnd",
+        "ProxyOpInProgress",
+        "ProxyStepSendPeerWait",
+        "NetPluginUpdate",
+        "KernelChStop",
+        "GroupStartApiStop",
+        "GroupEndApiStart",
+        "CeCollStart",
+        "CeCollComplete",
+        "CeSyncStart",
+        "CeSyncComplete",
+        "CeBatchStart",
+        "CeBatchComplete",
+        "KernelPhaseStop",
+    ];
+    usize::try_from(value)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("Unknown")
+}

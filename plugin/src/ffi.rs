@@ -1,0 +1,159 @@
+//! The exported symbols `ncclProfiler_v1` … `ncclProfiler_v7`.
+//!
+//! One table per version, all built by one macro from the same five handlers; only the
+//! `init` adapter differs (its arguments change order at v4 and v5). Every entry point
+//! runs inside [`boundary`], which catches panics and always answers `ncclSuccess`:
+//! NCCL ignores the result of every call but `init`, and its handling of a failed `init`
+//! is unsafe in several releases.
+
+use crate::abi::{
+    self, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable,
+    NCCL_SUCCESS,
+};
+use crate::context::ContextInfo;
+use crate::core::{self, InitArgs};
+use crate::decode::{DecodeArgs, DecodeDescr};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs one entry point: a panic is caught, counted, turns recording off, and never
+/// unwinds into NCCL.
+#[inline(always)]
+fn boundary(body: impl FnOnce()) -> ncclResult_t {
+    if catch_unwind(AssertUnwindSafe(body)).is_err() {
+        let _ = catch_unwind(core::on_panic);
+    }
+    NCCL_SUCCESS
+}
+
+/// The name NCCL prints when it loads us.
+const PLUGIN_NAME: &CStr = c"nccl-scorep";
+
+unsafe extern "C" fn start_event<D: DecodeDescr>(
+    context: *mut c_void,
+    handle_out: *mut *mut c_void,
+    descr: *mut D,
+) -> ncclResult_t {
+    // SAFETY: NCCL passes a writable handle slot and a descriptor of the version whose
+    // table it called (both checked for NULL inside).
+    boundary(|| unsafe { core::start_event::<D>(context, handle_out, descr) })
+}
+
+unsafe extern "C" fn stop_event(handle: *mut c_void) -> ncclResult_t {
+    boundary(|| core::stop_event(handle))
+}
+
+unsafe extern "C" fn record_event_state<A: DecodeArgs>(
+    handle: *mut c_void,
+    state: ncclProfilerEventState_t,
+    args: *mut A,
+) -> ncclResult_t {
+    // SAFETY: NCCL passes NULL or the state arguments of the version whose table it called.
+    boundary(|| unsafe { core::record_state::<A>(handle, state, args) })
+}
+
+unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
+    boundary(|| core::finalize(context))
+}
+
+/// Copies a communicator name NCCL passed (NULL allowed).
+///
+/// # Safety
+/// NULL or a C string.
+unsafe fn comm_name(name: *const c_char) -> Option<String> {
+    // SAFETY: forwarded from the caller.
+    (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+}
+
+/// v1–v3: no communicator information at all.
+unsafe extern "C" fn init_v1<const VERSION: u8>(
+    context: *mut *mut c_void,
+    mask: *mut c_int,
+) -> ncclResult_t {
+    let info = ContextInfo {
+        n_nodes: -1,
+        n_ranks: -1,
+        rank: -1,
+        version: VERSION,
+        ..ContextInfo::default()
+    };
+    // SAFETY: NCCL passes writable context and mask pointers (checked for NULL inside).
+    boundary(|| unsafe { core::init(context, mask, InitArgs { info, logger: None }) })
+}
+
+/// v4: `(context, mask, commName, commHash, nNodes, nranks, rank, logfn)`.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn init_v4(
+    context: *mut *mut c_void,
+    mask: *mut c_int,
+    name: *const c_char,
+    comm_hash: u64,
+    n_nodes: c_int,
+    n_ranks: c_int,
+    rank: c_int,
+    logger: ncclDebugLogger_t,
+) -> ncclResult_t {
+    boundary(|| {
+        let info = ContextInfo {
+            comm_hash,
+            // SAFETY: NULL or NCCL's comm name.
+            comm_name: unsafe { comm_name(name) },
+            n_nodes,
+            n_ranks,
+            rank,
+            version: 4,
+        };
+        // SAFETY: as for v1.
+        unsafe { core::init(context, mask, InitArgs { info, logger }) }
+    })
+}
+
+/// v5–v7: `(context, commId, mask, commName, nNodes, nranks, rank, logfn)`.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn init_v5<const VERSION: u8>(
+    context: *mut *mut c_void,
+    comm_id: u64,
+    mask: *mut c_int,
+    name: *const c_char,
+    n_nodes: c_int,
+    n_ranks: c_int,
+    rank: c_int,
+    logger: ncclDebugLogger_t,
+) -> ncclResult_t {
+    boundary(|| {
+        let info = ContextInfo {
+            comm_hash: comm_id,
+            // SAFETY: NULL or NCCL's comm name.
+            comm_name: unsafe { comm_name(name) },
+            n_nodes,
+            n_ranks,
+            rank,
+            version: VERSION,
+        };
+        // SAFETY: as for v1.
+        unsafe { core::init(context, mask, InitArgs { info, logger }) }
+    })
+}
+
+macro_rules! profiler_table {
+    ($symbol:ident: $table:ty = $init:expr, $descr:ty, $args:ty) => {
+        #[no_mangle]
+        #[allow(non_upper_case_globals)]
+        pub static $symbol: $table = ProfilerTable {
+            name: PLUGIN_NAME.as_ptr(),
+            init: $init,
+            startEvent: start_event::<$descr>,
+            stopEvent: stop_event,
+            recordEventState: record_event_state::<$args>,
+            finalize,
+        };
+    };
+}
+
+profiler_table!(ncclProfiler_v1: abi::v1::ncclProfiler_v1_t = init_v1::<1>, abi::v1::ncclProfilerEventDescr_v1_t, abi::StateArgsV1);
+profiler_table!(ncclProfiler_v2: abi::v2::ncclProfiler_v2_t = init_v1::<2>, abi::v2::ncclProfilerEventDescr_v2_t, abi::StateArgsV1);
+profiler_table!(ncclProfiler_v3: abi::v3::ncclProfiler_v3_t = init_v1::<3>, abi::v3::ncclProfilerEventDescr_v3_t, abi::StateArgsV1);
+profiler_table!(ncclProfiler_v4: abi::v4::ncclProfiler_v4_t = init_v4, abi::v4::ncclProfilerEventDescr_v4_t, abi::StateArgsV4);
+profiler_table!(ncclProfiler_v5: abi::v5::ncclProfiler_v5_t = init_v5::<5>, abi::v5::ncclProfilerEventDescr_v5_t, abi::StateArgsV4);
+profiler_table!(ncclProfiler_v6: abi::v6::ncclProfiler_v6_t = init_v5::<6>, abi::v6::ncclProfilerEventDescr_v6_t, abi::StateArgsV4);
+profiler_table!(ncclProfiler_v7: abi::v7::ncclProfiler_v7_t = init_v5::<7>, abi::v7::ncclProfilerEventDescr_v7_t, abi::StateArgsV4);

@@ -1,0 +1,351 @@
+//! Event handles: tagged ids (slot + generation) into a slab the plugin owns.
+//!
+//! NCCL only tests a handle for NULL and passes it back, so a handle never needs to be a
+//! pointer. Ours is a 64-bit value:
+//!
+//! ```text
+//!  63      56 55   51 50     43 42          24 23            0
+//! +----------+-------+---------+--------------+---------------+
+//! |  magic   | kind  |  salt   |  generation  |     slot      |
+//! +----------+-------+---------+--------------+---------------+
+//! ```
+//!
+//! * the magic byte and the per-process salt make foreign values (another process's
+//!   handles under PXN, pointers from other plugins, garbage) fail before any lookup;
+//! * the generation makes a stale or reused handle fail instead of aliasing a newer event;
+//! * the kind says what the event is without touching the slab.
+//!
+//! A slot's generation is odd while the event is live and even while the slot is free, so
+//! one compare-and-swap both frees a slot and detects a double stop.
+//!
+//! The slab is split into shards, one per group of threads, each a lock-free stack of free
+//! slots. Events mostly start and stop on one thread, so shards are rarely contended.
+
+use crate::event::Kind;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+const MAGIC: u64 = 0x5C;
+const MAGIC_SHIFT: u32 = 56;
+const KIND_SHIFT: u32 = 51;
+const KIND_MASK: u64 = 0x1F;
+const SALT_SHIFT: u32 = 43;
+const SALT_MASK: u64 = 0xFF;
+const GEN_SHIFT: u32 = 24;
+const GEN_BITS: u32 = 19;
+const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+const SLOT_MASK: u64 = (1 << 24) - 1;
+/// The largest slab the encoding can address.
+pub const MAX_SLOTS: usize = 1 << 24;
+const NIL: u32 = u32::MAX;
+
+/// A handle value decoded by its bits alone (no slab lookup).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandleBits {
+    pub kind: Kind,
+    pub generation: u32,
+    pub slot: u32,
+}
+
+/// Why a handle NCCL passed back was not accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandleError {
+    Null,
+    /// Not a value this process ever issued (wrong magic, salt, kind or slot, or a
+    /// generation the slot has not reached yet).
+    NeverIssued,
+    /// The event was stopped and the slot not reused since: a double stop, or a record
+    /// after stop.
+    AlreadyStopped,
+    /// The slot was reused by a later event since this handle was issued.
+    Stale,
+}
+
+/// Encodes a handle for a fixed salt.
+pub fn encode(salt: u8, kind: Kind, generation: u32, slot: u32) -> u64 {
+    (MAGIC << MAGIC_SHIFT)
+        | (u64::from(kind as u8) & KIND_MASK) << KIND_SHIFT
+        | u64::from(salt) << SALT_SHIFT
+        | u64::from(generation & GEN_MASK) << GEN_SHIFT
+        | u64::from(slot) & SLOT_MASK
+}
+
+/// Decodes the bits of a handle issued with `salt`; `None` if it cannot be ours.
+pub fn decode(salt: u8, value: u64) -> Option<HandleBits> {
+    if value >> MAGIC_SHIFT != MAGIC || (value >> SALT_SHIFT) & SALT_MASK != u64::from(salt) {
+        return None;
+    }
+    let kind = Kind::from_index(((value >> KIND_SHIFT) & KIND_MASK) as u8)?;
+    Some(HandleBits {
+        kind,
+        generation: ((value >> GEN_SHIFT) as u32) & GEN_MASK,
+        slot: (value & SLOT_MASK) as u32,
+    })
+}
+
+struct Slot {
+    /// Odd: live; even: free. Only the low `GEN_BITS` travel in the handle.
+    generation: AtomicU32,
+    /// Next free slot in this shard's stack (valid while free).
+    next: AtomicU32,
+}
+
+struct Shard {
+    /// Top of the free stack: slot index in the low 32 bits, an ABA tag in the high 32.
+    head: CachePadded<AtomicU64>,
+}
+
+/// A fixed-size slab of event slots.
+pub struct Slab {
+    salt: u8,
+    slots: Box<[Slot]>,
+    shards: Box<[Shard]>,
+    per_shard: u32,
+}
+
+impl Slab {
+    /// A slab of about `capacity` slots in `shards` shards (both rounded to sane bounds).
+    pub fn new(salt: u8, capacity: usize, shards: usize) -> Slab {
+        let shards = shards.clamp(1, 256);
+        let capacity = capacity.clamp(shards, MAX_SLOTS);
+        let per_shard = (capacity / shards) as u32;
+        let total = per_shard as usize * shards;
+        let slots: Box<[Slot]> = (0..total)
+            .map(|index| {
+                let index = index as u32;
+                let last_of_shard = (index + 1) % per_shard == 0;
+                Slot {
+                    generation: AtomicU32::new(0),
+                    next: AtomicU32::new(if last_of_shard { NIL } else { index + 1 }),
+                }
+            })
+            .collect();
+        let shards = (0..shards as u32)
+            .map(|shard| Shard {
+                head: CachePadded::new(AtomicU64::new(u64::from(shard * per_shard))),
+            })
+            .collect();
+        Slab {
+            salt,
+            slots,
+            shards,
+            per_shard,
+        }
+    }
+
+    pub fn salt(&self) -> u8 {
+        self.salt
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Takes a free slot from `shard_hint`'s shard (or any other when that one is empty)
+    /// and returns the new event's handle; `None` when the slab is full.
+    pub fn acquire(&self, kind: Kind, shard_hint: usize) -> Option<u64> {
+        let n = self.shards.len();
+        let first = shard_hint % n;
+        // Try the thread's own shard, then at most a few neighbours, so a full slab costs
+        // a bounded number of loads.
+        for offset in 0..n.min(4) {
+            if let Some(slot) = self.pop((first + offset) % n) {
+                let generation = self.slots[slot as usize]
+                    .generation
+                    .fetch_add(1, Ordering::AcqRel)
+                    .wrapping_add(1);
+                return Some(encode(self.salt, kind, generation, slot));
+            }
+        }
+        None
+    }
+
+    /// Checks that `value` names a live event.
+    pub fn check(&self, value: u64) -> Result<HandleBits, HandleError> {
+        let bits = self.bits(value)?;
+        let current = self.slots[bits.slot as usize]
+            .generation
+            .load(Ordering::Acquire);
+        classify(current, bits.generation).map(|()| bits)
+    }
+
+    /// Ends a live event and frees its slot; the second release of a handle fails.
+    pub fn release(&self, value: u64) -> Result<HandleBits, HandleError> {
+        let bits = self.bits(value)?;
+        let slot = &self.slots[bits.slot as usize];
+        let mut current = slot.generation.load(Ordering::Acquire);
+        loop {
+            classify(current, bits.generation)?;
+            match slot.generation.compare_exchange_weak(
+                current,
+                current.wrapping_add(1),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => current = now,
+            }
+        }
+        self.push(bits.slot);
+        Ok(bits)
+    }
+
+    fn bits(&self, value: u64) -> Result<HandleBits, HandleError> {
+        if value == 0 {
+            return Err(HandleError::Null);
+        }
+        match decode(self.salt, value) {
+            Some(bits) if (bits.slot as usize) < self.slots.len() => Ok(bits),
+            _ => Err(HandleError::NeverIssued),
+        }
+    }
+
+    fn pop(&self, shard: usize) -> Option<u32> {
+        let head = &self.shards[shard].head;
+        let mut current = head.load(Ordering::Acquire);
+        loop {
+            let index = current as u32;
+            if index == NIL {
+                return None;
+            }
+            let next = self.slots[index as usize].next.load(Ordering::Acquire);
+            let tag = (current >> 32).wrapping_add(1);
+            match head.compare_exchange_weak(
+                current,
+                tag << 32 | u64::from(next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(index),
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    fn push(&self, slot: u32) {
+        let head = &self.shards[(slot / self.per_shard) as usize].head;
+        let mut current = head.load(Ordering::Acquire);
+        loop {
+            self.slots[slot as usize]
+                .next
+                .store(current as u32, Ordering::Release);
+            let tag = (current >> 32).wrapping_add(1);
+            match head.compare_exchange_weak(
+                current,
+                tag << 32 | u64::from(slot),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => current = now,
+            }
+        }
+    }
+}
+
+/// Compares a slot's current generation with the one a handle carries.
+fn classify(current: u32, issued: u32) -> Result<(), HandleError> {
+    if issued & 1 == 0 {
+        return Err(HandleError::NeverIssued);
+    }
+    let ahead = current.wrapping_sub(issued) & GEN_MASK;
+    match ahead {
+        0 => Ok(()),
+        1 => Err(HandleError::AlreadyStopped),
+        // Less than half the generation space ahead: reused since. More: the handle claims
+        // a generation the slot never had.
+        n if n < 1 << (GEN_BITS - 1) => Err(HandleError::Stale),
+        _ => Err(HandleError::NeverIssued),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn handles_round_trip_through_their_bits() {
+        let h = encode(0xA1, Kind::ProxyStep, 7, 12345);
+        assert_eq!(
+            decode(0xA1, h),
+            Some(HandleBits {
+                kind: Kind::ProxyStep,
+                generation: 7,
+                slot: 12345
+            })
+        );
+        assert_eq!(decode(0xA2, h), None, "another salt is another process");
+        assert_eq!(decode(0xA1, 0x7fff_1234_5678), None, "a pointer is not a handle");
+    }
+
+    #[test]
+    fn acquire_release_and_the_ways_a_handle_goes_bad() {
+        let slab = Slab::new(3, 4, 1);
+        let a = slab.acquire(Kind::Coll, 0).unwrap();
+        assert!(slab.check(a).is_ok());
+        assert_eq!(slab.release(a).unwrap().kind, Kind::Coll);
+        assert_eq!(slab.release(a), Err(HandleError::AlreadyStopped));
+        assert_eq!(slab.check(a), Err(HandleError::AlreadyStopped));
+        // The slot is reused: the old handle is now stale, the new one live.
+        let b = slab.acquire(Kind::P2p, 0).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(slab.release(a), Err(HandleError::Stale));
+        assert!(slab.check(b).is_ok());
+        assert_eq!(slab.release(0), Err(HandleError::Null));
+        assert_eq!(slab.release(0xdead_beef), Err(HandleError::NeverIssued));
+        // A well-formed handle with a generation the slot never reached.
+        let future = encode(3, Kind::Coll, 1001, 0);
+        assert_eq!(slab.check(future), Err(HandleError::NeverIssued));
+        let out_of_range = encode(3, Kind::Coll, 1, 999);
+        assert_eq!(slab.check(out_of_range), Err(HandleError::NeverIssued));
+    }
+
+    #[test]
+    fn a_full_slab_says_so_and_recovers() {
+        let slab = Slab::new(1, 8, 2);
+        let handles: Vec<u64> = (0..8)
+            .map(|i| slab.acquire(Kind::ProxyOp, i).unwrap())
+            .collect();
+        assert_eq!(handles.iter().collect::<HashSet<_>>().len(), 8);
+        assert_eq!(slab.acquire(Kind::ProxyOp, 0), None);
+        slab.release(handles[5]).unwrap();
+        assert!(slab.acquire(Kind::ProxyOp, 0).is_some());
+    }
+
+    #[test]
+    fn concurrent_acquire_release_never_hands_out_a_live_slot_twice() {
+        let slab = Slab::new(9, 1024, 4);
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let slab = &slab;
+                scope.spawn(move || {
+                    let mut live = Vec::new();
+                    for i in 0..20_000 {
+                        if let Some(h) = slab.acquire(Kind::ProxyStep, t) {
+                            live.push(h);
+                        }
+                        if i % 3 != 0 {
+                            if let Some(h) = live.pop() {
+                                slab.release(h).unwrap();
+                            }
+                        }
+                        if live.len() > 100 {
+                            for h in live.drain(..) {
+                                slab.release(h).unwrap();
+                            }
+                        }
+                    }
+                    for h in live {
+                        slab.release(h).unwrap();
+                    }
+                });
+            }
+        });
+        // Everything came back: the whole capacity can be taken again.
+        let all: HashSet<u64> = (0..1024)
+            .filter_map(|i| slab.acquire(Kind::Coll, i))
+            .collect();
+        assert_eq!(all.len(), 1024);
+    }
+}

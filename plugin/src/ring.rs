@@ -1,0 +1,114 @@
+//! Per-thread rings: every NCCL thread that calls the plugin gets its own fixed-size
+//! single-producer ring, registered once with the collector. Pushing is a copy and an
+//! atomic store: no lock, no allocation.
+
+use crate::event::Record;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What the producer and the collector both see of a ring.
+#[derive(Debug)]
+pub struct RingShared {
+    /// Our index of the thread (0, 1, 2, … in order of first call).
+    pub thread_index: u32,
+    /// The OS thread id.
+    pub os_tid: i32,
+    /// Records dropped because the ring was full.
+    pub dropped: AtomicU64,
+    /// Time of the first and the last drop not yet reported by the collector.
+    pub drop_first_ns: AtomicU64,
+    pub drop_last_ns: AtomicU64,
+}
+
+impl RingShared {
+    pub fn note_drop(&self, time_ns: u64) {
+        // The collector swaps `drop_first_ns` back to 0 when it reports a gap.
+        let _ = self
+            .drop_first_ns
+            .compare_exchange(0, time_ns, Ordering::AcqRel, Ordering::Relaxed);
+        self.drop_last_ns.store(time_ns, Ordering::Release);
+        self.dropped.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The producing end, owned by the thread.
+pub struct RingProducer {
+    producer: rtrb::Producer<Record>,
+    pub shared: Arc<RingShared>,
+}
+
+/// The consuming end, owned by the collector.
+pub struct RingConsumer {
+    consumer: rtrb::Consumer<Record>,
+    pub shared: Arc<RingShared>,
+}
+
+/// A new ring of `capacity` records for the calling thread.
+pub fn ring(capacity: usize, thread_index: u32) -> (RingProducer, RingConsumer) {
+    let (producer, consumer) = rtrb::RingBuffer::new(capacity.max(16));
+    let shared = Arc::new(RingShared {
+        thread_index,
+        // SAFETY: gettid has no preconditions.
+        os_tid: unsafe { libc::gettid() },
+        dropped: AtomicU64::new(0),
+        drop_first_ns: AtomicU64::new(0),
+        drop_last_ns: AtomicU64::new(0),
+    });
+    (
+        RingProducer {
+            producer,
+            shared: Arc::clone(&shared),
+        },
+        RingConsumer { consumer, shared },
+    )
+}
+
+impl RingProducer {
+    /// Pushes a record; gives it back when the ring is full.
+    #[inline]
+    pub fn push(&mut self, record: Record) -> Result<(), Record> {
+        self.producer.push(record).map_err(|rtrb::PushError::Full(r)| r)
+    }
+}
+
+impl RingConsumer {
+    /// Moves every record available now into `out`.
+    pub fn drain_into(&mut self, out: &mut Vec<(u32, Record)>) {
+        let index = self.shared.thread_index;
+        while let Ok(record) = self.consumer.pop() {
+            out.push((index, record));
+        }
+    }
+
+    /// The thread is gone and everything it pushed has been read.
+    pub fn finished(&self) -> bool {
+        self.consumer.is_abandoned() && self.consumer.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Action;
+
+    #[test]
+    fn a_full_ring_gives_the_record_back() {
+        let (mut producer, mut consumer) = ring(16, 3);
+        let record = Record {
+            time_ns: 1,
+            handle: 2,
+            action: Action::Stop,
+        };
+        for _ in 0..16 {
+            producer.push(record).unwrap();
+        }
+        assert_eq!(producer.push(record), Err(record));
+        let mut out = Vec::new();
+        consumer.drain_into(&mut out);
+        assert_eq!(out.len(), 16);
+        assert_eq!(out[0], (3, record));
+        assert!(!consumer.finished());
+        drop(producer);
+        assert!(consumer.finished());
+    }
+}
