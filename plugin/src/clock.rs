@@ -44,7 +44,7 @@ impl ClockPair {
             let realtime = realtime_ns();
             let after = now_ns();
             let width = after - before;
-            if best.map_or(true, |(w, _)| width < w) {
+            if best.is_none_or(|(w, _)| width < w) {
                 best = Some((
                     width,
                     ClockPair {

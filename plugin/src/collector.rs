@@ -41,9 +41,15 @@ pub enum Owner {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Parent {
     None,
-    Local { handle: u64, kind: Kind },
+    Local {
+        handle: u64,
+        kind: Kind,
+    },
     /// Another process's handle (PXN), kept as numbers only.
-    Foreign { pid: i32, value: u64 },
+    Foreign {
+        pid: i32,
+        value: u64,
+    },
     /// A value that is neither NULL, nor ours and known, nor foreign.
     Unresolved(u64),
 }
@@ -323,10 +329,7 @@ impl State {
                 // PXN: both values belong to another address space; keep them as numbers.
                 let parent = match start.parent {
                     0 => Parent::None,
-                    value => Parent::Foreign {
-                        pid: op.pid,
-                        value,
-                    },
+                    value => Parent::Foreign { pid: op.pid, value },
                 };
                 return (
                     Owner::Foreign {

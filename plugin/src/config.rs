@@ -209,7 +209,11 @@ impl Config {
 
     /// Whether the JSON-lines log is written.
     pub fn writes_jsonl(&self) -> bool {
-        self.jsonl || matches!(self.mode, Mode::Jsonl | Mode::Auto | Mode::Otf2 | Mode::Scorep)
+        self.jsonl
+            || matches!(
+                self.mode,
+                Mode::Jsonl | Mode::Auto | Mode::Otf2 | Mode::Scorep
+            )
     }
 }
 
@@ -259,7 +263,10 @@ fn parse_events(value: &str) -> Result<u64, String> {
 }
 
 fn parse_number(value: &str) -> Option<u64> {
-    match value.strip_prefix("0x").or_else(|| value.strip_prefix("0X")) {
+    match value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"))
+    {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => value.parse().ok(),
     }
@@ -350,6 +357,9 @@ mod tests {
             parse_events("api"),
             Ok(bit::GROUP_API | bit::COLL_API | bit::P2P_API | bit::KERNEL_LAUNCH)
         );
-        assert_eq!(parse_events("default,steps"), Ok(DEFAULT_EVENT_MASK | bit::PROXY_STEP));
+        assert_eq!(
+            parse_events("default,steps"),
+            Ok(DEFAULT_EVENT_MASK | bit::PROXY_STEP)
+        );
     }
 }

@@ -359,18 +359,37 @@ pub enum Event {
     Coll(Coll),
     P2p(P2p),
     ProxyOp(ProxyOp),
-    ProxyStep { step: i32 },
+    ProxyStep {
+        step: i32,
+    },
     ProxyCtrl,
-    KernelCh { channel: u8, ptimer: Option<u64> },
+    KernelCh {
+        channel: u8,
+        ptimer: Option<u64>,
+    },
     NetPlugin(NetPlugin),
-    GroupApi { graph_captured: bool, depth: i32 },
+    GroupApi {
+        graph_captured: bool,
+        depth: i32,
+    },
     CollApi(CollApi),
     P2pApi(P2pApi),
     KernelLaunch,
     CeColl(CeColl),
-    CeSync { is_complete: bool, n_ranks: i32 },
-    CeBatch { num_ops: i32, total_bytes: u64, use_intra_sync: bool },
-    KernelPhase { channel: u8, phase: Phase, ptimer: u64 },
+    CeSync {
+        is_complete: bool,
+        n_ranks: i32,
+    },
+    CeBatch {
+        num_ops: i32,
+        total_bytes: u64,
+        use_intra_sync: bool,
+    },
+    KernelPhase {
+        channel: u8,
+        phase: Phase,
+        ptimer: u64,
+    },
 }
 
 impl Event {
@@ -426,13 +445,23 @@ pub enum StateArg {
 /// What happened to an event, as pushed by an NCCL thread.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Action {
-    Start { context: u64, start: Start },
-    State { state: i32, arg: StateArg },
+    Start {
+        context: u64,
+        start: Start,
+    },
+    State {
+        state: i32,
+        arg: StateArg,
+    },
     Stop,
     /// A communicator context was initialised (pushed by the initialising thread).
-    Init { context: u64 },
+    Init {
+        context: u64,
+    },
     /// A communicator context was finalized (pushed by the finalizing thread).
-    Finalize { context: u64 },
+    Finalize {
+        context: u64,
+    },
 }
 
 /// One fixed-size record in a thread's ring.
@@ -490,6 +519,10 @@ mod tests {
     #[test]
     fn records_stay_small() {
         // The hot path copies one record per callback: keep it within two cache lines.
-        assert!(std::mem::size_of::<Record>() <= 128, "{}", std::mem::size_of::<Record>());
+        assert!(
+            std::mem::size_of::<Record>() <= 128,
+            "{}",
+            std::mem::size_of::<Record>()
+        );
     }
 }

@@ -7,8 +7,7 @@
 //! is unsafe in several releases.
 
 use crate::abi::{
-    self, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable,
-    NCCL_SUCCESS,
+    self, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable, NCCL_SUCCESS,
 };
 use crate::context::ContextInfo;
 use crate::core::{self, InitArgs};
@@ -62,7 +61,11 @@ unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
 /// NULL or a C string.
 unsafe fn comm_name(name: *const c_char) -> Option<String> {
     // SAFETY: forwarded from the caller.
-    (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+    (!name.is_null()).then(|| {
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    })
 }
 
 /// v1–v3: no communicator information at all.

@@ -276,7 +276,11 @@ mod tests {
             })
         );
         assert_eq!(decode(0xA2, h), None, "another salt is another process");
-        assert_eq!(decode(0xA1, 0x7fff_1234_5678), None, "a pointer is not a handle");
+        assert_eq!(
+            decode(0xA1, 0x7fff_1234_5678),
+            None,
+            "a pointer is not a handle"
+        );
     }
 
     #[test]

@@ -23,9 +23,9 @@ pub struct RingShared {
 impl RingShared {
     pub fn note_drop(&self, time_ns: u64) {
         // The collector swaps `drop_first_ns` back to 0 when it reports a gap.
-        let _ = self
-            .drop_first_ns
-            .compare_exchange(0, time_ns, Ordering::AcqRel, Ordering::Relaxed);
+        let _ =
+            self.drop_first_ns
+                .compare_exchange(0, time_ns, Ordering::AcqRel, Ordering::Relaxed);
         self.drop_last_ns.store(time_ns, Ordering::Release);
         self.dropped.fetch_add(1, Ordering::AcqRel);
     }
@@ -67,7 +67,9 @@ impl RingProducer {
     /// Pushes a record; gives it back when the ring is full.
     #[inline]
     pub fn push(&mut self, record: Record) -> Result<(), Record> {
-        self.producer.push(record).map_err(|rtrb::PushError::Full(r)| r)
+        self.producer
+            .push(record)
+            .map_err(|rtrb::PushError::Full(r)| r)
     }
 }
 

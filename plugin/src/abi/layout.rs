@@ -288,12 +288,19 @@ mod tests {
     fn every_size_and_offset_matches_the_spec() {
         let mut wrong = Vec::new();
         for fact in FIELDS {
-            println!("{:<32} {:>4} (spec {:>4})", fact.what, fact.actual, fact.expected);
+            println!(
+                "{:<32} {:>4} (spec {:>4})",
+                fact.what, fact.actual, fact.expected
+            );
             if fact.actual != fact.expected {
                 wrong.push(fact.what);
             }
         }
         assert!(wrong.is_empty(), "layout differs from the spec: {wrong:?}");
-        assert!(FIELDS.len() > 200, "the table lost entries: {}", FIELDS.len());
+        assert!(
+            FIELDS.len() > 200,
+            "the table lost entries: {}",
+            FIELDS.len()
+        );
     }
 }

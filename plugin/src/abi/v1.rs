@@ -2,9 +2,7 @@
 
 #![allow(non_camel_case_types, non_snake_case)]
 
-use super::{
-    Descriptor, InitV1, ProfilerTable, ProxyOpDescr, ProxyStepDescr, StateArgsV1,
-};
+use super::{Descriptor, InitV1, ProfilerTable, ProxyOpDescr, ProxyStepDescr, StateArgsV1};
 use std::ffi::{c_char, c_int, c_void};
 
 #[repr(C)]

@@ -144,7 +144,9 @@ impl JsonlSink {
                 Parent::Local { handle, kind } => {
                     json!({ "id": hex(handle), "kind": kind.name() })
                 }
-                Parent::Foreign { pid, value } => json!({ "foreign_pid": pid, "value": hex(value) }),
+                Parent::Foreign { pid, value } => {
+                    json!({ "foreign_pid": pid, "value": hex(value) })
+                }
                 Parent::Unresolved(value) => json!({ "unresolved": hex(value) }),
             },
         );
@@ -231,7 +233,11 @@ fn event_fields(line: &mut Map<String, Value>, event: &Event) {
             put(line, "datatype", p.datatype.as_str());
             put(line, "bytes", bytes(p.count, p.datatype));
             put(line, "peer", p.peer);
-            put(line, "nchannels", p.n_channels.map_or(Value::Null, Value::from));
+            put(
+                line,
+                "nchannels",
+                p.n_channels.map_or(Value::Null, Value::from),
+            );
             put(line, "parent_group", hex(p.parent_group));
             if p.comm_hash != 0 {
                 put(line, "descr_comm_hash", hex(p.comm_hash));
@@ -251,7 +257,11 @@ fn event_fields(line: &mut Map<String, Value>, event: &Event) {
         Event::ProxyStep { step } => put(line, "step", step),
         Event::KernelCh { channel, ptimer } => {
             put(line, "channel", channel);
-            put(line, "ptimer_start", ptimer.map_or(Value::Null, Value::from));
+            put(
+                line,
+                "ptimer_start",
+                ptimer.map_or(Value::Null, Value::from),
+            );
         }
         Event::NetPlugin(n) => {
             put(line, "net_id", hex(n.id as u64));

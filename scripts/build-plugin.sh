@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the NCCL profiler plugin and gives it the file names NCCL looks for.
+#
+#   scripts/build-plugin.sh [--debug] [--prefix DIR]
+#
+# Cargo cannot put a hyphen in a library name, so the build's libnccl_profiler_scorep.so is
+# copied to libnccl-profiler-scorep.so (found by NCCL_PROFILER_PLUGIN=scorep), and
+# libnccl-profiler.so points to it (found with NCCL_PROFILER_PLUGIN unset). With --prefix,
+# both go to DIR/lib and the nccl-scorep tool to DIR/bin.
+set -euo pipefail
+
+usage() {
+    echo "usage: $0 [--debug] [--prefix DIR]"
+}
+
+profile=release
+prefix=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --debug) profile=debug ;;
+        --prefix)
+            if [[ $# -lt 2 || -z "$2" ]]; then
+                echo "error: --prefix needs a directory" >&2
+                usage >&2
+                exit 2
+            fi
+            prefix="$2"
+            shift
+            ;;
+        --prefix=*) prefix="${1#--prefix=}" ;;
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        *)
+            echo "error: unknown argument: $1" >&2
+            usage >&2
+            exit 2
+            ;;
+    esac
+    shift
+done
+
+# A relative prefix means relative to where the script was called from.
+if [[ -n "$prefix" ]]; then
+    prefix="$(realpath -m -- "$prefix")"
+fi
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+cargo_args=(build -p nccl-profiler-scorep)
+if [[ "$profile" == release ]]; then
+    cargo_args+=(--release)
+fi
+# The tool is only needed when it is installed too.
+if [[ -n "$prefix" ]]; then
+    cargo_args+=(-p nccl-scorep)
+fi
+cargo "${cargo_args[@]}"
+
+target_root="${CARGO_TARGET_DIR:-target}"
+if [[ "$target_root" != /* ]]; then
+    target_root="$repo_root/$target_root"
+fi
+out_dir="$target_root/$profile"
+built="$out_dir/libnccl_profiler_scorep.so"
+plugin_name=libnccl-profiler-scorep.so
+default_name=libnccl-profiler.so
+
+if [[ ! -f "$built" ]]; then
+    echo "error: cargo finished but $built is missing" >&2
+    exit 1
+fi
+
+# `install` replaces the file instead of rewriting it in place, so a process that has the
+# old library mapped keeps working.
+install -m 0755 "$built" "$out_dir/$plugin_name"
+ln -sfn "$plugin_name" "$out_dir/$default_name"
+plugin="$out_dir/$plugin_name"
+
+if [[ -n "$prefix" ]]; then
+    install -d "$prefix/lib" "$prefix/bin"
+    install -m 0755 "$built" "$prefix/lib/$plugin_name"
+    ln -sfn "$plugin_name" "$prefix/lib/$default_name"
+    install -m 0755 "$out_dir/nccl-scorep" "$prefix/bin/nccl-scorep"
+    plugin="$prefix/lib/$plugin_name"
+    echo "installed: $prefix/lib/$plugin_name, $prefix/lib/$default_name -> $plugin_name, $prefix/bin/nccl-scorep"
+fi
+
+echo "plugin: $plugin"
+echo "use it: export NCCL_PROFILER_PLUGIN=$plugin"

@@ -1,0 +1,64 @@
+//! `nccl-scorep`: the command-line tool of the NCCL → Score-P / OTF2 profiler plugin.
+
+mod doctor;
+mod libsearch;
+mod loader;
+mod probe;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The git commit the tool was built from, or "unknown" (set by build.rs).
+const GIT_COMMIT: &str = env!("NCCL_SCOREP_GIT_COMMIT");
+
+/// The version, with the commit when the build knew it: "0.1.0 (git 1a2b3c4)".
+fn version_text() -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    if GIT_COMMIT == "unknown" {
+        version.to_owned()
+    } else {
+        format!("{version} (git {GIT_COMMIT})")
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nccl-scorep",
+    version = version_text(),
+    about = "Companion tool of the NCCL profiler plugin that writes Score-P / OTF2 traces"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Report what this machine offers: NCCL, OTF2, MPI, Score-P, and which profiler
+    /// plugin NCCL would load with the current environment.
+    ///
+    /// Missing pieces are reported, not treated as errors: the exit status is 0.
+    Doctor,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Doctor => {
+            let stdout = io::stdout();
+            let mut out = stdout.lock();
+            doctor::run(&mut out, &version_text()).and_then(|()| out.flush())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // `nccl-scorep doctor | head` closes the pipe early; that is not a failure.
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("nccl-scorep: cannot write the report: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
