@@ -189,7 +189,7 @@ pub fn parse_ldconfig_output(text: &str, arch_flag: Option<&str>) -> Vec<CacheEn
             // "\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1"
             let (left, path) = line.trim().split_once(" => ")?;
             let (name, flags) = left.split_once(" (")?;
-            let fits = arch_flag.map_or(true, |flag| flags.contains(flag));
+            let fits = arch_flag.is_none_or(|flag| flags.contains(flag));
             fits.then(|| CacheEntry {
                 name: OsString::from(name),
                 path: PathBuf::from(path),
