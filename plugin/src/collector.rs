@@ -118,6 +118,13 @@ struct OpenEvent {
     states: Vec<StateRecord>,
 }
 
+impl OpenEvent {
+    /// The last time NCCL told us something about this event.
+    fn last_time(&self) -> u64 {
+        self.states.last().map_or(self.start_ns, |s| s.time_ns)
+    }
+}
+
 /// What is remembered of an event after it closed.
 #[derive(Clone, Copy)]
 struct Known {
@@ -348,6 +355,10 @@ impl State {
             // context argument (foreign under PXN).
             match parent {
                 Parent::Local { handle, .. } => self.owner_of(handle),
+                // NCCL 2.28+ starts steps even when the ProxyOp was not recorded. The
+                // context is then the only clue; it is used only if it is one of ours
+                // (a PXN context of another process fails this check).
+                Parent::None if self.rt.contexts.state(context).is_ok() => Owner::Local(context),
                 _ => Owner::Unknown,
             }
         };
@@ -406,8 +417,8 @@ impl State {
         if let Some(old) = replaced {
             if self.open.contains_key(&old) {
                 Counters::bump(&self.rt.counters.restarted_steps);
-                let now = self.open[&old].start_ns;
-                self.close(old, now, None, Closed::Restarted);
+                let last = self.open[&old].last_time();
+                self.close(old, last, None, Closed::Restarted);
                 let _ = self.rt.slab.release(old);
             }
         }
@@ -426,7 +437,7 @@ impl State {
                 continue;
             }
             if let Some(open) = self.open.get(&oldest) {
-                let at = open.start_ns;
+                let at = open.last_time();
                 Counters::bump(&self.rt.counters.abandoned_proxy_ops);
                 self.close(oldest, at, None, Closed::Abandoned);
                 let _ = self.rt.slab.release(oldest);
@@ -517,10 +528,7 @@ impl State {
             .open
             .iter()
             .filter(|(_, open)| !keep(&open.owner))
-            .map(|(&handle, open)| {
-                let last = open.states.last().map_or(open.start_ns, |s| s.time_ns);
-                (last, handle)
-            })
+            .map(|(&handle, open)| (open.last_time(), handle))
             .collect();
         handles.sort_unstable();
         for (last, handle) in handles {

@@ -23,8 +23,10 @@ static ENV_LOCK: Mutex<()> = Mutex::new(());
 /// The cdylib Cargo built next to the test binary.
 pub fn built_library() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let deps = exe.parent().expect("deps directory");
-    for dir in [deps, deps.parent().unwrap_or(deps)] {
+    // Tests run from target/<profile>/deps, examples from target/<profile>/examples.
+    let here = exe.parent().expect("executable directory");
+    let profile = here.parent().unwrap_or(here);
+    for dir in [here.to_path_buf(), profile.to_path_buf(), profile.join("deps")] {
         let candidate = dir.join("libnccl_profiler_scorep.so");
         if candidate.exists() {
             return candidate;
@@ -71,9 +73,14 @@ impl Plugin {
     /// Loads a private copy of the library as `libnccl-profiler-scorep.so`, with
     /// `NCCL_SCOREP_*` settings `env` (the output directory is the plugin's own).
     pub fn load(env: &[(&str, &str)]) -> Plugin {
+        Plugin::load_copy_of(&built_library(), env)
+    }
+
+    /// As [`Plugin::load`], from a given library file.
+    pub fn load_copy_of(library: &Path, env: &[(&str, &str)]) -> Plugin {
         let dir = tempfile::tempdir().expect("temporary directory");
         let path = dir.path().join("libnccl-profiler-scorep.so");
-        std::fs::copy(built_library(), &path).expect("copy the plugin");
+        std::fs::copy(library, &path).expect("copy the plugin");
         // SAFETY: loading our own plugin, whose initialisers have no preconditions.
         let library =
             unsafe { Library::open(Some(&path), RTLD_NOW | RTLD_LOCAL) }.expect("dlopen plugin");
@@ -488,4 +495,186 @@ pub fn by_id(events: &[Value], handle: Handle) -> Value {
         .find(|e| e["id"] == id)
         .cloned()
         .unwrap_or_else(|| panic!("no event with id {id}"))
+}
+
+// ---- every version's table, driven generically (used by versions.rs) ----
+
+use nccl_profiler_scorep::abi::{v2, v3, InitV1, InitV5, ProfilerTable};
+
+impl Handle {
+    pub const NULL: Handle = Handle(null_mut());
+}
+
+impl Plugin {
+    pub fn v2(&self) -> &v2::ncclProfiler_v2_t {
+        self.table("ncclProfiler_v2")
+    }
+    pub fn v3(&self) -> &v3::ncclProfiler_v3_t {
+        self.table("ncclProfiler_v3")
+    }
+
+    /// v1–v3 `init(ctx, mask)` through `table` (one of this plugin's v1–v3 tables).
+    pub fn init_2arg<D, A>(&self, table: &ProfilerTable<InitV1, D, A>) -> (Ctx, i32) {
+        let mut ctx = null_mut();
+        let mut mask: c_int = 0;
+        // SAFETY: valid pointers to a local context slot and mask.
+        let rc = self.with_env(|| unsafe { (table.init)(&mut ctx, &mut mask) });
+        assert_eq!(rc, 0);
+        (Ctx(ctx), mask)
+    }
+
+    /// v4 `init` with every argument chosen by the caller (commName before commHash).
+    pub fn init_v4_args(
+        &self,
+        name: Option<&CStr>,
+        comm_hash: u64,
+        n_nodes: i32,
+        nranks: i32,
+        rank: i32,
+    ) -> (Ctx, i32) {
+        let mut ctx = null_mut();
+        let mut mask: c_int = 0;
+        let name = name.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: valid pointers; the name is NULL or a C string.
+        let rc = self.with_env(|| unsafe {
+            (self.v4().init)(&mut ctx, &mut mask, name, comm_hash, n_nodes, nranks, rank, None)
+        });
+        assert_eq!(rc, 0);
+        (Ctx(ctx), mask)
+    }
+
+    /// v5–v7 `init(ctx, commId, mask, commName, nNodes, nranks, rank, logfn)` through
+    /// `table` (one of this plugin's v5–v7 tables).
+    pub fn init_5arg<D, A>(
+        &self,
+        table: &ProfilerTable<InitV5, D, A>,
+        comm_id: u64,
+        name: Option<&CStr>,
+        n_nodes: i32,
+        nranks: i32,
+        rank: i32,
+    ) -> (Ctx, i32) {
+        let mut ctx = null_mut();
+        let mut mask: c_int = 0;
+        let name = name.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: valid pointers; the name is NULL or a C string.
+        let rc = self.with_env(|| unsafe {
+            (table.init)(&mut ctx, comm_id, &mut mask, name, n_nodes, nranks, rank, None)
+        });
+        assert_eq!(rc, 0);
+        (Ctx(ctx), mask)
+    }
+
+    /// The "comm" lines of the event log.
+    pub fn comm_lines(&self) -> Vec<Value> {
+        self.log_lines()
+            .into_iter()
+            .filter(|l| l["type"] == "comm")
+            .collect()
+    }
+}
+
+/// `startEvent` of any version's table; returns the handle written (NULL allowed).
+pub fn start_in<I, D, A>(table: &ProfilerTable<I, D, A>, ctx: Ctx, descr: &mut D) -> Handle {
+    let mut handle = 0xdead_usize as *mut c_void;
+    // SAFETY: valid pointers to a local handle slot and a descriptor of the table's type.
+    let rc = unsafe { (table.startEvent)(ctx.0, &mut handle, descr) };
+    assert_eq!(rc, 0);
+    assert_ne!(
+        handle as usize, 0xdead,
+        "startEvent must always write *eHandle"
+    );
+    Handle(handle)
+}
+
+pub fn stop_in<I, D, A>(table: &ProfilerTable<I, D, A>, handle: Handle) {
+    // SAFETY: any value is allowed.
+    assert_eq!(unsafe { (table.stopEvent)(handle.0) }, 0);
+}
+
+/// `recordEventState` of any version's table; `args` None passes NULL.
+pub fn record_in<I, D, A>(table: &ProfilerTable<I, D, A>, handle: Handle, state: i32, args: Option<A>) {
+    let mut args = args;
+    let ptr = args.as_mut().map_or(null_mut(), |a| a as *mut A);
+    // SAFETY: NULL or a valid args struct of the table's type.
+    assert_eq!(
+        unsafe { (table.recordEventState)(handle.0, state, ptr) },
+        0
+    );
+}
+
+pub fn finalize_in<I, D, A>(table: &ProfilerTable<I, D, A>, ctx: Ctx) {
+    // SAFETY: any value is allowed.
+    assert_eq!(unsafe { (table.finalize)(ctx.0) }, 0);
+}
+
+/// A zero-initialised descriptor of any version (what the v1–v3 and v6 shims and NCCL's
+/// direct version pass).
+pub fn zeroed<D: abi::Descriptor>() -> D {
+    // SAFETY: every descriptor type holds only integers, raw pointers, bools and unions of
+    // them: all-zero bytes are a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// A descriptor of any version with every byte 0xAB, as the v4 and v5 shims leave the
+/// members and padding they do not write (stack garbage). Any read of a pointer member
+/// of another kind dereferences 0xABAB… (non-canonical) and crashes the test.
+pub fn garbage<D: abi::Descriptor>() -> D {
+    let mut d = std::mem::MaybeUninit::<D>::uninit();
+    // SAFETY: the top level of every descriptor is an integer type, a raw pointer, an int
+    // and a union: any byte pattern is a valid value of each.
+    unsafe {
+        std::ptr::write_bytes(d.as_mut_ptr(), 0xAB, 1);
+        d.assume_init()
+    }
+}
+
+/// v4+ state arguments full of garbage, as NCCL passes them for states 19, 23 and 24
+/// through the v5 shim (non-NULL, uninitialised).
+pub fn garbage_args() -> StateArgsV4 {
+    StateArgsV4 {
+        transSize: 0xABAB_ABAB_ABAB_ABAB,
+    }
+}
+
+/// v1–v3 state arguments with both ProxyOp members set.
+pub fn v1_progress(trans_size: usize, steps: i32) -> StateArgsV1 {
+    StateArgsV1 {
+        proxyOp: abi::StateArgsV1ProxyOp {
+            transSize: trans_size,
+            steps,
+        },
+    }
+}
+
+pub fn v1_appended(n: i32) -> StateArgsV1 {
+    StateArgsV1 {
+        proxyCtrl: abi::StateArgsProxyCtrl {
+            appendedProxyOps: n,
+        },
+    }
+}
+
+pub fn net_data(data: *mut c_void) -> StateArgsV4 {
+    StateArgsV4 {
+        netPluginData: data,
+    }
+}
+
+/// The state names recorded on an event, in order.
+pub fn state_names(event: &Value) -> Vec<String> {
+    event["states"]
+        .as_array()
+        .map(|states| {
+            states
+                .iter()
+                .map(|s| s["state"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A handle as the event log writes it.
+pub fn hex_id(handle: Handle) -> String {
+    format!("{:#x}", handle.value())
 }
