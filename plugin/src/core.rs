@@ -192,6 +192,17 @@ impl Runtime {
 // ---------------------------------------------------------------------------------------
 // The hot path.
 
+/// Debug builds panic when an entry point receives this value as a descriptor type,
+/// handle or context, so tests can prove that the boundary catches panics.
+pub const PANIC_PROBE: u64 = 0x5041_4e49_4350_524f;
+
+#[inline(always)]
+fn panic_probe(value: u64) {
+    if cfg!(debug_assertions) && value == PANIC_PROBE {
+        panic!("panic probe");
+    }
+}
+
 /// `startEvent` for any version.
 ///
 /// # Safety
@@ -221,6 +232,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
         Counters::bump(&rt.counters.null_descriptor);
         return;
     };
+    panic_probe(d.event_type());
     let Some(kind) = Kind::from_type_bits(d.event_type()).filter(|k| D::KINDS & k.bit() != 0)
     else {
         Counters::bump(&rt.counters.unknown_type);
@@ -305,6 +317,7 @@ pub fn stop_event(handle: *mut c_void) {
     let Some(rt) = runtime() else { return };
     let time_ns = clock::now_ns();
     let value = handle as u64;
+    panic_probe(value);
     match rt.slab.release(value) {
         Ok(_) => {
             if rt.recording()
@@ -338,6 +351,7 @@ pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args:
     }
     let time_ns = clock::now_ns();
     let value = handle as u64;
+    panic_probe(value);
     let bits = match rt.slab.check(value) {
         Ok(bits) => bits,
         Err(error) => {
@@ -430,6 +444,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
 pub fn finalize(context: *mut c_void) {
     let Some(rt) = runtime() else { return };
     let value = context as u64;
+    panic_probe(value);
     match rt.contexts.finalize(value) {
         Ok(done) => {
             rt.push_here(Record {

@@ -216,3 +216,68 @@ fn pxn_ops_are_foreign_and_never_dereferenced() {
     assert!(local_event.get("foreign").is_none());
     assert_eq!(plugin.counters()["pxn_foreign_ops"], 1);
 }
+
+/// `nm -D` lists the seven tables as exported data objects, as NCCL's `dlsym` needs.
+#[test]
+fn nm_lists_the_seven_tables_as_data() {
+    let output = std::process::Command::new("nm")
+        .arg("-D")
+        .arg("--defined-only")
+        .arg(built_library())
+        .output()
+        .expect("nm (binutils) runs");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    for v in 1..=7 {
+        let symbol = format!("ncclProfiler_v{v}");
+        let line = text
+            .lines()
+            .find(|l| l.ends_with(&format!(" {symbol}")))
+            .unwrap_or_else(|| panic!("{symbol} missing from nm -D:\n{text}"));
+        let kind = line.split_whitespace().nth(1);
+        assert!(
+            matches!(kind, Some("D" | "R")),
+            "{symbol} is not data: {line}"
+        );
+    }
+}
+
+/// A panic inside any entry point is caught at the boundary: NCCL gets ncclSuccess (and a
+/// NULL handle from startEvent), the panic is counted, and the plugin stops recording but
+/// keeps answering. Each entry point is probed in a fresh plugin instance.
+#[test]
+#[cfg(debug_assertions)]
+fn panics_never_reach_nccl() {
+    use nccl_profiler_scorep::core::PANIC_PROBE;
+    let entry_points: [(&str, fn(&Plugin, Ctx)); 4] = [
+        ("startEvent", |plugin, ctx| {
+            let mut descr = plain7(PANIC_PROBE, Handle(std::ptr::null_mut()));
+            assert!(plugin.start7(ctx, &mut descr).is_null());
+        }),
+        ("stopEvent", |plugin, _| {
+            plugin.stop7(Handle(PANIC_PROBE as usize as *mut std::ffi::c_void))
+        }),
+        ("recordEventState", |plugin, _| {
+            plugin.record7(
+                Handle(PANIC_PROBE as usize as *mut std::ffi::c_void),
+                state::GROUP_END_API_START,
+                None,
+            )
+        }),
+        ("finalize", |plugin, _| {
+            plugin.finalize7(Ctx(PANIC_PROBE as usize as *mut std::ffi::c_void))
+        }),
+    ];
+    for (name, call) in entry_points {
+        let plugin = Plugin::load(&[]);
+        let (ctx, _) = plugin.init_v7(HASH, None, 0, 2);
+        let before = plugin.start7(ctx, &mut group_api7(1));
+        assert!(!before.is_null());
+        call(&plugin, ctx);
+        // Recording is off from the panic on; NCCL gets NULL handles, calls still succeed.
+        assert!(plugin.start7(ctx, &mut group_api7(1)).is_null(), "{name}");
+        plugin.stop7(before);
+        plugin.finalize7(ctx);
+        assert_eq!(plugin.counters()["panics"], 1, "{name}");
+    }
+}
