@@ -487,9 +487,11 @@ impl State {
             handle,
             kind: open.kind,
             owner: open.owner,
+            // 0 means "not set" only on kinds NCCL gives no rank; elsewhere it is rank 0,
+            // and the only rank there is when `init` had none (v1–v3: -1).
             rank: comm
                 .as_ref()
-                .filter(|_| open.rank == 0)
+                .filter(|c| open.rank == 0 && (c.rank >= 0 || !descriptor_sets_rank(open.kind)))
                 .map_or(open.rank, |c| c.rank),
             comm,
             parent: open.parent,
@@ -582,6 +584,21 @@ impl State {
         self.rt.counters.reset();
         self.rings
     }
+}
+
+/// The kinds whose descriptor `rank` NCCL fills in (§3.13 of the ABI notes).
+fn descriptor_sets_rank(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Coll
+            | Kind::P2p
+            | Kind::ProxyOp
+            | Kind::ProxyStep
+            | Kind::NetPlugin
+            | Kind::CeColl
+            | Kind::CeSync
+            | Kind::CeBatch
+    )
 }
 
 /// Writes a gap for records a ring dropped since the last report.

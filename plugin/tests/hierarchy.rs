@@ -249,7 +249,8 @@ fn nm_lists_the_seven_tables_as_data() {
 #[cfg(debug_assertions)]
 fn panics_never_reach_nccl() {
     use nccl_profiler_scorep::core::PANIC_PROBE;
-    let entry_points: [(&str, fn(&Plugin, Ctx)); 4] = [
+    type EntryPoint = (&'static str, fn(&Plugin, Ctx));
+    let entry_points: [EntryPoint; 4] = [
         ("startEvent", |plugin, ctx| {
             let mut descr = plain7(PANIC_PROBE, Handle(std::ptr::null_mut()));
             assert!(plugin.start7(ctx, &mut descr).is_null());
