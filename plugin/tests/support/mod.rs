@@ -26,7 +26,11 @@ pub fn built_library() -> PathBuf {
     // Tests run from target/<profile>/deps, examples from target/<profile>/examples.
     let here = exe.parent().expect("executable directory");
     let profile = here.parent().unwrap_or(here);
-    for dir in [here.to_path_buf(), profile.to_path_buf(), profile.join("deps")] {
+    for dir in [
+        here.to_path_buf(),
+        profile.to_path_buf(),
+        profile.join("deps"),
+    ] {
         let candidate = dir.join("libnccl_profiler_scorep.so");
         if candidate.exists() {
             return candidate;
@@ -537,7 +541,9 @@ impl Plugin {
         let name = name.map_or(std::ptr::null(), CStr::as_ptr);
         // SAFETY: valid pointers; the name is NULL or a C string.
         let rc = self.with_env(|| unsafe {
-            (self.v4().init)(&mut ctx, &mut mask, name, comm_hash, n_nodes, nranks, rank, None)
+            (self.v4().init)(
+                &mut ctx, &mut mask, name, comm_hash, n_nodes, nranks, rank, None,
+            )
         });
         assert_eq!(rc, 0);
         (Ctx(ctx), mask)
@@ -559,18 +565,12 @@ impl Plugin {
         let name = name.map_or(std::ptr::null(), CStr::as_ptr);
         // SAFETY: valid pointers; the name is NULL or a C string.
         let rc = self.with_env(|| unsafe {
-            (table.init)(&mut ctx, comm_id, &mut mask, name, n_nodes, nranks, rank, None)
+            (table.init)(
+                &mut ctx, comm_id, &mut mask, name, n_nodes, nranks, rank, None,
+            )
         });
         assert_eq!(rc, 0);
         (Ctx(ctx), mask)
-    }
-
-    /// The "comm" lines of the event log.
-    pub fn comm_lines(&self) -> Vec<Value> {
-        self.log_lines()
-            .into_iter()
-            .filter(|l| l["type"] == "comm")
-            .collect()
     }
 }
 
@@ -593,14 +593,16 @@ pub fn stop_in<I, D, A>(table: &ProfilerTable<I, D, A>, handle: Handle) {
 }
 
 /// `recordEventState` of any version's table; `args` None passes NULL.
-pub fn record_in<I, D, A>(table: &ProfilerTable<I, D, A>, handle: Handle, state: i32, args: Option<A>) {
+pub fn record_in<I, D, A>(
+    table: &ProfilerTable<I, D, A>,
+    handle: Handle,
+    state: i32,
+    args: Option<A>,
+) {
     let mut args = args;
     let ptr = args.as_mut().map_or(null_mut(), |a| a as *mut A);
     // SAFETY: NULL or a valid args struct of the table's type.
-    assert_eq!(
-        unsafe { (table.recordEventState)(handle.0, state, ptr) },
-        0
-    );
+    assert_eq!(unsafe { (table.recordEventState)(handle.0, state, ptr) }, 0);
 }
 
 pub fn finalize_in<I, D, A>(table: &ProfilerTable<I, D, A>, ctx: Ctx) {
@@ -661,20 +663,108 @@ pub fn net_data(data: *mut c_void) -> StateArgsV4 {
     }
 }
 
-/// The state names recorded on an event, in order.
-pub fn state_names(event: &Value) -> Vec<String> {
-    event["states"]
-        .as_array()
-        .map(|states| {
-            states
-                .iter()
-                .map(|s| s["state"].as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+// ---- raw calls, log queries and counter checks (hostile and lifecycle tests) ----
+
+impl Plugin {
+    /// Runs `f` with this plugin's settings in the environment (and the lock that keeps
+    /// other tests from changing it meanwhile): for inits made on other threads.
+    pub fn with_settings<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.with_env(f)
+    }
+
+    /// v7 `init` with the pointers as given (NULL allowed), without touching the
+    /// environment: the caller holds [`Plugin::with_settings`] or the runtime exists.
+    ///
+    /// # Safety
+    /// `ctx` and `mask` are NULL or writable.
+    pub unsafe fn init_v7_raw(
+        &self,
+        ctx: *mut *mut c_void,
+        comm_hash: u64,
+        mask: *mut c_int,
+        name: Option<&CStr>,
+        rank: i32,
+        nranks: i32,
+    ) -> i32 {
+        let name = name.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: forwarded from the caller.
+        unsafe { (self.v7().init)(ctx, comm_hash, mask, name, 1, nranks, rank, None) }
+    }
+
+    /// v7 `startEvent` with a raw descriptor pointer (NULL allowed); the handle slot
+    /// starts as 0xdead and must have been written.
+    pub fn start7_raw(&self, ctx: Ctx, descr: *mut v7::ncclProfilerEventDescr_v7_t) -> Handle {
+        let mut handle = 0xdead_usize as *mut c_void;
+        // SAFETY: a local handle slot; the descriptor is NULL or valid (caller).
+        let rc = unsafe { (self.v7().startEvent)(ctx.0, &mut handle, descr) };
+        assert_eq!(rc, 0);
+        assert_ne!(
+            handle as usize, 0xdead,
+            "startEvent must always write *eHandle"
+        );
+        Handle(handle)
+    }
+
+    /// v7 `recordEventState` with a raw args pointer (which the plugin may not read).
+    pub fn record7_raw(&self, handle: Handle, state: i32, args: *mut StateArgsV4) {
+        // SAFETY: the plugin must cope with any handle; `args` is whatever the test wants
+        // to prove is not read.
+        assert_eq!(
+            unsafe { (self.v7().recordEventState)(handle.0, state, args) },
+            0
+        );
+    }
+
+    /// Lines of `type` (`"comm"`, `"gap"`, `"summary"`, …).
+    pub fn lines_of(&self, type_: &str) -> Vec<Value> {
+        self.log_lines()
+            .into_iter()
+            .filter(|l| l["type"] == type_)
+            .collect()
+    }
+
+    /// The counters of every summary line, oldest first.
+    pub fn summaries(&self) -> Vec<Value> {
+        self.lines_of("summary")
+            .into_iter()
+            .map(|l| l["counters"].clone())
+            .collect()
+    }
 }
 
-/// A handle as the event log writes it.
-pub fn hex_id(handle: Handle) -> String {
+/// Checks a summary's counters exactly: every counter named in `expected` has that
+/// value, every other one is 0.
+pub fn assert_counters(counters: &Value, expected: &[(&str, u64)]) {
+    let all = counters.as_object().expect("counters object");
+    for (name, _) in expected {
+        assert!(all.contains_key(*name), "no counter {name:?}: {counters}");
+    }
+    for (name, value) in all {
+        let want = expected
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, v)| *v);
+        assert_eq!(value.as_u64(), Some(want), "counter {name}: {counters}");
+    }
+}
+
+/// The state names recorded on an event (empty when it has none).
+pub fn state_names(event: &Value) -> Vec<String> {
+    event["states"].as_array().map_or(Vec::new(), |states| {
+        states
+            .iter()
+            .map(|s| s["state"].as_str().expect("state name").to_owned())
+            .collect()
+    })
+}
+
+/// The id an event line carries for `handle`.
+pub fn id_of(handle: Handle) -> String {
     format!("{:#x}", handle.value())
+}
+
+/// The calling thread's OS id, as the log's `start_thread`/`stop_thread`.
+pub fn gettid() -> i64 {
+    // SAFETY: no preconditions.
+    i64::from(unsafe { libc::gettid() })
 }
