@@ -62,7 +62,10 @@ fn run_rank(plugin: &Plugin, rank: i32) {
         let count = 1usize << (16 + seq % 5);
         let group_api = plugin.start7(ctx, &mut group_api7(1));
         plugin.record7(group_api, state::GROUP_START_API_STOP, None);
-        let coll_api = plugin.start7(ctx, &mut coll_api7(group_api, c"AllReduce", count, c"ncclFloat32"));
+        let coll_api = plugin.start7(
+            ctx,
+            &mut coll_api7(group_api, c"AllReduce", count, c"ncclFloat32"),
+        );
         plugin.stop7(coll_api);
         plugin.record7(group_api, state::GROUP_END_API_START, None);
         let launch = plugin.start7(ctx, &mut plain7(t::KERNEL_LAUNCH, group_api));
@@ -71,7 +74,16 @@ fn run_rank(plugin: &Plugin, rank: i32) {
         let group = plugin.start7(ctx, &mut plain7(t::GROUP, Handle(std::ptr::null_mut())));
         let coll = plugin.start7(
             ctx,
-            &mut coll7(coll_api, group, rank, seq, c"AllReduce", count, c"ncclFloat32", CHANNELS),
+            &mut coll7(
+                coll_api,
+                group,
+                rank,
+                seq,
+                c"AllReduce",
+                count,
+                c"ncclFloat32",
+                CHANNELS,
+            ),
         );
         // The proxy thread takes over the network part and the GPU timings.
         let bytes = count * 4;
@@ -94,7 +106,10 @@ fn progress(plugin: &Plugin, ctx: Ctx, coll: Handle, rank: i32, bytes: usize) {
     for channel in 0..CHANNELS {
         let kernel = plugin.start7(ctx, &mut kernel_ch7(coll, channel, gpu_now()));
         for (peer, is_send) in [(next, true), (prev, false)] {
-            let op = plugin.start7(ctx, &mut proxy_op7(coll, rank, pid(), channel, peer, is_send));
+            let op = plugin.start7(
+                ctx,
+                &mut proxy_op7(coll, rank, pid(), channel, peer, is_send),
+            );
             plugin.record7(op, state::PROXY_OP_IN_PROGRESS_V4, None);
             let chunk = bytes / usize::from(CHANNELS) / 4;
             for step in 0..4 {
@@ -104,7 +119,11 @@ fn progress(plugin: &Plugin, ctx: Ctx, coll: Handle, rank: i32, bytes: usize) {
                     plugin.record7(s, state::PROXY_STEP_SEND_WAIT, Some(trans_size(chunk)));
                 } else {
                     plugin.record7(s, state::PROXY_STEP_RECV_WAIT, Some(trans_size(0)));
-                    plugin.record7(s, state::PROXY_STEP_RECV_FLUSH_WAIT, Some(trans_size(chunk)));
+                    plugin.record7(
+                        s,
+                        state::PROXY_STEP_RECV_FLUSH_WAIT,
+                        Some(trans_size(chunk)),
+                    );
                     plugin.record7(s, state::PROXY_STEP_RECV_GPU_WAIT, Some(trans_size(chunk)));
                 }
                 std::thread::sleep(Duration::from_micros(2 + (bytes as u64 >> 18)));

@@ -524,12 +524,12 @@ impl State {
         self.tids.get(&thread).copied().unwrap_or(-1)
     }
 
-    /// Closes every open event of `owner` (all of them for `None`) at its last record.
-    fn close_owned_by_filter(&mut self, keep: impl Fn(&Owner) -> bool, closed: Closed) {
+    /// Closes every open event that `keep` does not keep, at its last record.
+    fn close_owned_by_filter(&mut self, keep: impl Fn(&OpenEvent) -> bool, closed: Closed) {
         let mut handles: Vec<(u64, u64)> = self
             .open
             .iter()
-            .filter(|(_, open)| !keep(&open.owner))
+            .filter(|(_, open)| !keep(open))
             .map(|(&handle, open)| (open.last_time(), handle))
             .collect();
         handles.sort_unstable();
@@ -543,7 +543,13 @@ impl State {
     }
 
     fn close_owned_by(&mut self, owner: Owner, closed: Closed) {
-        self.close_owned_by_filter(|o| *o != owner, closed);
+        // ProxyCtrl events belong to the proxy thread, which split children sharing it
+        // keep running after this comm's finalize, still with its context (§3.12): they
+        // end with their own stop, or at the last finalize.
+        self.close_owned_by_filter(
+            |open| open.owner != owner || open.kind == Kind::ProxyCtrl,
+            closed,
+        );
     }
 
     /// The last round: drain, close everything, report.

@@ -156,14 +156,14 @@ impl Config {
         if let Some(value) = get("NCCL_SCOREP_EVENTS") {
             match parse_events(&value) {
                 Ok(mask) => config.event_mask = mask,
-                Err(bad) => warn(
+                Err(problem) => warn(
                     "NCCL_SCOREP_EVENTS",
                     &value,
                     &format!(
-                        "unknown level {bad:?}; use a comma list of {}, or a number",
+                        "{problem}; use a comma list of {}, or a number",
                         level_names()
                     ),
-                    "default",
+                    "(api,tasks,kernel,proxy)",
                 ),
             }
         }
@@ -236,7 +236,8 @@ fn parse_bool(value: &str) -> Option<bool> {
     }
 }
 
-/// A comma list of level names (a leading `-` removes a level), or a number.
+/// A comma list of level names (a leading `-` removes a level), or a number. A list that
+/// selects nothing is refused (a deliberate `0` is accepted).
 fn parse_events(value: &str) -> Result<u64, String> {
     if let Some(number) = parse_number(value) {
         return Ok(number & 0xFFFF);
@@ -252,12 +253,15 @@ fn parse_events(value: &str) -> Result<u64, String> {
             .iter()
             .find(|(level, _)| *level == name)
             .map(|(_, bits)| *bits)
-            .ok_or_else(|| item.to_owned())?;
+            .ok_or_else(|| format!("unknown level {item:?}"))?;
         if remove {
             mask &= !bits;
         } else {
             mask |= bits;
         }
+    }
+    if mask == 0 {
+        return Err("it selects no event".to_owned());
     }
     Ok(mask)
 }

@@ -32,7 +32,8 @@ pub struct Runtime {
     idle_rings: Mutex<Vec<RingConsumer>>,
     collector: Mutex<Option<Collector>>,
     collecting: AtomicBool,
-    /// Set after a caught panic: the plugin answers NCCL but records nothing more.
+    /// Set after a caught panic, or from the start with NCCL_SCOREP_MODE=off: the plugin
+    /// answers NCCL but records nothing (no handle for any event).
     disabled: AtomicBool,
     next_thread: AtomicU32,
     ring_capacity: usize,
@@ -77,7 +78,7 @@ impl Runtime {
             idle_rings: Mutex::new(Vec::new()),
             collector: Mutex::new(None),
             collecting: AtomicBool::new(false),
-            disabled: AtomicBool::new(false),
+            disabled: AtomicBool::new(config.mode == Mode::Off),
             next_thread: AtomicU32::new(0),
             ring_capacity: config.buffer_bytes / std::mem::size_of::<Record>(),
             config,
@@ -398,7 +399,14 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     }
     log::set_logger(args.logger);
     let rt = runtime_or_init();
-    let enabled = rt.recording() && rt.config.mode != Mode::Off && !context_out.is_null();
+    if context_out.is_null() {
+        // Nowhere to return a context: registering one would leave a live context that
+        // no finalize can ever name, so the last finalize (summary, collector stop) would
+        // never come.
+        Counters::bump(&rt.counters.disabled_inits);
+        return;
+    }
+    let enabled = rt.recording() && rt.config.mode != Mode::Off;
     let name = args.info.comm_name.clone().unwrap_or_default();
     let (hash, rank, n_ranks) = (args.info.comm_hash, args.info.rank, args.info.n_ranks);
     let Some(context) = rt.contexts.register(args.info, enabled) else {
@@ -447,11 +455,13 @@ pub fn finalize(context: *mut c_void) {
     panic_probe(value);
     match rt.contexts.finalize(value) {
         Ok(done) => {
-            rt.push_here(Record {
-                time_ns: clock::now_ns(),
-                handle: 0,
-                action: Action::Finalize { context: value },
-            });
+            if rt.recording() {
+                rt.push_here(Record {
+                    time_ns: clock::now_ns(),
+                    handle: 0,
+                    action: Action::Finalize { context: value },
+                });
+            }
             if done.last {
                 rt.stop_collector();
                 rt.contexts.clear();
