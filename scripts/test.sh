@@ -37,6 +37,18 @@ else
     cargo test --workspace --no-fail-fast
 fi
 
+# Memory errors: the integration tests that feed the plugin hostile values (NULL, stale,
+# foreign and poisoned pointers) and every API version run again under valgrind memcheck,
+# which fails on any invalid read or write. Lock-free code gives helgrind false alarms, so
+# races are covered by the concurrency tests instead.
+step "valgrind memcheck: hostile, hierarchy and version tests, and the demo"
+CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --error-exitcode=9" \
+    cargo test -p nccl-profiler-scorep --test hostile --test hierarchy --test versions
+cargo build --release -p nccl-profiler-scorep --example demo
+demo_out="$(mktemp -d)"
+valgrind -q --error-exitcode=9 target/release/examples/demo "$demo_out"
+rm -rf "$demo_out"
+
 # nextest does not run doc tests.
 step "cargo test --workspace --doc"
 cargo test --workspace --doc
