@@ -37,6 +37,9 @@ pub struct Runtime {
     disabled: AtomicBool,
     next_thread: AtomicU32,
     ring_capacity: usize,
+    /// Serialises `init` and `finalize`, so an `init` racing with the last `finalize`
+    /// never sees a collector that is still shutting down.
+    lifecycle: Mutex<()>,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -81,17 +84,13 @@ impl Runtime {
             disabled: AtomicBool::new(config.mode == Mode::Off),
             next_thread: AtomicU32::new(0),
             ring_capacity: config.buffer_bytes / std::mem::size_of::<Record>(),
+            lifecycle: Mutex::new(()),
             config,
         }
     }
 
     fn recording(&self) -> bool {
         !self.disabled.load(Ordering::Relaxed)
-    }
-
-    /// Turns recording off for good (after a panic).
-    pub fn disable(&self) {
-        self.disabled.store(true, Ordering::Relaxed);
     }
 
     /// Runs `f` with the calling thread's ring, registering the ring on first use.
@@ -399,6 +398,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     }
     log::set_logger(args.logger);
     let rt = runtime_or_init();
+    let _lifecycle = rt.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
     if context_out.is_null() {
         // Nowhere to return a context: registering one would leave a live context that
         // no finalize can ever name, so the last finalize (summary, collector stop) would
@@ -453,6 +453,7 @@ pub fn finalize(context: *mut c_void) {
     let Some(rt) = runtime() else { return };
     let value = context as u64;
     panic_probe(value);
+    let _lifecycle = rt.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
     match rt.contexts.finalize(value) {
         Ok(done) => {
             if rt.recording() {
