@@ -806,7 +806,13 @@ fn main() {
     }
     println!(
         "{:<46} {:>3}  {:<8} {:>6} {:>6} {:>10} {:>9}",
-        "mix", "thr", "variant", "wall", "cpu", "cpu-empty", format!("cpu {many}T/1T")
+        "mix",
+        "thr",
+        "variant",
+        "wall",
+        "cpu",
+        "cpu-empty",
+        format!("cpu {many}T/1T")
     );
     let plugin_index = 1;
     let mut ok = true;
