@@ -1,8 +1,231 @@
-//! The host clock every record is stamped with: CLOCK_MONOTONIC in nanoseconds.
+//! The host clock. Output times are nanoseconds of CLOCK_MONOTONIC, which is consistent
+//! across CPUs, so a start stamped on one thread and a stop stamped on another compare.
 //!
-//! `clock_gettime` goes through the vDSO (no system call) and is consistent across CPUs,
-//! so a start stamped on one thread and a stop stamped on another can be compared. The
-//! real-time offset is taken at start and at end so traces can be placed in wall time.
+//! On the callback path a record is stamped with [`ticks`]: the CPU's time-stamp counter
+//! where it is trustworthy (about 9 ns to read instead of about 19 ns for `clock_gettime`
+//! on the machines measured), else CLOCK_MONOTONIC itself. The collector turns ticks into
+//! nanoseconds with a [`TickConverter`]: it pairs a TSC reading with a CLOCK_MONOTONIC
+//! reading at every round and interpolates between the two pairs around each record. The
+//! error is the width of one pair reading (tens of nanoseconds), and because every pair is
+//! fresh, NTP's slewing of CLOCK_MONOTONIC is followed instead of extrapolated.
+//!
+//! The TSC is used only when the kernel itself uses it as its clock source (so it is
+//! synchronised across CPUs and invariant) and the CPU reports `constant_tsc` and
+//! `nonstop_tsc`; `NCCL_SCOREP_CLOCK` can force either source.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What [`ticks`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The CPU's time-stamp counter, converted by the collector.
+    Tsc,
+    /// CLOCK_MONOTONIC nanoseconds (ticks are nanoseconds already).
+    Monotonic,
+}
+
+static USE_TSC: AtomicBool = AtomicBool::new(false);
+
+/// Chooses what [`ticks`] reads, for the whole process.
+pub fn select(source: Source) {
+    USE_TSC.store(source == Source::Tsc, Ordering::Relaxed);
+}
+
+/// The source [`ticks`] reads now.
+pub fn source() -> Source {
+    if USE_TSC.load(Ordering::Relaxed) {
+        Source::Tsc
+    } else {
+        Source::Monotonic
+    }
+}
+
+/// The time stamp of a record: TSC ticks or monotonic nanoseconds, see [`source`].
+#[inline]
+pub fn ticks() -> u64 {
+    if USE_TSC.load(Ordering::Relaxed) {
+        tsc()
+    } else {
+        now_ns()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn tsc() -> u64 {
+    // SAFETY: RDTSC has no preconditions on x86_64 (user-mode reads are allowed by Linux).
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn tsc() -> u64 {
+    now_ns()
+}
+
+/// Whether this machine's TSC can stamp records: x86_64, the kernel's clock source is the
+/// TSC (it checked synchronisation across CPUs), and the TSC is constant and non-stop.
+pub fn tsc_is_reliable() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    let clocksource =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_default();
+    if clocksource.trim() != "tsc" {
+        return false;
+    }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags = cpuinfo
+        .lines()
+        .find(|line| line.starts_with("flags"))
+        .unwrap_or_default();
+    let has = |flag: &str| flags.split_whitespace().any(|f| f == flag);
+    has("constant_tsc") && has("nonstop_tsc")
+}
+
+/// One reading of ticks and CLOCK_MONOTONIC taken as close together as possible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Calibration {
+    ticks: u64,
+    ns: u64,
+}
+
+fn calibration_now() -> Calibration {
+    let mut best: Option<(u64, Calibration)> = None;
+    for _ in 0..3 {
+        let before = tsc();
+        let ns = now_ns();
+        let after = tsc();
+        let width = after.wrapping_sub(before);
+        if best.is_none_or(|(w, _)| width < w) {
+            best = Some((
+                width,
+                Calibration {
+                    ticks: before + width / 2,
+                    ns,
+                },
+            ));
+        }
+    }
+    best.map_or(
+        Calibration {
+            ticks: tsc(),
+            ns: now_ns(),
+        },
+        |(_, c)| c,
+    )
+}
+
+/// Recent calibrations kept at full resolution (one per collector round).
+const RECENT: usize = 512;
+/// Older calibrations kept one per this many nanoseconds.
+const ANCHOR_SPACING_NS: u64 = 1_000_000_000;
+/// At most this many older calibrations (more than a day at one per second).
+const MAX_ANCHORS: usize = 100_000;
+
+/// Turns record ticks into CLOCK_MONOTONIC nanoseconds (owned by the collector).
+#[derive(Debug)]
+pub struct TickConverter {
+    source: Source,
+    anchors: Vec<Calibration>,
+    recent: VecDeque<Calibration>,
+}
+
+impl TickConverter {
+    /// A converter for the current [`source`], with a first calibration.
+    pub fn new() -> TickConverter {
+        let mut converter = TickConverter {
+            source: source(),
+            anchors: Vec::new(),
+            recent: VecDeque::new(),
+        };
+        converter.calibrate();
+        converter
+    }
+
+    /// Takes a calibration now. Call it after draining the rings: every record drained
+    /// before it then lies between two calibrations.
+    pub fn calibrate(&mut self) {
+        if self.source == Source::Monotonic {
+            return;
+        }
+        let now = calibration_now();
+        if self
+            .recent
+            .back()
+            .is_some_and(|last| now.ticks <= last.ticks)
+        {
+            return;
+        }
+        self.recent.push_back(now);
+        if self.recent.len() > RECENT {
+            if let Some(old) = self.recent.pop_front() {
+                let due = self
+                    .anchors
+                    .last()
+                    .is_none_or(|a| old.ns >= a.ns + ANCHOR_SPACING_NS);
+                if due && self.anchors.len() < MAX_ANCHORS {
+                    self.anchors.push(old);
+                }
+            }
+        }
+    }
+
+    /// Nanoseconds of CLOCK_MONOTONIC for a record's ticks.
+    pub fn to_ns(&self, ticks: u64) -> u64 {
+        if self.source == Source::Monotonic {
+            return ticks;
+        }
+        let count = self.anchors.len() + self.recent.len();
+        if count == 0 {
+            return ticks;
+        }
+        let nth = |i: usize| -> Calibration {
+            if i < self.anchors.len() {
+                self.anchors[i]
+            } else {
+                self.recent[i - self.anchors.len()]
+            }
+        };
+        // The first calibration at or after `ticks` (both lists are sorted by ticks, and
+        // every anchor is older than every recent calibration).
+        let in_recent = self.anchors.is_empty()
+            || self
+                .recent
+                .front()
+                .is_some_and(|first| ticks >= first.ticks);
+        let after = if in_recent {
+            self.anchors.len() + self.recent.partition_point(|c| c.ticks < ticks)
+        } else {
+            self.anchors.partition_point(|c| c.ticks < ticks)
+        };
+        let (a, b) = match after {
+            0 if count == 1 => return nth(0).ns,
+            0 => (nth(0), nth(count - 1)),
+            i if i == count && count == 1 => return nth(0).ns,
+            i if i == count => (nth(0), nth(count - 1)),
+            i => (nth(i - 1), nth(i)),
+        };
+        interpolate(a, b, ticks)
+    }
+}
+
+impl Default for TickConverter {
+    fn default() -> Self {
+        TickConverter::new()
+    }
+}
+
+/// The line through two calibrations, evaluated at `ticks` (also outside them).
+fn interpolate(a: Calibration, b: Calibration, ticks: u64) -> u64 {
+    let span_ticks = b.ticks.saturating_sub(a.ticks).max(1) as i128;
+    let span_ns = b.ns as i128 - a.ns as i128;
+    let offset = ticks as i128 - a.ticks as i128;
+    let ns = a.ns as i128 + offset * span_ns / span_ticks;
+    ns.clamp(0, u64::MAX as i128) as u64
+}
 
 /// Nanoseconds of CLOCK_MONOTONIC.
 #[inline]
@@ -64,6 +287,42 @@ impl ClockPair {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticks_convert_to_monotonic_time() {
+        for source in [Source::Tsc, Source::Monotonic] {
+            select(source);
+            let mut converter = TickConverter::new();
+            let before = now_ns();
+            let stamp = ticks();
+            let after = now_ns();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            converter.calibrate();
+            let ns = converter.to_ns(stamp);
+            // Within the bracket, give or take a microsecond of calibration error.
+            assert!(
+                ns + 1_000 >= before && ns <= after + 1_000,
+                "{source:?}: {before} <= {ns} <= {after}"
+            );
+        }
+        select(Source::Monotonic);
+    }
+
+    #[test]
+    fn interpolation_follows_each_segment() {
+        let a = Calibration {
+            ticks: 1_000,
+            ns: 10_000,
+        };
+        let b = Calibration {
+            ticks: 3_000,
+            ns: 11_000,
+        };
+        assert_eq!(interpolate(a, b, 2_000), 10_500);
+        assert_eq!(interpolate(a, b, 1_000), 10_000);
+        assert_eq!(interpolate(a, b, 5_000), 12_000, "extrapolates beyond b");
+        assert_eq!(interpolate(a, b, 0), 9_500, "and before a");
+    }
 
     #[test]
     fn monotonic_time_moves_forward() {

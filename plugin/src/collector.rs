@@ -2,6 +2,7 @@
 //! every thread's ring, matches starts with their states and stops, resolves parents and
 //! owners, closes what NCCL never closes, and hands finished events to the sinks.
 
+use crate::clock::TickConverter;
 use crate::context::ContextInfo;
 use crate::core::Runtime;
 use crate::counters::Counters;
@@ -143,10 +144,12 @@ impl Collector {
     pub fn start(runtime: &'static Runtime) -> std::io::Result<Collector> {
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
+        // Built here, so the first clock calibration precedes every record of this cycle.
+        let state = State::new(runtime);
         let thread = std::thread::Builder::new()
             .name("nccl-scorep".into())
             .spawn(move || {
-                let mut state = State::new(runtime);
+                let mut state = state;
                 while !stop_flag.load(Ordering::Acquire) {
                     state.pass();
                     std::thread::park_timeout(POLL_INTERVAL);
@@ -192,6 +195,7 @@ struct State {
     finalizing: Vec<u64>,
     comms: HashMap<u64, Option<ContextInfo>>,
     sink: Option<JsonlSink>,
+    clock: TickConverter,
 }
 
 impl State {
@@ -226,6 +230,7 @@ impl State {
             finalizing: Vec::new(),
             comms: HashMap::new(),
             sink,
+            clock: TickConverter::new(),
         }
     }
 
@@ -240,12 +245,25 @@ impl State {
         // threads pushed before them has been drained by now.
         let finalizing = std::mem::take(&mut self.finalizing);
         let mut batch = std::mem::take(&mut self.batch);
+        let mut gaps = Vec::new();
         for ring in &mut self.rings {
             ring.drain_into(&mut batch);
-            report_gap(ring, self.sink.as_mut());
+            gaps.extend(take_gap(ring));
         }
         self.rings.retain(|ring| !ring.finished());
-        batch.sort_by_key(|(_, record)| record.time_ns);
+        // Everything drained was stamped before this calibration: it converts by
+        // interpolation between two calibrations.
+        self.clock.calibrate();
+        for (_, record) in &mut batch {
+            record.time = self.clock.to_ns(record.time);
+        }
+        for gap in gaps {
+            if let Some(sink) = &mut self.sink {
+                let (first, last) = (self.clock.to_ns(gap.first), self.clock.to_ns(gap.last));
+                sink.gap(gap.tid, first, last.max(first), gap.dropped_total);
+            }
+        }
+        batch.sort_by_key(|(_, record)| record.time);
         for (thread, record) in batch.drain(..) {
             self.apply(thread, record);
         }
@@ -264,7 +282,7 @@ impl State {
             Action::State { state, arg } => match self.open.get_mut(&record.handle) {
                 Some(open) => open.states.push(StateRecord {
                     state,
-                    time_ns: record.time_ns,
+                    time_ns: record.time,
                     thread,
                     arg,
                 }),
@@ -272,7 +290,7 @@ impl State {
             },
             Action::Stop => {
                 if self.open.contains_key(&record.handle) {
-                    self.close(record.handle, record.time_ns, Some(thread), Closed::Stopped);
+                    self.close(record.handle, record.time, Some(thread), Closed::Stopped);
                 } else {
                     self.park_early(thread, record);
                 }
@@ -316,7 +334,7 @@ impl State {
                 parent,
                 rank: start.rank,
                 event: start.event,
-                start_ns: record.time_ns,
+                start_ns: record.time,
                 start_thread: thread,
                 states: Vec::new(),
             },
@@ -607,15 +625,20 @@ fn descriptor_sets_rank(kind: Kind) -> bool {
     )
 }
 
-/// Writes a gap for records a ring dropped since the last report.
-fn report_gap(ring: &RingConsumer, sink: Option<&mut JsonlSink>) {
-    let first = ring.shared.drop_first_ns.swap(0, Ordering::AcqRel);
-    if first == 0 {
-        return;
-    }
-    let last = ring.shared.drop_last_ns.load(Ordering::Acquire);
-    let total = ring.shared.dropped.load(Ordering::Acquire);
-    if let Some(sink) = sink {
-        sink.gap(ring.shared.os_tid, first, last.max(first), total);
-    }
+/// Records a ring dropped since the last look, in clock ticks.
+struct Gap {
+    tid: i32,
+    first: u64,
+    last: u64,
+    dropped_total: u64,
+}
+
+fn take_gap(ring: &RingConsumer) -> Option<Gap> {
+    let first = ring.shared.drop_first.swap(0, Ordering::AcqRel);
+    (first != 0).then(|| Gap {
+        tid: ring.shared.os_tid,
+        first,
+        last: ring.shared.drop_last.load(Ordering::Acquire),
+        dropped_total: ring.shared.dropped.load(Ordering::Acquire),
+    })
 }

@@ -21,6 +21,15 @@ pub enum Mode {
     Off,
 }
 
+/// Which clock stamps records on the callback path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockChoice {
+    /// The TSC where it is reliable, else CLOCK_MONOTONIC.
+    Auto,
+    Tsc,
+    Monotonic,
+}
+
 /// What to do when a thread's ring is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnFull {
@@ -43,6 +52,7 @@ pub struct Config {
     pub jsonl: bool,
     /// Open events the plugin can track at once (slab size).
     pub max_open_events: usize,
+    pub clock: ClockChoice,
 }
 
 /// One problem found while reading the environment.
@@ -109,6 +119,7 @@ impl Default for Config {
             on_full: OnFull::Drop,
             jsonl: false,
             max_open_events: DEFAULT_MAX_OPEN_EVENTS,
+            clock: ClockChoice::Auto,
         }
     }
 }
@@ -201,6 +212,19 @@ impl Config {
                     &value,
                     "a number from 1024 to 16777216",
                     "65536",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_CLOCK") {
+            match value.to_ascii_lowercase().as_str() {
+                "auto" => config.clock = ClockChoice::Auto,
+                "tsc" => config.clock = ClockChoice::Tsc,
+                "monotonic" => config.clock = ClockChoice::Monotonic,
+                _ => warn(
+                    "NCCL_SCOREP_CLOCK",
+                    &value,
+                    "auto, tsc or monotonic",
+                    "auto",
                 ),
             }
         }
@@ -326,6 +350,7 @@ mod tests {
             ("NCCL_SCOREP_ON_FULL", "wait"),
             ("NCCL_SCOREP_JSONL", "yes"),
             ("NCCL_SCOREP_MAX_OPEN_EVENTS", "4096"),
+            ("NCCL_SCOREP_CLOCK", "Monotonic"),
         ]);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.mode, Mode::Jsonl);
@@ -335,6 +360,7 @@ mod tests {
         assert_eq!(config.on_full, OnFull::Wait);
         assert!(config.jsonl);
         assert_eq!(config.max_open_events, 4096);
+        assert_eq!(config.clock, ClockChoice::Monotonic);
     }
 
     #[test]
@@ -346,9 +372,10 @@ mod tests {
             ("NCCL_SCOREP_ON_FULL", "maybe"),
             ("NCCL_SCOREP_JSONL", "2"),
             ("NCCL_SCOREP_MAX_OPEN_EVENTS", "-1"),
+            ("NCCL_SCOREP_CLOCK", "sundial"),
         ]);
         assert_eq!(config, Config::default());
-        assert_eq!(warnings.len(), 6);
+        assert_eq!(warnings.len(), 7);
         assert!(warnings[1].0.contains("\"bogus\""), "{}", warnings[1].0);
         assert!(warnings[0].0.contains("NCCL_SCOREP_MODE"));
     }

@@ -7,7 +7,7 @@
 
 use crate::clock;
 use crate::collector::Collector;
-use crate::config::{Config, Mode, OnFull};
+use crate::config::{ClockChoice, Config, Mode, OnFull};
 use crate::context::{ContextError, ContextInfo, ContextState, Contexts};
 use crate::counters::Counters;
 use crate::decode::{states_of, DecodeArgs, DecodeDescr};
@@ -73,6 +73,16 @@ impl Runtime {
         let salt = (pid as u64 ^ clock::realtime_ns() >> 10).wrapping_mul(0x9E37_79B9) >> 24;
         let salt = salt as u8;
         let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 2);
+        let tsc = match config.clock {
+            ClockChoice::Tsc => true,
+            ClockChoice::Monotonic => false,
+            ClockChoice::Auto => clock::tsc_is_reliable(),
+        };
+        clock::select(if tsc {
+            clock::Source::Tsc
+        } else {
+            clock::Source::Monotonic
+        });
         Runtime {
             pid,
             slab: Slab::new(salt, config.max_open_events, shards),
@@ -119,7 +129,7 @@ impl Runtime {
                     std::thread::yield_now();
                 }
                 Err(_) => {
-                    ring.shared.note_drop(record.time_ns);
+                    ring.shared.note_drop(record.time);
                     Counters::bump(&self.counters.ring_full);
                     return false;
                 }
@@ -226,7 +236,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
     if !rt.recording() {
         return;
     }
-    let time_ns = clock::now_ns();
+    let time = clock::ticks();
     // SAFETY: NULL or a valid descriptor (caller).
     let Some(d) = (unsafe { descr.as_ref() }) else {
         Counters::bump(&rt.counters.null_descriptor);
@@ -255,7 +265,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
             return 0;
         };
         let record = Record {
-            time_ns,
+            time,
             handle,
             action: Action::Start {
                 context: context_value,
@@ -315,14 +325,14 @@ fn context_accepted(rt: &Runtime, kind: Kind, event: &Event, context: u64) -> bo
 #[inline]
 pub fn stop_event(handle: *mut c_void) {
     let Some(rt) = runtime() else { return };
-    let time_ns = clock::now_ns();
+    let time = clock::ticks();
     let value = handle as u64;
     panic_probe(value);
     match rt.slab.release(value) {
         Ok(_) => {
             if rt.recording()
                 && !rt.push_here(Record {
-                    time_ns,
+                    time,
                     handle: value,
                     action: Action::Stop,
                 })
@@ -349,7 +359,7 @@ pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args:
     if !rt.recording() {
         return;
     }
-    let time_ns = clock::now_ns();
+    let time = clock::ticks();
     let value = handle as u64;
     panic_probe(value);
     let bits = match rt.slab.check(value) {
@@ -371,7 +381,7 @@ pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args:
     // SAFETY: NULL or version A's arguments (caller).
     let arg = unsafe { A::decode(args, state) };
     rt.push_here(Record {
-        time_ns,
+        time,
         handle: value,
         action: Action::State { state, arg },
     });
@@ -436,7 +446,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     // The collector learns of the context through its first event or the finalize
     // record; tell it now so comms without events still appear in the output.
     rt.push_here(Record {
-        time_ns: clock::now_ns(),
+        time: clock::ticks(),
         handle: 0,
         action: Action::Init { context },
     });
@@ -458,7 +468,7 @@ pub fn finalize(context: *mut c_void) {
         Ok(done) => {
             if rt.recording() {
                 rt.push_here(Record {
-                    time_ns: clock::now_ns(),
+                    time: clock::ticks(),
                     handle: 0,
                     action: Action::Finalize { context: value },
                 });

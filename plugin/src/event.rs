@@ -467,8 +467,9 @@ pub enum Action {
 /// One fixed-size record in a thread's ring.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Record {
-    /// Host time in nanoseconds (CLOCK_MONOTONIC).
-    pub time_ns: u64,
+    /// When NCCL called: [`crate::clock::ticks`] on the calling thread, turned into
+    /// CLOCK_MONOTONIC nanoseconds by the collector right after it drained the record.
+    pub time: u64,
     /// Our handle of the event (0 for `Init` and `Finalize`).
     pub handle: u64,
     pub action: Action,

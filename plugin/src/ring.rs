@@ -15,18 +15,18 @@ pub struct RingShared {
     pub os_tid: i32,
     /// Records dropped because the ring was full.
     pub dropped: AtomicU64,
-    /// Time of the first and the last drop not yet reported by the collector.
-    pub drop_first_ns: AtomicU64,
-    pub drop_last_ns: AtomicU64,
+    /// Time (clock ticks) of the first and the last drop not yet reported.
+    pub drop_first: AtomicU64,
+    pub drop_last: AtomicU64,
 }
 
 impl RingShared {
-    pub fn note_drop(&self, time_ns: u64) {
-        // The collector swaps `drop_first_ns` back to 0 when it reports a gap.
-        let _ =
-            self.drop_first_ns
-                .compare_exchange(0, time_ns, Ordering::AcqRel, Ordering::Relaxed);
-        self.drop_last_ns.store(time_ns, Ordering::Release);
+    pub fn note_drop(&self, time: u64) {
+        // The collector swaps `drop_first` back to 0 when it reports a gap.
+        let _ = self
+            .drop_first
+            .compare_exchange(0, time, Ordering::AcqRel, Ordering::Relaxed);
+        self.drop_last.store(time, Ordering::Release);
         self.dropped.fetch_add(1, Ordering::AcqRel);
     }
 }
@@ -51,8 +51,8 @@ pub fn ring(capacity: usize, thread_index: u32) -> (RingProducer, RingConsumer) 
         // SAFETY: gettid has no preconditions.
         os_tid: unsafe { libc::gettid() },
         dropped: AtomicU64::new(0),
-        drop_first_ns: AtomicU64::new(0),
-        drop_last_ns: AtomicU64::new(0),
+        drop_first: AtomicU64::new(0),
+        drop_last: AtomicU64::new(0),
     });
     (
         RingProducer {
@@ -97,7 +97,7 @@ mod tests {
     fn a_full_ring_gives_the_record_back() {
         let (mut producer, mut consumer) = ring(16, 3);
         let record = Record {
-            time_ns: 1,
+            time: 1,
             handle: 2,
             action: Action::Stop,
         };

@@ -282,3 +282,41 @@ fn panics_never_reach_nccl() {
         assert_eq!(plugin.counters()["panics"], 1, "{name}");
     }
 }
+
+/// Event times are CLOCK_MONOTONIC nanoseconds whichever clock stamps the records: each
+/// start and stop lies within the caller's own readings around the call.
+#[test]
+fn event_times_are_monotonic_nanoseconds_with_either_clock() {
+    for clock in ["tsc", "monotonic"] {
+        let plugin = Plugin::load(&[("NCCL_SCOREP_CLOCK", clock)]);
+        let (ctx, _) = plugin.init_v7(HASH, None, 0, 2);
+        let mut brackets = Vec::new();
+        for _ in 0..50 {
+            let before = nccl_profiler_scorep::clock::now_ns();
+            let handle = plugin.start7(ctx, &mut group_api7(1));
+            let between = nccl_profiler_scorep::clock::now_ns();
+            std::thread::sleep(std::time::Duration::from_micros(100));
+            let before_stop = nccl_profiler_scorep::clock::now_ns();
+            plugin.stop7(handle);
+            let after = nccl_profiler_scorep::clock::now_ns();
+            brackets.push((handle, before, between, before_stop, after));
+        }
+        plugin.finalize7(ctx);
+        let events = plugin.events();
+        // Calibration error allowance: a few microseconds.
+        const SLACK: u64 = 5_000;
+        for (handle, before, between, before_stop, after) in brackets {
+            let event = by_id(&events, handle);
+            let start = event["start_ns"].as_u64().unwrap();
+            let stop = event["stop_ns"].as_u64().unwrap();
+            assert!(
+                start + SLACK >= before && start <= between + SLACK,
+                "{clock}: start {start} not in [{before}, {between}]"
+            );
+            assert!(
+                stop + SLACK >= before_stop && stop <= after + SLACK,
+                "{clock}: stop {stop} not in [{before_stop}, {after}]"
+            );
+        }
+    }
+}
