@@ -2,7 +2,7 @@
 
 mod doctor;
 mod libsearch;
-mod loader;
+
 mod probe;
 
 use std::io::{self, Write};

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::libsearch::{self, Found, Origin, SearchPath};
-use crate::loader::ReleaseFamily;
+use nccl_sim::loader::ReleaseFamily;
 use crate::probe;
 use plugin::plugin_section;
 use python::{PythonProbe, PythonStatus};

@@ -3,8 +3,7 @@
 //! Mirrors `ncclProfilerPluginLoad` (`src/plugin/profiler.cc`) and `openPluginLib` /
 //! `tryOpenLib` (`src/plugin/plugin_open.cc`) of NCCL 2.28 and later; see
 //! `nccl-profiler-abi.md` §2.1–2.2. Nothing here touches the file system or the process
-//! environment, so the doctor and a CPU-only NCCL stand-in can share the same rules. This
-//! module uses nothing but `std` so that it can move into such a crate as it is.
+//! environment, so `nccl-scorep doctor` and nccl-sim's loader share the same rules.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
