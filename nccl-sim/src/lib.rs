@@ -8,9 +8,13 @@
 //! - [`event`], [`names`]: events as NCCL's core describes them;
 //! - [`logger`]: the C-variadic logger plugins receive.
 
+pub mod bench;
 pub mod event;
 pub mod loader;
 pub mod logger;
 pub mod names;
+pub mod nccl;
 pub mod profiler;
 pub mod release;
+pub mod scenario;
+pub mod time;

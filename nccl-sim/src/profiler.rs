@@ -70,6 +70,9 @@ pub struct Profiler {
     /// Seed for the garbage NCCL's v4/v5 shims leave in descriptors.
     garbage: AtomicU64,
     report: Mutex<LoadReport>,
+    /// Ignore symbols newer than this: makes a plugin look as if it exported only older
+    /// versions, to exercise NCCL's shims with it.
+    max_version: ApiVersion,
 }
 
 // SAFETY: the tables are immutable statics of the loaded library, and the library stays
@@ -101,7 +104,14 @@ impl Profiler {
             mask: Box::new(AtomicI32::new(0)),
             garbage: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
             report: Mutex::new(LoadReport::default()),
+            max_version: loader::NEWEST_API_VERSION,
         }
+    }
+
+    /// Uses at most API `version` of the plugin, as if it exported nothing newer.
+    pub fn with_max_version(mut self, version: ApiVersion) -> Profiler {
+        self.max_version = version;
+        self
     }
 
     /// From the process environment.
@@ -329,7 +339,7 @@ impl Profiler {
             let library = Arc::new(library);
             let path = candidate.unwrap_or_default();
             report.loaded = Some(path.clone());
-            let picked = (1..=self.release.newest_api())
+            let picked = (1..=self.release.newest_api().min(self.max_version))
                 .rev()
                 .find_map(|version| lookup(&library, version).map(|table| (version, table)));
             let Some((version, table)) = picked else {

@@ -1,0 +1,978 @@
+//! `nccl-sim bench`: the cost per callback of profiler plugins, measured side by side.
+//!
+//! Every plugin given (any profiler plugin built for NCCL, by path or by a name as
+//! `NCCL_PROFILER_PLUGIN` takes it) and the in-tree empty plugin, the floor, are loaded
+//! the way the emulated NCCL release loads them ([`Profiler`]), each with one `init` per
+//! bench thread (a communicator rank of its own), and then receive identical callback
+//! streams: per iteration, what one rank's threads call for one `ncclAllReduce`
+//!
+//! - the application thread (2.28+): GroupApi start, record GroupStartApiStop (23),
+//!   CollApi start/stop, record GroupEndApiStart (24), KernelLaunch start/stop, Group
+//!   start, Coll start (parent the CollApi, `parentGroup` the Group), Coll stop, Group
+//!   stop, GroupApi stop; up to 2.27 only Group and Coll (parent the Group);
+//! - the proxy thread: ProxyOp start (parent the Coll), record ProxyOpInProgress (19;
+//!   SendPosted (0) up to 2.26), four ProxySteps each with start, record SendGPUWait (8,
+//!   stale size), record SendWait (9, the step's size), stop; ProxyOp stop; KernelCh
+//!   start, record KernelChStop (22, from 2.27), stop (from 2.26).
+//!
+//! As NCCL does, nothing more is called for an event whose handle came back NULL. Each
+//! thread plays both streams of its rank. Iterations are timed in batches, plugins taking
+//! turns batch by batch, each batch in thread CPU time (`CLOCK_THREAD_CPUTIME_ID`) and wall
+//! time; a batch gives one figure, its time divided by the callbacks it made. Reported:
+//! median, 10th and 90th percentile over all batches of all threads. Nothing is subtracted:
+//! the empty plugin's row is the floor (the emulation's own cost and the calls).
+//!
+//! The bench knows nothing about any plugin: each reads its own settings from the
+//! environment (for ours `NCCL_SCOREP_*`, e.g. `NCCL_SCOREP_OUTPUT_DIR`,
+//! `NCCL_SCOREP_EVENTS=all`, `NCCL_SCOREP_BUFFER_SIZE`). What it reports about each is what
+//! NCCL can see: the API version used, the activation mask, and how many starts returned
+//! a NULL handle. A plugin that drops events (NULL handles) is called less and looks
+//! cheaper; the output says so.
+
+use crate::event::{CollTask, CommInfo, CoreEvent, Descr, Raw, StateArgs, NULL};
+use crate::loader::ApiVersion;
+use crate::names::{Algo, DataType, Func, Proto};
+use crate::profiler::{Profiler, Session};
+use crate::release::{self, Release};
+use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use nccl_profiler_scorep::abi::{event_type as t, state as st};
+use std::ffi::{CString, OsStr, OsString};
+use std::fmt::{self, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::time::Instant;
+
+/// The in-tree empty profiler plugin (`csrc/empty_profiler.c`), built by `build.rs` into
+/// Cargo's output directory: it exports `ncclProfiler_v1` … `ncclProfiler_v7`, asks for
+/// every event, returns a constant non-NULL handle and does nothing else.
+pub fn empty_plugin_path() -> PathBuf {
+    PathBuf::from(env!("NCCL_SIM_EMPTY_PLUGIN"))
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// The plugins, as `NCCL_PROFILER_PLUGIN` would name them (a path, or a name NCCL
+    /// resolves). The empty plugin is always measured too, first, as the floor.
+    pub plugins: Vec<OsString>,
+    pub release: Release,
+    /// Bench threads, each a communicator rank of every plugin.
+    pub threads: usize,
+    /// Timed iterations per thread and plugin (rounded down to whole batches).
+    pub iterations: usize,
+    /// Iterations per timed batch.
+    pub batch: usize,
+    /// Untimed batches per thread and plugin before the timed ones.
+    pub warmup_batches: usize,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            plugins: Vec::new(),
+            release: release::NEWEST,
+            threads: 1,
+            iterations: 20_000,
+            batch: 100,
+            warmup_batches: 10,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// (iterations per batch, timed batches) as run.
+    pub fn batches(&self) -> (usize, usize) {
+        let batch = self.batch.clamp(1, self.iterations.max(1));
+        (batch, (self.iterations / batch).max(1))
+    }
+}
+
+/// Median and spread of the per-batch figures, ns per callback.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spread {
+    pub p10: f64,
+    pub median: f64,
+    pub p90: f64,
+}
+
+impl Spread {
+    fn of(values: &mut [f64]) -> Spread {
+        values.sort_by(f64::total_cmp);
+        Spread {
+            p10: quantile(values, 0.1),
+            median: quantile(values, 0.5),
+            p90: quantile(values, 0.9),
+        }
+    }
+}
+
+/// Linear interpolation between the closest ranks; NaN for no values.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let position = q * (sorted.len() - 1) as f64;
+    let low = position.floor() as usize;
+    let high = position.ceil() as usize;
+    sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
+}
+
+/// One plugin's result.
+#[derive(Clone, Debug)]
+pub struct BenchRow {
+    /// The in-tree empty plugin.
+    pub floor: bool,
+    /// The plugin as given (`--plugin`), or the empty plugin's path.
+    pub setting: OsString,
+    /// The library NCCL's rules opened for it.
+    pub library: OsString,
+    /// The `name` of its function table.
+    pub name: String,
+    /// The profiler API version the release uses with it.
+    pub api_version: ApiVersion,
+    /// The activation mask it left after the last `init`.
+    pub mask: u64,
+    /// Event types of the streams that this mask would not make NCCL emit (the bench
+    /// calls them anyway, so every plugin gets the same stream).
+    pub unrequested: u64,
+    /// Per callback, over every timed batch (app and proxy stream together).
+    pub cpu: Spread,
+    pub wall: Spread,
+    /// The two streams on their own.
+    pub app_cpu: Spread,
+    pub proxy_cpu: Spread,
+    pub app_wall: Spread,
+    pub proxy_wall: Spread,
+    /// Callbacks made in the timed batches (starts, records, stops).
+    pub callbacks: u64,
+    /// `startEvent` calls in the timed batches, and how many of them left a NULL handle.
+    pub starts: u64,
+    pub null_handles: u64,
+}
+
+/// Why a bench could not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BenchError {
+    /// A plugin did not load (or its `init` failed), as NCCL would have it.
+    Load { plugin: OsString, reason: String },
+    /// The in-tree empty plugin is not where the build put it.
+    EmptyPluginMissing(PathBuf),
+    BadConfig(String),
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Load { plugin, reason } => write!(
+                f,
+                "cannot use profiler plugin {}: {reason}",
+                plugin.to_string_lossy()
+            ),
+            BenchError::EmptyPluginMissing(path) => write!(
+                f,
+                "the in-tree empty plugin is missing ({}): rebuild nccl-sim",
+                path.display()
+            ),
+            BenchError::BadConfig(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+/// No plugin failed to start (else the first one's index).
+const NONE_FAILED: usize = usize::MAX;
+
+/// One plugin under test.
+struct Target {
+    profiler: Profiler,
+    setting: OsString,
+    floor: bool,
+    comm_hash: u64,
+}
+
+/// What one thread measured for one plugin.
+#[derive(Default)]
+struct Samples {
+    cpu: Vec<f64>,
+    wall: Vec<f64>,
+    app_cpu: Vec<f64>,
+    app_wall: Vec<f64>,
+    proxy_cpu: Vec<f64>,
+    proxy_wall: Vec<f64>,
+    callbacks: u64,
+    starts: u64,
+    null_handles: u64,
+}
+
+impl Samples {
+    fn merge(&mut self, other: Samples) {
+        self.cpu.extend(other.cpu);
+        self.wall.extend(other.wall);
+        self.app_cpu.extend(other.app_cpu);
+        self.app_wall.extend(other.app_wall);
+        self.proxy_cpu.extend(other.proxy_cpu);
+        self.proxy_wall.extend(other.proxy_wall);
+        self.callbacks += other.callbacks;
+        self.starts += other.starts;
+        self.null_handles += other.null_handles;
+    }
+}
+
+/// Runs the bench: the empty plugin first, then `config.plugins` in order, one row each.
+pub fn run(config: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
+    if config.threads == 0 || config.iterations == 0 {
+        return Err(BenchError::BadConfig(
+            "threads and iterations must be at least 1".into(),
+        ));
+    }
+    let empty = empty_plugin_path();
+    if !empty.exists() {
+        return Err(BenchError::EmptyPluginMissing(empty));
+    }
+    let settings = std::iter::once((empty.into_os_string(), true))
+        .chain(config.plugins.iter().map(|p| (p.clone(), false)));
+    let targets: Vec<Target> = settings
+        .enumerate()
+        .map(|(index, (setting, floor))| Target {
+            profiler: Profiler::new(config.release, Some(setting.clone())),
+            setting,
+            floor,
+            comm_hash: 0x6265_6e63_6800_0000 | index as u64,
+        })
+        .collect();
+
+    let barrier = Barrier::new(config.threads);
+    let failed = AtomicUsize::new(NONE_FAILED);
+    let per_thread: Vec<Vec<Samples>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..config.threads)
+            .map(|rank| {
+                let (targets, barrier, failed) = (&targets, &barrier, &failed);
+                std::thread::Builder::new()
+                    .name(format!("bench-{rank}"))
+                    .spawn_scoped(scope, move || {
+                        worker(config, targets, rank as i32, barrier, failed)
+                    })
+                    .expect("spawn a bench thread")
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+
+    let failed = failed.load(Ordering::Relaxed);
+    if failed != NONE_FAILED {
+        return Err(load_error(&targets[failed]));
+    }
+
+    let mut merged: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
+    for thread in per_thread {
+        for (total, samples) in merged.iter_mut().zip(thread) {
+            total.merge(samples);
+        }
+    }
+    let stream_bits = stream_events(config.release);
+    Ok(targets
+        .iter()
+        .zip(merged)
+        .map(|(target, mut s)| {
+            let report = target.profiler.report();
+            let mask = target.profiler.mask();
+            BenchRow {
+                floor: target.floor,
+                setting: target.setting.clone(),
+                library: report.loaded.unwrap_or_default(),
+                name: report.name.unwrap_or_default(),
+                api_version: report.version.unwrap_or_default(),
+                mask,
+                unrequested: unrequested(stream_bits, mask),
+                cpu: Spread::of(&mut s.cpu),
+                wall: Spread::of(&mut s.wall),
+                app_cpu: Spread::of(&mut s.app_cpu),
+                proxy_cpu: Spread::of(&mut s.proxy_cpu),
+                app_wall: Spread::of(&mut s.app_wall),
+                proxy_wall: Spread::of(&mut s.proxy_wall),
+                callbacks: s.callbacks,
+                starts: s.starts,
+                null_handles: s.null_handles,
+            }
+        })
+        .collect())
+}
+
+/// A plugin that failed to load, with the loader's own words for each name tried.
+fn load_error(target: &Target) -> BenchError {
+    let report = target.profiler.report();
+    let mut reason = if report.message.is_empty() {
+        "it did not load".to_owned()
+    } else {
+        report.message.clone()
+    };
+    if report.loaded.is_none() {
+        let mut tried: Vec<&OsString> = Vec::new();
+        for name in &report.tried {
+            if tried.contains(&name) {
+                continue; // 2.23–2.25 try the same name twice
+            }
+            tried.push(name);
+            // Only to get dlerror's text; NCCL's attempt above already failed.
+            // SAFETY: this name failed to load a moment ago; if it loads now, its
+            // initialisers run as they would in NCCL.
+            if let Err(error) = unsafe { Library::open(Some(name), RTLD_NOW | RTLD_LOCAL) } {
+                let _ = write!(reason, "; {error}");
+            }
+        }
+    }
+    BenchError::Load {
+        plugin: target.setting.clone(),
+        reason,
+    }
+}
+
+/// One bench thread: a rank of every plugin's communicator, then the timed streams.
+fn worker(
+    config: &BenchConfig,
+    targets: &[Target],
+    rank: i32,
+    barrier: &Barrier,
+    failed: &AtomicUsize,
+) -> Vec<Samples> {
+    let name = CString::new("nccl-sim-bench").expect("no NUL");
+    let sessions: Vec<Option<Session>> = targets
+        .iter()
+        .map(|target| {
+            target.profiler.init(&CommInfo {
+                comm_hash: target.comm_hash,
+                name: Some(name.clone()),
+                n_nodes: 1,
+                n_ranks: config.threads as i32,
+                rank,
+            })
+        })
+        .collect();
+    if let Some(index) = sessions.iter().position(Option::is_none) {
+        failed.fetch_min(index, Ordering::Relaxed);
+    }
+    barrier.wait();
+    if failed.load(Ordering::Relaxed) != NONE_FAILED {
+        for (target, session) in targets.iter().zip(sessions) {
+            target.profiler.finalize(session);
+        }
+        return Vec::new();
+    }
+
+    let mut ranks: Vec<Rank> = targets
+        .iter()
+        .zip(&sessions)
+        .map(|(target, session)| Rank::new(target, session.expect("checked"), config, rank))
+        .collect();
+    let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
+    let (batch, timed) = config.batches();
+    for round in 0..config.warmup_batches + timed {
+        // Plugins take turns, each starting a round in turn.
+        for k in 0..ranks.len() {
+            let index = (round + k) % ranks.len();
+            let measured = ranks[index].batch(batch);
+            if round >= config.warmup_batches {
+                measured.add_to(&mut samples[index]);
+            }
+        }
+    }
+    // Nobody finalizes while another thread still measures.
+    barrier.wait();
+    for (target, session) in targets.iter().zip(sessions) {
+        target.profiler.finalize(session);
+    }
+    samples
+}
+
+/// The thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid, writable timespec; the clock exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One timed batch: (cpu ns, wall ns, callbacks) of each stream, and the starts.
+struct Batch {
+    app: (u64, u64, u64),
+    proxy: (u64, u64, u64),
+    starts: u64,
+    nulls: u64,
+}
+
+impl Batch {
+    fn add_to(&self, s: &mut Samples) {
+        let per = |ns: u64, calls: u64| ns as f64 / calls as f64;
+        let (app, proxy) = (self.app, self.proxy);
+        if app.2 > 0 {
+            s.app_cpu.push(per(app.0, app.2));
+            s.app_wall.push(per(app.1, app.2));
+        }
+        if proxy.2 > 0 {
+            s.proxy_cpu.push(per(proxy.0, proxy.2));
+            s.proxy_wall.push(per(proxy.1, proxy.2));
+        }
+        let calls = app.2 + proxy.2;
+        if calls > 0 {
+            s.cpu.push(per(app.0 + proxy.0, calls));
+            s.wall.push(per(app.1 + proxy.1, calls));
+        }
+        s.callbacks += calls;
+        s.starts += self.starts;
+        s.null_handles += self.nulls;
+    }
+}
+
+/// The size of a ProxyStep, and of a ProxyOp's chunk.
+const STEP_BYTES: usize = 1 << 19;
+const STEPS_PER_OP: i32 = 4;
+
+/// One thread's communicator rank of one plugin, and the handle variables NCCL keeps.
+struct Rank<'a> {
+    profiler: &'a Profiler,
+    session: Session,
+    release: Release,
+    rank: i32,
+    peer: i32,
+    pid: i32,
+    comm_hash: u64,
+    seq: u64,
+    gpu_timer: u64,
+    /// Thread-local in NCCL: cleared after stop (GroupApi), kept (CollApi).
+    group_api: Raw,
+    coll_api: Raw,
+    kernel_launch: Raw,
+    /// Per plan in NCCL; kept up to 2.30, cleared after stop from 2.31.
+    group: Raw,
+    coll: Raw,
+    /// The Coll handles of the current batch: the parents of its proxy work.
+    colls: Vec<Raw>,
+    calls: u64,
+    starts: u64,
+    nulls: u64,
+}
+
+impl<'a> Rank<'a> {
+    fn new(target: &'a Target, session: Session, config: &BenchConfig, rank: i32) -> Rank<'a> {
+        Rank {
+            profiler: &target.profiler,
+            session,
+            release: config.release,
+            rank,
+            peer: (rank + 1) % config.threads as i32,
+            pid: std::process::id() as i32,
+            comm_hash: target.comm_hash,
+            seq: 0,
+            gpu_timer: 1_000_000,
+            group_api: NULL,
+            coll_api: NULL,
+            kernel_launch: NULL,
+            group: NULL,
+            coll: NULL,
+            colls: Vec::with_capacity(config.batch),
+            calls: 0,
+            starts: 0,
+            nulls: 0,
+        }
+    }
+
+    #[inline]
+    fn start(&mut self, handle: &mut Raw, parent: Raw, rank: i32, event: CoreEvent) {
+        let descr = Descr {
+            parent,
+            rank,
+            event,
+        };
+        self.profiler.start(&self.session, handle, &descr);
+        self.calls += 1;
+        self.starts += 1;
+        self.nulls += u64::from(handle.is_null());
+    }
+
+    /// NCCL makes no call for a NULL handle.
+    #[inline]
+    fn record(&mut self, handle: Raw, state: i32, args: StateArgs) {
+        if !handle.is_null() {
+            self.profiler.record(&self.session, handle, state, args);
+            self.calls += 1;
+        }
+    }
+
+    #[inline]
+    fn stop(&mut self, handle: Raw) {
+        if !handle.is_null() {
+            self.profiler.stop(&self.session, handle);
+            self.calls += 1;
+        }
+    }
+
+    /// `n` iterations of the app stream, then `n` of the proxy stream, each timed.
+    fn batch(&mut self, n: usize) -> Batch {
+        self.colls.clear();
+        let (starts0, nulls0) = (self.starts, self.nulls);
+        let calls0 = self.calls;
+        let (cpu0, wall0) = (thread_cpu_ns(), Instant::now());
+        for _ in 0..n {
+            self.app_stream();
+        }
+        let (cpu1, wall1) = (thread_cpu_ns(), Instant::now());
+        let calls1 = self.calls;
+        for i in 0..n {
+            let coll = self.colls[i];
+            self.proxy_stream(coll);
+        }
+        let (cpu2, wall2) = (thread_cpu_ns(), Instant::now());
+        Batch {
+            app: (
+                cpu1 - cpu0,
+                (wall1 - wall0).as_nanos() as u64,
+                calls1 - calls0,
+            ),
+            proxy: (
+                cpu2 - cpu1,
+                (wall2 - wall1).as_nanos() as u64,
+                self.calls - calls1,
+            ),
+            starts: self.starts - starts0,
+            nulls: self.nulls - nulls0,
+        }
+    }
+
+    /// One `ncclAllReduce` on the application thread (§3.2).
+    fn app_stream(&mut self) {
+        let api = self.release.has_api_events();
+        if api {
+            let mut group_api = self.group_api;
+            self.start(
+                &mut group_api,
+                NULL,
+                0,
+                CoreEvent::GroupApi {
+                    graph_captured: false,
+                    depth: 1,
+                },
+            );
+            self.group_api = group_api;
+            self.record(group_api, st::GROUP_START_API_STOP, StateArgs::Null);
+            let mut coll_api = self.coll_api;
+            self.start(
+                &mut coll_api,
+                group_api,
+                0,
+                CoreEvent::CollApi {
+                    func: Func::AllReduce,
+                    count: 1 << 20,
+                    datatype: DataType::Float32,
+                    root: 0,
+                    graph_captured: false,
+                    user_tag: 0,
+                },
+            );
+            self.coll_api = coll_api;
+            self.stop(coll_api);
+            self.record(group_api, st::GROUP_END_API_START, StateArgs::Null);
+            let mut kernel_launch = self.kernel_launch;
+            self.start(&mut kernel_launch, group_api, 0, CoreEvent::KernelLaunch);
+            self.kernel_launch = kernel_launch;
+            self.stop(kernel_launch);
+        }
+        let mut group = self.group;
+        self.start(&mut group, NULL, 0, CoreEvent::Group);
+        let mut coll = self.coll;
+        // Up to 2.27 a Coll needs a Group handle.
+        if !(self.release.children_need_parent_handle() && group.is_null()) {
+            self.seq += 1;
+            let task = CollTask {
+                seq: self.seq,
+                func: Func::AllReduce,
+                count: 1 << 20,
+                root: 0,
+                datatype: DataType::Float32,
+                n_channels: 1,
+                n_warps: 16,
+                algo: Algo::Ring,
+                proto: Proto::Simple,
+                symmetric_variant: None,
+                parent_group: group,
+                user_tag: 0,
+                comm_name: c"nccl-sim-bench".as_ptr(),
+                comm_hash: self.comm_hash,
+            };
+            let parent = if api { self.coll_api } else { group };
+            self.start(&mut coll, parent, self.rank, CoreEvent::Coll(task));
+            self.stop(coll);
+        } else {
+            coll = NULL;
+        }
+        self.stop(group);
+        if api {
+            self.stop(self.group_api);
+            self.group_api = NULL;
+        }
+        self.colls.push(coll);
+        let clears = self.release.clears_task_handles();
+        self.group = if clears { NULL } else { group };
+        self.coll = if clears { NULL } else { coll };
+    }
+
+    /// The proxy thread's work for that collective's one channel and peer (§3.7, §3.8).
+    fn proxy_stream(&mut self, coll: Raw) {
+        let mut op = NULL;
+        self.start(
+            &mut op,
+            coll,
+            self.rank,
+            CoreEvent::ProxyOp {
+                pid: self.pid,
+                channel: 0,
+                peer: self.peer,
+                n_steps: STEPS_PER_OP,
+                chunk_size: STEP_BYTES as i32,
+                is_send: true,
+            },
+        );
+        if self.release.proxy_op_at_append() {
+            self.record(op, st::PROXY_OP_IN_PROGRESS_V4, StateArgs::Uninit);
+        } else {
+            self.record(
+                op,
+                st::PROXY_OP_SEND_POSTED,
+                StateArgs::ProxyOpProgress {
+                    trans_size: STEP_BYTES,
+                    steps: STEPS_PER_OP,
+                },
+            );
+        }
+        // Up to 2.27 steps need a ProxyOp handle; later, steps start anyway but their
+        // states are only recorded under a non-NULL ProxyOp.
+        if !(self.release.children_need_parent_handle() && op.is_null()) {
+            let mut stale = 0;
+            for step in 0..STEPS_PER_OP {
+                let mut handle = NULL;
+                self.start(&mut handle, op, self.rank, CoreEvent::ProxyStep { step });
+                if !op.is_null() {
+                    self.record(
+                        handle,
+                        st::PROXY_STEP_SEND_GPU_WAIT,
+                        StateArgs::TransSize(stale),
+                    );
+                    self.record(
+                        handle,
+                        st::PROXY_STEP_SEND_WAIT,
+                        StateArgs::TransSize(STEP_BYTES),
+                    );
+                }
+                stale = STEP_BYTES;
+                self.stop(handle);
+            }
+        }
+        self.stop(op);
+        if self.release.has_kernel_ch() {
+            let timestamps = self.release.kernel_ch_has_timestamps();
+            let begin = self.gpu_timer;
+            self.gpu_timer += 10_000;
+            let mut kernel = NULL;
+            self.start(
+                &mut kernel,
+                coll,
+                0,
+                CoreEvent::KernelCh {
+                    channel: 0,
+                    ptimer: if timestamps { begin } else { 0 },
+                },
+            );
+            if timestamps {
+                self.record(
+                    kernel,
+                    st::KERNEL_CH_STOP,
+                    StateArgs::PTimer(self.gpu_timer),
+                );
+            }
+            self.stop(kernel);
+        }
+    }
+}
+
+/// The event types the streams of `release` contain.
+pub fn stream_events(release: Release) -> u64 {
+    let mut bits = t::GROUP | t::COLL | t::PROXY_OP | t::PROXY_STEP;
+    if release.has_api_events() {
+        bits |= t::GROUP_API | t::COLL_API | t::KERNEL_LAUNCH;
+    }
+    if release.has_kernel_ch() {
+        bits |= t::KERNEL_CH;
+    }
+    bits
+}
+
+/// Of the event types in `stream`, those NCCL would not emit with activation mask `mask`
+/// (§3.1: an event is emitted when the mask asks for it or for one of its descendants).
+pub fn unrequested(stream: u64, mask: u64) -> u64 {
+    const CE: u64 = t::CE_COLL | t::CE_SYNC | t::CE_BATCH;
+    let enablers = [
+        (t::GROUP_API, !t::PROXY_CTRL & 0xFFFF),
+        (
+            t::COLL_API,
+            t::COLL_API | t::COLL | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN | CE,
+        ),
+        (t::KERNEL_LAUNCH, t::KERNEL_LAUNCH),
+        (
+            t::GROUP,
+            t::GROUP | t::COLL | t::P2P | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN,
+        ),
+        (
+            t::COLL,
+            t::COLL | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN,
+        ),
+        (t::PROXY_OP, t::PROXY_OP | t::PROXY_STEP | t::NET_PLUGIN),
+        (t::PROXY_STEP, t::PROXY_STEP | t::NET_PLUGIN),
+        (t::KERNEL_CH, t::KERNEL_CH),
+    ];
+    enablers
+        .iter()
+        .filter(|(event, enabled_by)| stream & event != 0 && mask & enabled_by == 0)
+        .fold(0, |bits, (event, _)| bits | event)
+}
+
+/// Names of the event type bits in `bits`.
+pub fn event_names(bits: u64) -> Vec<&'static str> {
+    const NAMES: [&str; 16] = [
+        "Group",
+        "Coll",
+        "P2p",
+        "ProxyOp",
+        "ProxyStep",
+        "ProxyCtrl",
+        "KernelCh",
+        "NetPlugin",
+        "GroupApi",
+        "CollApi",
+        "P2pApi",
+        "KernelLaunch",
+        "CeColl",
+        "CeSync",
+        "CeBatch",
+        "KernelPhase",
+    ];
+    (0..16)
+        .filter(|bit| bits & (1 << bit) != 0)
+        .map(|bit| NAMES[bit])
+        .collect()
+}
+
+/// The callbacks one iteration makes when no handle is NULL: (app stream, proxy stream).
+pub fn callbacks_per_iteration(release: Release) -> (u64, u64) {
+    let app = if release.has_api_events() { 13 } else { 4 };
+    let mut proxy = 3 + 4 * STEPS_PER_OP as u64;
+    if release.has_kernel_ch() {
+        proxy += if release.kernel_ch_has_timestamps() { 3 } else { 2 };
+    }
+    (app, proxy)
+}
+
+/// The report `nccl-sim bench` prints.
+pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
+    let mut out = String::new();
+    let (batch, timed) = config.batches();
+    let (app, proxy) = callbacks_per_iteration(config.release);
+    let _ = writeln!(
+        out,
+        "nccl-sim bench: NCCL {}, {} thread{}, {} iterations per thread and plugin \
+         ({timed} batches of {batch} after {} warm-up batches; plugins take turns)",
+        config.release,
+        config.threads,
+        if config.threads == 1 { "" } else { "s" },
+        timed * batch,
+        config.warmup_batches,
+    );
+    let _ = writeln!(
+        out,
+        "an iteration: app stream {app} callbacks ({}), proxy stream {proxy} ({})",
+        if config.release.has_api_events() {
+            "GroupApi, CollApi, KernelLaunch, Group, Coll"
+        } else {
+            "Group, Coll"
+        },
+        if config.release.has_kernel_ch() {
+            "ProxyOp, 4 ProxySteps, KernelCh"
+        } else {
+            "ProxyOp, 4 ProxySteps"
+        },
+    );
+    let _ = writeln!(out, "ns per callback: median [p10 p90] over batches");
+    let _ = writeln!(out);
+    let label = |i: usize, r: &BenchRow| {
+        if r.floor {
+            format!("#{i} {} (floor)", r.name)
+        } else {
+            format!("#{i} {}", r.name)
+        }
+    };
+    let width = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| label(i, r).len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        out,
+        "{:width$}  api  {:^22}  {:^22}  {:>8}  {:>9}  {:>14}",
+        "plugin", "thread CPU time", "wall time", "app cpu", "proxy cpu", "NULL handles"
+    );
+    let spread = |s: Spread| format!("{:7.1} [{:6.1} {:6.1}]", s.median, s.p10, s.p90);
+    for (i, row) in rows.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{:width$}  v{:<2}  {}  {}  {:8.1}  {:9.1}  {:>14}",
+            label(i, row),
+            row.api_version,
+            spread(row.cpu),
+            spread(row.wall),
+            row.app_cpu.median,
+            row.proxy_cpu.median,
+            format!("{} / {}", row.null_handles, row.starts),
+        );
+    }
+    let _ = writeln!(out);
+    for (i, row) in rows.iter().enumerate() {
+        let what = if row.floor {
+            " (the in-tree empty plugin: the floor, not subtracted from the other rows)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "#{i} {}: {}{what}",
+            row.name,
+            OsStr::new(&row.library).to_string_lossy()
+        );
+        if row.null_handles > 0 {
+            let _ = writeln!(
+                out,
+                "   {} of {} starts returned NULL: NCCL calls nothing more for those events, \
+                 so this plugin did less work and looks cheaper than it is",
+                row.null_handles, row.starts
+            );
+        }
+        if row.unrequested != 0 {
+            let _ = writeln!(
+                out,
+                "   its activation mask {:#x} does not ask for {}: NCCL would not call it for \
+                 those (the bench does, so every plugin gets the same stream)",
+                row.mask,
+                event_names(row.unrequested).join(", ")
+            );
+        }
+        if !row.floor && row.api_version != config.release.newest_api() {
+            let _ = writeln!(
+                out,
+                "   used through NCCL {}'s v{} shim: events and states v{} lacks never reach it",
+                config.release, row.api_version, row.api_version
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "NULL handles: starts that returned NULL, of all starts (a plugin that drops events \
+         looks cheaper). Each plugin reads its own settings from the environment."
+    );
+    out
+}
+
+/// `nccl-sim bench`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    about = "Measure profiler plugins' cost per callback on identical NCCL callback streams",
+    long_about = "Measure profiler plugins' cost per callback on identical NCCL callback \
+        streams, next to the in-tree empty plugin (the floor). Each plugin is loaded as the \
+        chosen NCCL release loads it and reads its own settings from the environment, e.g. \
+        NCCL_SCOREP_OUTPUT_DIR, NCCL_SCOREP_EVENTS=all and NCCL_SCOREP_BUFFER_SIZE for \
+        nccl-scorep's plugin."
+)]
+pub struct BenchArgs {
+    /// A profiler plugin: a path, or a name as NCCL_PROFILER_PLUGIN takes it (repeat for
+    /// several).
+    #[arg(long = "plugin", value_name = "PLUGIN")]
+    pub plugins: Vec<OsString>,
+    /// The NCCL release to emulate (2.23 … 2.32).
+    #[arg(long, value_name = "RELEASE", default_value = "2.32")]
+    pub nccl: Release,
+    /// Threads, each one communicator rank of every plugin.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Timed iterations (one app and one proxy stream each) per thread and plugin.
+    #[arg(long, default_value_t = 20_000)]
+    pub iterations: usize,
+    /// Iterations per timed batch.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Untimed batches before the timed ones.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+}
+
+impl From<BenchArgs> for BenchConfig {
+    fn from(args: BenchArgs) -> BenchConfig {
+        BenchConfig {
+            plugins: args.plugins,
+            release: args.nccl,
+            threads: args.threads,
+            iterations: args.iterations,
+            batch: args.batch,
+            warmup_batches: args.warmup,
+        }
+    }
+}
+
+/// Runs `nccl-sim bench` and prints its report.
+pub fn main(args: BenchArgs) -> ExitCode {
+    let config = BenchConfig::from(args);
+    match run(&config) {
+        Ok(rows) => {
+            print!("{}", render(&config, &rows));
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("nccl-sim bench: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate() {
+        let mut v = vec![4.0, 1.0, 3.0, 2.0, 5.0];
+        let s = Spread::of(&mut v);
+        assert_eq!(s.median, 3.0);
+        assert!((s.p10 - 1.4).abs() < 1e-9);
+        assert!((s.p90 - 4.6).abs() < 1e-9);
+        assert!(Spread::of(&mut []).median.is_nan());
+    }
+
+    #[test]
+    fn masks_name_what_nccl_would_not_emit() {
+        let stream = stream_events(release::NEWEST);
+        assert_eq!(unrequested(stream, 0xFFFF), 0);
+        // Asking for ProxyStep brings its ancestors, but not KernelLaunch or KernelCh.
+        assert_eq!(
+            unrequested(stream, t::PROXY_STEP),
+            t::KERNEL_LAUNCH | t::KERNEL_CH
+        );
+        assert_eq!(event_names(t::GROUP | t::KERNEL_CH), ["Group", "KernelCh"]);
+        assert_eq!(stream_events(Release::new(23)) & t::GROUP_API, 0);
+    }
+}

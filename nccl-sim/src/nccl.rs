@@ -1,0 +1,1516 @@
+//! The emulated NCCL: communicators, groups, collectives and point-to-point calls, kernel
+//! launches, and a proxy thread per communicator, each calling the profiler from the
+//! thread and in the order NCCL does (`nccl-profiler-abi.md` §3).
+//!
+//! The API mirrors NCCL's: [`group_start`]/[`group_end`] keep thread-local state like
+//! `ncclGroupStart`/`ncclGroupEnd`, and every operation on a [`Comm`] is an implicit group
+//! of one when no group is open. Completion happens on the proxy thread (and the profiler
+//! thread from 2.31), in simulated time.
+
+use crate::event::{CollTask, CommInfo, CoreEvent, Descr, P2pTask, Raw, StateArgs, NULL};
+use crate::names::{Algo, DataType, Func, Proto};
+use crate::profiler::{Profiler, Session};
+use crate::release::Release;
+use crate::time::{host_ns, sleep_until, GpuClock, GroundTruth, Rng, TimeModel, TruthRecord};
+use nccl_profiler_scorep::abi::{event_type as t, net as netid, state as st};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Which proxy path operations take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// The network: ProxyOps with steps, stopped when all steps are done.
+    Net,
+    /// A proxy transport without a stop (CollNet, P2P via CUDA memcpy): ProxyOps are
+    /// started and never stopped, and have no steps (§3.7).
+    P2pCopy,
+    /// Intra-node without proxy work: no ProxyOp at all (KernelCh only).
+    Local,
+}
+
+/// Which built-in net plugin emits NetPlugin events (only NCCL builds with
+/// `NET_PROFILER=1` do, §3.10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetPluginKind {
+    None,
+    Ib,
+    Socket,
+}
+
+/// Parameters of the emulated NCCL.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub channels: u8,
+    pub algo: Algo,
+    pub proto: Proto,
+    pub transport: Transport,
+    pub net_plugin: NetPluginKind,
+    pub time: TimeModel,
+    pub gpu_clock: GpuClock,
+    pub seed: u64,
+    /// Every this many receive steps, the step's start is made twice (the first never
+    /// stopped, §3.7); 0: never.
+    pub recv_restart_every: u32,
+    /// How many times SendPeerWait may repeat for one step (0..=n, seeded).
+    pub peer_wait_repeats: u32,
+    /// Steps per ProxyOp.
+    pub steps: i32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            channels: 2,
+            algo: Algo::Ring,
+            proto: Proto::Simple,
+            transport: Transport::Net,
+            net_plugin: NetPluginKind::None,
+            time: TimeModel::default(),
+            gpu_clock: GpuClock {
+                offset_ns: 1_234_567_890,
+            },
+            seed: 1,
+            recv_restart_every: 3,
+            peer_wait_repeats: 2,
+            steps: 4,
+        }
+    }
+}
+
+/// One emulated NCCL library in a process.
+pub struct Nccl {
+    pub release: Release,
+    pub profiler: Arc<Profiler>,
+    pub config: SimConfig,
+    pub truth: GroundTruth,
+    pid: i32,
+    rng: Mutex<Rng>,
+    p2p_index: AtomicU64,
+}
+
+impl Nccl {
+    pub fn new(profiler: Arc<Profiler>, config: SimConfig) -> Arc<Nccl> {
+        Arc::new(Nccl {
+            release: profiler.release(),
+            rng: Mutex::new(Rng::new(config.seed)),
+            profiler,
+            config,
+            truth: GroundTruth::default(),
+            pid: std::process::id() as i32,
+            p2p_index: AtomicU64::new(0),
+        })
+    }
+
+    /// `ncclCommInitRank`: the profiler's `init` runs here, then the proxy thread starts.
+    pub fn comm_init(self: &Arc<Nccl>, options: CommOptions) -> Comm {
+        let info = CommInfo {
+            comm_hash: options.hash,
+            name: options.name.as_deref().and_then(|n| CString::new(n).ok()),
+            n_nodes: options.n_nodes,
+            n_ranks: options.n_ranks,
+            rank: options.rank,
+        };
+        let session = self.profiler.init(&info);
+        let proxy = ProxyThread::spawn(Arc::clone(self), session, options.rank);
+        Comm(Arc::new(CommInner {
+            nccl: Arc::clone(self),
+            session,
+            options,
+            proxy,
+            seq: Mutex::new(HashMap::new()),
+            pxn: Mutex::new(None),
+        }))
+    }
+
+    fn rng<R>(&self, f: impl FnOnce(&mut Rng) -> R) -> R {
+        f(&mut self.rng.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn gpu(&self, host: u64) -> u64 {
+        self.config.gpu_clock.from_host(host)
+    }
+}
+
+/// How a communicator rank is created.
+#[derive(Clone, Debug)]
+pub struct CommOptions {
+    pub hash: u64,
+    pub name: Option<String>,
+    pub rank: i32,
+    pub n_ranks: i32,
+    pub n_nodes: i32,
+    /// `config.blocking = 0`: launches run on a background thread.
+    pub blocking: bool,
+}
+
+impl CommOptions {
+    pub fn new(hash: u64, rank: i32, n_ranks: i32) -> CommOptions {
+        CommOptions {
+            hash,
+            name: None,
+            rank,
+            n_ranks,
+            n_nodes: 1,
+            blocking: true,
+        }
+    }
+}
+
+/// A send handed to another process's proxy (PXN, §4).
+#[derive(Clone, Copy, Debug)]
+pub struct PxnSend {
+    pub origin_pid: i32,
+    pub origin_rank: i32,
+    pub context: u64,
+    pub parent: u64,
+    pub channel: u8,
+    pub peer: i32,
+    pub n_steps: i32,
+    pub chunk_size: i32,
+    pub mask: u64,
+    pub send_bytes: u64,
+    pub step_ns: u64,
+}
+
+/// Where PXN sends go (set by the multi-process runner).
+pub type PxnRoute = Arc<dyn Fn(PxnSend) + Send + Sync>;
+
+/// A communicator rank.
+#[derive(Clone)]
+pub struct Comm(Arc<CommInner>);
+
+struct CommInner {
+    nccl: Arc<Nccl>,
+    session: Option<Session>,
+    options: CommOptions,
+    proxy: Arc<ProxyThread>,
+    seq: Mutex<HashMap<Func, u64>>,
+    pxn: Mutex<Option<PxnRoute>>,
+}
+
+/// A collective or point-to-point task waiting for its group's launch.
+#[derive(Clone)]
+struct Task {
+    comm: Comm,
+    op: Op,
+    /// The CollApi/P2pApi handle (as a number: tasks move to launch and callback threads).
+    api: usize,
+    mask: u64,
+    graph_captured: bool,
+    enqueue: (u64, u64),
+    seq: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Coll {
+        func: Func,
+        count: usize,
+        datatype: DataType,
+        root: i32,
+    },
+    P2p {
+        func: Func,
+        count: usize,
+        datatype: DataType,
+        peer: i32,
+    },
+}
+
+impl Op {
+    fn func(&self) -> Func {
+        match *self {
+            Op::Coll { func, .. } | Op::P2p { func, .. } => func,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match *self {
+            Op::Coll {
+                count, datatype, ..
+            }
+            | Op::P2p {
+                count, datatype, ..
+            } => count * datatype.size(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ApiState {
+    Reset,
+    Started,
+    Stopped,
+}
+
+/// NCCL's thread-local group state.
+struct ThreadState {
+    nccl_depth: i32,
+    profiler_depth: i32,
+    group_api: Raw,
+    group_api_session: Option<Session>,
+    api_state: ApiState,
+    /// The CollApi variable is never cleared after stop (§3.13).
+    coll_api: Raw,
+    tasks: Vec<Task>,
+    capturing: Option<Vec<Task>>,
+}
+
+thread_local! {
+    static THREAD: RefCell<ThreadState> = const { RefCell::new(ThreadState {
+        nccl_depth: 0,
+        profiler_depth: 0,
+        group_api: NULL,
+        group_api_session: None,
+        api_state: ApiState::Reset,
+        coll_api: NULL,
+        tasks: Vec::new(),
+        capturing: None,
+    }) };
+}
+
+/// `ncclGroupStart`: no profiler call (§3.3).
+pub fn group_start() {
+    THREAD.with(|t| t.borrow_mut().nccl_depth += 1);
+}
+
+/// `ncclGroupEnd`.
+pub fn group_end() {
+    group_end_internal();
+}
+
+/// Everything but ProxyCtrl enables the GroupApi event (§3.1).
+const GROUP_API_TRIGGER: u64 = 0xFFFF & !t::PROXY_CTRL;
+const COLL_API_TRIGGER: u64 = t::COLL_API
+    | t::COLL
+    | t::PROXY_OP
+    | t::PROXY_STEP
+    | t::KERNEL_CH
+    | t::NET_PLUGIN
+    | t::CE_COLL
+    | t::CE_SYNC
+    | t::CE_BATCH;
+const P2P_API_TRIGGER: u64 =
+    t::P2P_API | t::P2P | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN;
+const GROUP_TRIGGER: u64 =
+    t::GROUP | t::COLL | t::P2P | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN;
+const COLL_TRIGGER: u64 = t::COLL | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN;
+const P2P_TRIGGER: u64 = t::P2P | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN;
+const PROXY_OP_TRIGGER: u64 = t::PROXY_OP | t::PROXY_STEP | t::NET_PLUGIN;
+const PROXY_STEP_TRIGGER: u64 = t::PROXY_STEP | t::NET_PLUGIN;
+
+impl Comm {
+    pub fn rank(&self) -> i32 {
+        self.0.options.rank
+    }
+
+    pub fn n_ranks(&self) -> i32 {
+        self.0.options.n_ranks
+    }
+
+    pub fn hash(&self) -> u64 {
+        self.0.options.hash
+    }
+
+    /// The profiler context this rank got at `init` (NULL when not profiled).
+    pub fn context(&self) -> Raw {
+        self.0.session.map_or(NULL, |s| s.context)
+    }
+
+    /// Hands this rank's sends to another process's proxy (PXN).
+    pub fn set_pxn_route(&self, route: Option<PxnRoute>) {
+        *self.0.pxn.lock().unwrap_or_else(|e| e.into_inner()) = route;
+    }
+
+    fn nccl(&self) -> &Arc<Nccl> {
+        &self.0.nccl
+    }
+
+    pub fn all_reduce(&self, count: usize, datatype: DataType) {
+        self.collective(Func::AllReduce, count, datatype, 0);
+    }
+
+    pub fn all_gather(&self, count: usize, datatype: DataType) {
+        self.collective(Func::AllGather, count, datatype, 0);
+    }
+
+    pub fn reduce_scatter(&self, count: usize, datatype: DataType) {
+        self.collective(Func::ReduceScatter, count, datatype, 0);
+    }
+
+    pub fn broadcast(&self, count: usize, datatype: DataType, root: i32) {
+        self.collective(Func::Broadcast, count, datatype, root);
+    }
+
+    pub fn reduce(&self, count: usize, datatype: DataType, root: i32) {
+        self.collective(Func::Reduce, count, datatype, root);
+    }
+
+    pub fn send(&self, count: usize, datatype: DataType, peer: i32) {
+        self.enqueue(Op::P2p {
+            func: Func::Send,
+            count,
+            datatype,
+            peer,
+        });
+    }
+
+    pub fn recv(&self, count: usize, datatype: DataType, peer: i32) {
+        self.enqueue(Op::P2p {
+            func: Func::Recv,
+            count,
+            datatype,
+            peer,
+        });
+    }
+
+    /// `ncclAlltoAll` (2.28+): lowered inside the call into a send and a receive per peer,
+    /// each with its own P2pApi, in one group (§3.5).
+    pub fn all_to_all(&self, count: usize, datatype: DataType) {
+        if count == 0 || self.n_ranks() == 1 {
+            return;
+        }
+        // One API call: one implicit group around all the lowered tasks.
+        implicit_group_start();
+        for peer in 0..self.n_ranks() {
+            for func in [Func::Send, Func::Recv] {
+                self.append(Op::P2p {
+                    func,
+                    count,
+                    datatype,
+                    peer,
+                });
+            }
+        }
+        group_end_internal();
+    }
+
+    /// AlltoAll on the copy-engine path (2.29+): one CollApi "AlltoAll", then CeColl with
+    /// CeSync and CeBatch children on the calling thread, no Coll event (§3.5).
+    pub fn all_to_all_ce(&self, count: usize, datatype: DataType) {
+        let Some(session) = self.0.session else {
+            return;
+        };
+        let nccl = self.nccl();
+        let profiler = &nccl.profiler;
+        let mask = profiler.mask();
+        let seq = self.next_seq(Func::AlltoAll);
+        let mut api = NULL;
+        if nccl.release.has_api_events() && mask & COLL_API_TRIGGER != 0 {
+            let descr = Descr {
+                parent: NULL,
+                rank: 0,
+                event: CoreEvent::CollApi {
+                    func: Func::AlltoAll,
+                    count,
+                    datatype,
+                    root: 0,
+                    graph_captured: false,
+                    user_tag: 0,
+                },
+            };
+            profiler.start(&session, &mut api, &descr);
+        }
+        if nccl.release.has_ce_events() && mask & (t::CE_COLL | t::CE_SYNC | t::CE_BATCH) != 0 {
+            let mut ce = NULL;
+            let rank = self.rank();
+            let ce_descr = Descr {
+                parent: api,
+                rank,
+                event: CoreEvent::CeColl {
+                    seq,
+                    func: Func::AlltoAll,
+                    count,
+                    root: 0,
+                    datatype,
+                    batch_size: 4,
+                    num_batches: 1,
+                    ce_seq: seq as u32,
+                    user_tag: 0,
+                },
+            };
+            profiler.start(&session, &mut ce, &ce_descr);
+            if mask & t::CE_SYNC != 0 {
+                let mut sync = NULL;
+                let d = Descr {
+                    parent: ce,
+                    rank,
+                    event: CoreEvent::CeSync {
+                        is_complete: false,
+                        n_ranks: self.n_ranks(),
+                    },
+                };
+                profiler.start(&session, &mut sync, &d);
+                if !sync.is_null() {
+                    profiler.stop(&session, sync);
+                }
+            }
+            if mask & t::CE_BATCH != 0 {
+                let mut batch = NULL;
+                let d = Descr {
+                    parent: ce,
+                    rank,
+                    event: CoreEvent::CeBatch {
+                        num_ops: self.n_ranks(),
+                        total_bytes: count * datatype.size() * self.n_ranks() as usize,
+                        use_intra_sync: false,
+                    },
+                };
+                profiler.start(&session, &mut batch, &d);
+                if !batch.is_null() {
+                    profiler.stop(&session, batch);
+                }
+            }
+            if !ce.is_null() {
+                profiler.stop(&session, ce);
+            }
+        }
+        if !api.is_null() {
+            profiler.stop(&session, api);
+        }
+    }
+
+    fn collective(&self, func: Func, count: usize, datatype: DataType, root: i32) {
+        self.enqueue(Op::Coll {
+            func,
+            count,
+            datatype,
+            root,
+        });
+    }
+
+    fn next_seq(&self, func: Func) -> u64 {
+        let mut seq = self.0.seq.lock().unwrap_or_else(|e| e.into_inner());
+        let counter = seq.entry(func).or_insert(0);
+        let value = *counter;
+        *counter += 1;
+        value
+    }
+
+    /// `ncclEnqueueCheck` → `collTaskAppend`/`p2pTaskAppend`, on the calling thread.
+    fn enqueue(&self, op: Op) {
+        let count = match op {
+            Op::Coll { count, .. } | Op::P2p { count, .. } => count,
+        };
+        // count == 0 is dropped before any event; one rank is a local copy with no event
+        // but a GroupEndApiStart attempt on a NULL handle, a no-op (§3.14).
+        if count == 0 || self.n_ranks() == 1 {
+            return;
+        }
+        implicit_group_start();
+        self.append(op);
+        group_end_internal();
+    }
+
+    /// `collTaskAppend`/`p2pTaskAppend`: the API events and the task, inside a group.
+    fn append(&self, op: Op) {
+        let nccl = Arc::clone(self.nccl());
+        let profiler = &nccl.profiler;
+        let session = self.0.session;
+        let enqueue_start = host_ns();
+        THREAD.with(|cell| {
+            let mut thread = cell.borrow_mut();
+            let mask = profiler.mask();
+            let captured = thread.capturing.is_some();
+            let mut api = NULL;
+            if let Some(session) = session.filter(|_| nccl.release.has_api_events()) {
+                if thread.api_state == ApiState::Reset && mask & GROUP_API_TRIGGER != 0 {
+                    let depth = thread.nccl_depth;
+                    let descr = Descr {
+                        parent: NULL,
+                        rank: 0,
+                        event: CoreEvent::GroupApi {
+                            graph_captured: captured,
+                            depth,
+                        },
+                    };
+                    let mut handle = NULL;
+                    profiler.start(&session, &mut handle, &descr);
+                    thread.group_api = handle;
+                    thread.group_api_session = Some(session);
+                    thread.api_state = ApiState::Started;
+                    thread.profiler_depth = depth;
+                    if !handle.is_null() {
+                        profiler.record(&session, handle, st::GROUP_START_API_STOP, StateArgs::Null);
+                    }
+                }
+                let parent = thread.group_api;
+                match op {
+                    Op::Coll {
+                        func,
+                        count,
+                        datatype,
+                        root,
+                    } if mask & COLL_API_TRIGGER != 0 => {
+                        let descr = Descr {
+                            parent,
+                            rank: 0,
+                            event: CoreEvent::CollApi {
+                                func,
+                                count,
+                                datatype,
+                                root,
+                                graph_captured: captured,
+                                user_tag: 0,
+                            },
+                        };
+                        profiler.start(&session, &mut thread.coll_api, &descr);
+                        api = thread.coll_api;
+                        if !api.is_null() {
+                            profiler.stop(&session, api);
+                        }
+                    }
+                    Op::P2p {
+                        func,
+                        count,
+                        datatype,
+                        ..
+                    } if mask & P2P_API_TRIGGER != 0 => {
+                        let descr = Descr {
+                            parent,
+                            rank: 0,
+                            event: CoreEvent::P2pApi {
+                                func,
+                                count,
+                                datatype,
+                                graph_captured: captured,
+                                user_tag: 0,
+                            },
+                        };
+                        profiler.start(&session, &mut api, &descr);
+                        if !api.is_null() {
+                            profiler.stop(&session, api);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            // Broadcast on 2.29+ is an AllGatherV task: CollApi only, nothing launched.
+            let allgatherv = matches!(op, Op::Coll { func: Func::Broadcast, .. })
+                && nccl.release.broadcast_is_allgatherv();
+            if !allgatherv {
+                let seq = match op {
+                    Op::Coll { func, .. } => self.next_seq(func),
+                    Op::P2p { .. } => nccl.p2p_index.fetch_add(1, Ordering::Relaxed),
+                };
+                let task = Task {
+                    comm: self.clone(),
+                    op,
+                    api: api as usize,
+                    mask,
+                    graph_captured: captured,
+                    enqueue: (enqueue_start, host_ns()),
+                    seq,
+                };
+                match thread.capturing.as_mut() {
+                    Some(graph) => graph.push(task.clone()),
+                    None => {}
+                }
+                thread.tasks.push(task);
+            }
+        });
+    }
+
+    /// `ncclCommSplit` with `shareResources`: a new communicator rank whose ProxyCtrl
+    /// events keep the parent's context, because it uses the parent's proxy thread.
+    pub fn split(&self, hash: u64, rank: i32, n_ranks: i32) -> Comm {
+        let nccl = Arc::clone(self.nccl());
+        let mut options = CommOptions::new(hash, rank, n_ranks);
+        options.name = self.0.options.name.as_ref().map(|n| format!("{n}.split"));
+        let info = CommInfo {
+            comm_hash: hash,
+            name: options.name.as_deref().and_then(|n| CString::new(n).ok()),
+            n_nodes: self.0.options.n_nodes,
+            n_ranks,
+            rank,
+        };
+        let session = nccl.profiler.init(&info);
+        self.0.proxy.users.fetch_add(1, Ordering::AcqRel);
+        Comm(Arc::new(CommInner {
+            nccl,
+            session,
+            options,
+            proxy: Arc::clone(&self.0.proxy),
+            seq: Mutex::new(HashMap::new()),
+            pxn: Mutex::new(None),
+        }))
+    }
+
+    /// `ncclCommDestroy`: waits for outstanding work, stops the proxy thread if this was
+    /// its last user, then the profiler's `finalize`.
+    pub fn destroy(self) {
+        self.0.proxy.drain();
+        if self.0.proxy.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.proxy.shutdown();
+        }
+        self.0.nccl.profiler.finalize(self.0.session);
+    }
+}
+
+/// The implicit `ncclGroupStartInternal` of every API call. The profiler's depth mirrors
+/// it once a GroupApi runs; a user's `ncclGroupStart` does not bump it (§3.3).
+fn implicit_group_start() {
+    THREAD.with(|cell| {
+        let mut thread = cell.borrow_mut();
+        thread.nccl_depth += 1;
+        if thread.api_state == ApiState::Started {
+            thread.profiler_depth += 1;
+        }
+    });
+}
+
+/// `ncclGroupEndInternal`.
+fn group_end_internal() {
+    let (launch, stop) = THREAD.with(|cell| {
+        let mut thread = cell.borrow_mut();
+        thread.nccl_depth = (thread.nccl_depth - 1).max(0);
+        let mut stop = None;
+        if thread.api_state == ApiState::Started {
+            thread.profiler_depth -= 1;
+            if thread.profiler_depth <= 0 {
+                if let Some(session) = thread.group_api_session {
+                    if !thread.group_api.is_null() {
+                        let nccl_profiler = current_profiler(&thread);
+                        if let Some(profiler) = nccl_profiler {
+                            profiler.record(
+                                &session,
+                                thread.group_api,
+                                st::GROUP_END_API_START,
+                                StateArgs::Null,
+                            );
+                        }
+                    }
+                }
+                thread.api_state = ApiState::Stopped;
+                stop = Some((thread.group_api, thread.group_api_session));
+            }
+        }
+        let launch = if thread.nccl_depth == 0 {
+            std::mem::take(&mut thread.tasks)
+        } else {
+            Vec::new()
+        };
+        let graph_parent = thread.group_api;
+        (
+            (launch, graph_parent),
+            stop.map(|s| (s, current_profiler(&thread))),
+        )
+    });
+    let (tasks, group_api) = launch;
+    if !tasks.is_empty() {
+        launch_tasks(tasks, group_api);
+    }
+    if let Some(((handle, session), profiler)) = stop {
+        if let (Some(session), Some(profiler)) = (session, profiler) {
+            if !handle.is_null() {
+                profiler.stop(&session, handle);
+            }
+        }
+        THREAD.with(|cell| {
+            let mut thread = cell.borrow_mut();
+            thread.group_api = NULL;
+            thread.group_api_session = None;
+            thread.api_state = ApiState::Reset;
+        });
+    }
+}
+
+fn current_profiler(thread: &ThreadState) -> Option<Arc<Profiler>> {
+    thread
+        .tasks
+        .first()
+        .map(|task| Arc::clone(&task.comm.nccl().profiler))
+        .or_else(|| LAST_PROFILER.with(|p| p.borrow().clone()))
+}
+
+thread_local! {
+    /// The profiler of the last communicator this thread used (for a group end with no
+    /// task left, as after an early nested-group stop).
+    static LAST_PROFILER: RefCell<Option<Arc<Profiler>>> = const { RefCell::new(None) };
+}
+
+/// `doLaunches`: comm by comm, a KernelLaunch and the plan's host work. Non-blocking
+/// comms launch on their own thread.
+fn launch_tasks(tasks: Vec<Task>, group_api: Raw) {
+    let mut by_comm: Vec<(Comm, Vec<Task>)> = Vec::new();
+    for task in tasks {
+        LAST_PROFILER.with(|p| *p.borrow_mut() = Some(Arc::clone(&task.comm.nccl().profiler)));
+        match by_comm
+            .iter_mut()
+            .find(|(comm, _)| Arc::ptr_eq(&comm.0, &task.comm.0))
+        {
+            Some((_, list)) => list.push(task),
+            None => by_comm.push((task.comm.clone(), vec![task])),
+        }
+    }
+    let group_api = group_api as usize;
+    for (comm, tasks) in by_comm {
+        if comm.0.options.blocking {
+            launch_plan(&comm, &tasks, group_api as Raw);
+        } else {
+            // The whole doLaunches runs on another thread; GroupApi stops right away.
+            let handle = std::thread::spawn(move || launch_plan(&comm, &tasks, group_api as Raw));
+            let _ = handle.join();
+        }
+    }
+}
+
+fn launch_plan(comm: &Comm, tasks: &[Task], group_api: Raw) {
+    let nccl = comm.nccl();
+    let profiler = &nccl.profiler;
+    let Some(session) = comm.0.session else {
+        simulate_without_profiler(comm, tasks);
+        return;
+    };
+    let mask = tasks.iter().map(|t| t.mask).find(|&m| m != 0).unwrap_or(0);
+    if nccl.release.has_api_events() && mask & t::KERNEL_LAUNCH != 0 {
+        let mut launch = NULL;
+        let descr = Descr {
+            parent: group_api,
+            rank: 0,
+            event: CoreEvent::KernelLaunch,
+        };
+        profiler.start(&session, &mut launch, &descr);
+        std::thread::sleep(Duration::from_micros(3));
+        if !launch.is_null() {
+            profiler.stop(&session, launch);
+        }
+    }
+    if tasks.iter().all(|t| t.graph_captured) && nccl.config.transport == Transport::Local {
+        // A captured plan without proxy work emits its tasks once, now (§3.6).
+        host_stream_plan_task(comm, &session, tasks, false);
+    } else if tasks.iter().any(|t| t.graph_captured) {
+        // Captured plans run at replay (`Graph::replay`).
+    } else {
+        host_stream_plan_task(comm, &session, tasks, false);
+    }
+}
+
+fn simulate_without_profiler(comm: &Comm, tasks: &[Task]) {
+    for task in tasks {
+        let _ = (comm, task);
+    }
+}
+
+/// `hostStreamPlanTask`: Group, the tasks' Coll/P2p, proxy work posted, stops (§3.2).
+fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task], replay: bool) {
+    let nccl = comm.nccl();
+    let profiler = &nccl.profiler;
+    let release = nccl.release;
+    let rank = comm.rank();
+    let mask = tasks.iter().map(|t| t.mask).find(|&m| m != 0).unwrap_or(0);
+    let mut group = NULL;
+    if mask & GROUP_TRIGGER != 0 {
+        let descr = Descr {
+            parent: NULL,
+            rank: 0,
+            event: CoreEvent::Group,
+        };
+        profiler.start(session, &mut group, &descr);
+    }
+    let mut handles = Vec::with_capacity(tasks.len());
+    let mut works = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let mut handle = NULL;
+        let needs_group = release.children_need_parent_handle() && group.is_null();
+        let parent = if release.has_api_events() {
+            task.api as Raw
+        } else {
+            group
+        };
+        match task.op {
+            Op::Coll {
+                func,
+                count,
+                datatype,
+                root,
+            } if task.mask & COLL_TRIGGER != 0 && !needs_group => {
+                // AllGather and Broadcast report bytes with Int8 (§3.2).
+                let (count, datatype) = match func {
+                    Func::AllGather | Func::Broadcast => (count * datatype.size(), DataType::Int8),
+                    _ => (count, datatype),
+                };
+                let descr = Descr {
+                    parent,
+                    rank,
+                    event: CoreEvent::Coll(CollTask {
+                        seq: task.seq,
+                        func,
+                        count,
+                        root,
+                        datatype,
+                        n_channels: nccl.config.channels,
+                        n_warps: 16,
+                        algo: nccl.config.algo,
+                        proto: nccl.config.proto,
+                        symmetric_variant: None,
+                        parent_group: group,
+                        user_tag: 0,
+                        comm_name: std::ptr::null(),
+                        comm_hash: comm.hash(),
+                    }),
+                };
+                profiler.start(session, &mut handle, &descr);
+            }
+            Op::P2p {
+                func,
+                count,
+                datatype,
+                peer,
+            } if task.mask & P2P_TRIGGER != 0 && !needs_group => {
+                let descr = Descr {
+                    parent,
+                    rank,
+                    event: CoreEvent::P2p(P2pTask {
+                        func,
+                        count,
+                        datatype,
+                        peer,
+                        n_channels: 1,
+                        parent_group: group,
+                        user_tag: 0,
+                        comm_name: std::ptr::null(),
+                        comm_hash: comm.hash(),
+                    }),
+                };
+                profiler.start(session, &mut handle, &descr);
+            }
+            _ => {}
+        }
+        handles.push(handle);
+        works.push(plan_work(comm, task, handle, replay));
+    }
+    // Proxy ops are uploaded: the proxy (and from 2.31 the profiler thread) take over.
+    for work in works {
+        comm.0.proxy.post(work);
+    }
+    for handle in handles {
+        if !handle.is_null() {
+            profiler.stop(session, handle);
+        }
+    }
+    if !group.is_null() {
+        profiler.stop(session, group);
+    }
+}
+
+/// The simulated execution of one task: GPU interval and the proxy's part.
+fn plan_work(comm: &Comm, task: &Task, handle: Raw, _replay: bool) -> Work {
+    let nccl = comm.nccl();
+    let bytes = task.op.bytes();
+    let duration = nccl.rng(|rng| {
+        nccl.config.time.duration(
+            task.op.func(),
+            nccl.config.algo,
+            nccl.config.proto,
+            bytes,
+            comm.n_ranks(),
+            rng,
+        )
+    });
+    let gpu_start = host_ns() + 2_000;
+    let gpu_stop = gpu_start + duration.as_nanos() as u64;
+    let (peers, n_channels): (Vec<(i32, bool)>, u8) = match task.op {
+        Op::Coll { .. } => {
+            let n = comm.n_ranks();
+            let next = (comm.rank() + 1) % n;
+            let prev = (comm.rank() + n - 1) % n;
+            (vec![(next, true), (prev, false)], nccl.config.channels)
+        }
+        Op::P2p { func, peer, .. } => (vec![(peer, func == Func::Send)], 1),
+    };
+    Work {
+        task_handle: handle as usize,
+        mask: task.mask,
+        rank: comm.rank(),
+        comm_hash: comm.hash(),
+        func: task.op.func(),
+        seq: task.seq,
+        bytes,
+        n_channels,
+        peers,
+        gpu_start,
+        gpu_stop,
+        enqueue: task.enqueue,
+        pxn: comm.0.pxn.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        context: comm.context() as usize,
+    }
+}
+
+/// What the proxy thread gets for one task.
+struct Work {
+    task_handle: usize,
+    mask: u64,
+    rank: i32,
+    comm_hash: u64,
+    func: Func,
+    seq: u64,
+    bytes: usize,
+    n_channels: u8,
+    /// (peer, is_send) per channel.
+    peers: Vec<(i32, bool)>,
+    gpu_start: u64,
+    gpu_stop: u64,
+    enqueue: (u64, u64),
+    pxn: Option<PxnRoute>,
+    context: usize,
+}
+
+enum ProxyMessage {
+    Work(Box<Work>),
+    /// Reply when everything posted before is done.
+    Drain(Sender<()>),
+    Shutdown,
+}
+
+/// A proxy progress thread ("NCCL Progress N"): one per communicator, shared with split
+/// children. Its ProxyCtrl events carry the context of the comm that created it.
+struct ProxyThread {
+    sender: Mutex<Sender<ProxyMessage>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    users: std::sync::atomic::AtomicUsize,
+}
+
+impl ProxyThread {
+    fn spawn(nccl: Arc<Nccl>, session: Option<Session>, rank: i32) -> Arc<ProxyThread> {
+        let (sender, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("NCCL Progress {rank}"))
+            .spawn(move || proxy_main(nccl, session, receiver))
+            .expect("spawn the proxy thread");
+        Arc::new(ProxyThread {
+            sender: Mutex::new(sender),
+            thread: Mutex::new(Some(thread)),
+            users: std::sync::atomic::AtomicUsize::new(1),
+        })
+    }
+
+    fn post(&self, work: Work) {
+        let _ = self
+            .sender
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(ProxyMessage::Work(Box::new(work)));
+    }
+
+    fn drain(&self) {
+        let (done, wait) = mpsc::channel();
+        let sent = self
+            .sender
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(ProxyMessage::Drain(done));
+        if sent.is_ok() {
+            let _ = wait.recv();
+        }
+    }
+
+    fn shutdown(&self) {
+        let _ = self
+            .sender
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(ProxyMessage::Shutdown);
+        if let Some(thread) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A short ProxyCtrl event: start, one or two states, stop — if the live mask has it.
+fn proxy_ctrl(nccl: &Nccl, session: &Session, states: &[(i32, i32)], between: impl FnOnce()) {
+    let profiler = &nccl.profiler;
+    if profiler.mask() & t::PROXY_CTRL == 0 {
+        between();
+        return;
+    }
+    let mut handle = NULL;
+    let descr = Descr {
+        parent: NULL,
+        rank: 0,
+        event: CoreEvent::ProxyCtrl,
+    };
+    profiler.start(session, &mut handle, &descr);
+    if let Some(&(state, appended)) = states.first() {
+        if !handle.is_null() {
+            profiler.record(session, handle, state, StateArgs::Appended(appended));
+        }
+    }
+    between();
+    for &(state, appended) in states.iter().skip(1) {
+        if !handle.is_null() {
+            profiler.record(session, handle, state, StateArgs::Appended(appended));
+        }
+    }
+    if !handle.is_null() {
+        profiler.stop(session, handle);
+    }
+}
+
+fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<ProxyMessage>) {
+    let mut idle = false;
+    let mut first = true;
+    loop {
+        // Nothing posted: Sleep, block, Wakeup (§3.9).
+        let mut message = None;
+        match &session {
+            Some(s) => proxy_ctrl(
+                &nccl,
+                s,
+                &[(st::PROXY_CTRL_SLEEP, 0), (st::PROXY_CTRL_WAKEUP, 0)],
+                || message = receiver.recv().ok(),
+            ),
+            None => message = receiver.recv().ok(),
+        }
+        let Some(message) = message else { return };
+        let mut batch = Vec::new();
+        let mut drains = Vec::new();
+        let mut shutdown = false;
+        for message in std::iter::once(message).chain(receiver.try_iter()) {
+            match message {
+                ProxyMessage::Work(work) => batch.push(*work),
+                ProxyMessage::Drain(done) => drains.push(done),
+                ProxyMessage::Shutdown => shutdown = true,
+            }
+        }
+        if let Some(s) = &session {
+            // Idle → active flips are reported after a pass; the first pass counts as
+            // "not idle" so only a change is reported.
+            if idle && !batch.is_empty() {
+                proxy_ctrl(&nccl, s, &[(st::PROXY_CTRL_ACTIVE, 0)], || {});
+                idle = false;
+            }
+            progress_batch(&nccl, s, batch);
+            if !first && !idle {
+                proxy_ctrl(&nccl, s, &[(st::PROXY_CTRL_IDLE, 0)], || {});
+                idle = true;
+            }
+            first = false;
+        } else {
+            for work in batch {
+                sleep_until(work.gpu_stop);
+            }
+        }
+        for done in drains {
+            let _ = done.send(());
+        }
+        if shutdown {
+            return;
+        }
+    }
+}
+
+/// One ProxyOp being progressed here.
+struct OpState {
+    handle: Raw,
+    channel: u8,
+    peer: i32,
+    is_send: bool,
+    steps: i32,
+}
+
+/// Appends and progresses a batch of works: the Append window with the ProxyOp starts
+/// (2.27+), steps, KernelCh, stops (§3.7–3.9).
+fn progress_batch(nccl: &Arc<Nccl>, session: &Session, batch: Vec<Work>) {
+    if batch.is_empty() {
+        return;
+    }
+    let profiler = &nccl.profiler;
+    let release = nccl.release;
+    let transport = nccl.config.transport;
+    let mut ops: Vec<Vec<OpState>> = Vec::new();
+    let n_ops: usize = batch.iter().map(|w| w.peers.len() * usize::from(w.n_channels)).sum();
+    let appended = if transport == Transport::Local { 0 } else { n_ops as i32 };
+    proxy_ctrl(
+        nccl,
+        session,
+        &[(st::PROXY_CTRL_APPEND, 0), (st::PROXY_CTRL_APPEND_END, appended)],
+        || {
+            for work in &batch {
+                let mut list = Vec::new();
+                if transport != Transport::Local {
+                    for channel in 0..work.n_channels {
+                        for &(peer, is_send) in &work.peers {
+                            if is_send && work.pxn.is_some() {
+                                continue; // progressed by another process
+                            }
+                            let mut handle = NULL;
+                            let parent_ok =
+                                !release.children_need_parent_handle() || work.task_handle != 0;
+                            if work.mask & PROXY_OP_TRIGGER != 0
+                                && parent_ok
+                                && release.proxy_op_at_append()
+                            {
+                                let descr = Descr {
+                                    parent: work.task_handle as Raw,
+                                    rank: work.rank,
+                                    event: CoreEvent::ProxyOp {
+                                        pid: nccl.pid,
+                                        channel,
+                                        peer,
+                                        n_steps: nccl.config.steps,
+                                        chunk_size: (work.bytes / nccl.config.steps.max(1) as usize)
+                                            as i32,
+                                        is_send: is_send && transport == Transport::Net,
+                                    },
+                                };
+                                profiler.start(session, &mut handle, &descr);
+                            }
+                            list.push(OpState {
+                                handle,
+                                channel,
+                                peer,
+                                is_send,
+                                steps: nccl.config.steps,
+                            });
+                        }
+                    }
+                }
+                ops.push(list);
+            }
+        },
+    );
+    for (work, list) in batch.iter().zip(ops.iter_mut()) {
+        progress_work(nccl, session, work, list);
+    }
+}
+
+fn progress_work(nccl: &Arc<Nccl>, session: &Session, work: &Work, ops: &mut [OpState]) {
+    let profiler = &nccl.profiler;
+    let release = nccl.release;
+    let config = &nccl.config;
+    // PXN: the sends go to another process's proxy.
+    if let Some(route) = &work.pxn {
+        for channel in 0..work.n_channels {
+            for &(peer, is_send) in &work.peers {
+                if is_send {
+                    route(PxnSend {
+                        origin_pid: nccl.pid,
+                        origin_rank: work.rank,
+                        context: work.context as u64,
+                        parent: work.task_handle as u64,
+                        channel,
+                        peer,
+                        n_steps: config.steps,
+                        chunk_size: (work.bytes / config.steps.max(1) as usize) as i32,
+                        mask: work.mask,
+                        send_bytes: (work.bytes / config.steps.max(1) as usize) as u64,
+                        step_ns: (work.gpu_stop - work.gpu_start) / config.steps.max(1) as u64,
+                    });
+                }
+            }
+        }
+    }
+    // First progress call: InProgress on each op (2.27+), or, before 2.27, the ProxyOp
+    // starts now, with the old per-op states.
+    for op in ops.iter_mut() {
+        if !release.proxy_op_at_append()
+            && work.mask & PROXY_OP_TRIGGER != 0
+            && config.transport != Transport::Local
+        {
+            let descr = Descr {
+                parent: work.task_handle as Raw,
+                rank: work.rank,
+                event: CoreEvent::ProxyOp {
+                    pid: nccl.pid,
+                    channel: op.channel,
+                    peer: op.peer,
+                    n_steps: op.steps,
+                    chunk_size: (work.bytes / op.steps.max(1) as usize) as i32,
+                    is_send: op.is_send,
+                },
+            };
+            profiler.start(session, &mut op.handle, &descr);
+        }
+        if !op.handle.is_null() && release.proxy_op_at_append() {
+            profiler.record(session, op.handle, st::PROXY_OP_IN_PROGRESS_V4, StateArgs::Uninit);
+        }
+    }
+    let kernel = kernel_start(nccl, session, work);
+    let step_ns = (work.gpu_stop - work.gpu_start) / config.steps.max(1) as u64;
+    let step_bytes = work.bytes / usize::from(work.n_channels.max(1)) / config.steps.max(1) as usize;
+    if config.transport == Transport::Net {
+        let mut stale = 0usize;
+        let mut recv_steps = 0u32;
+        for step in 0..config.steps {
+            sleep_until(work.gpu_start + step_ns * (step as u64 + 1));
+            for op in ops.iter_mut() {
+                let mut handle = NULL;
+                let steps_allowed = work.mask & PROXY_STEP_TRIGGER != 0
+                    && (!release.children_need_parent_handle() || !op.handle.is_null());
+                let start_step = |handle: &mut Raw| {
+                    if steps_allowed {
+                        let descr = Descr {
+                            parent: op.handle,
+                            rank: work.rank,
+                            event: CoreEvent::ProxyStep { step },
+                        };
+                        profiler.start(session, handle, &descr);
+                    }
+                };
+                let record = |handle: Raw, state: i32, args: StateArgs| {
+                    // State records are skipped when the ProxyOp handle is NULL (§3.7).
+                    if !handle.is_null() && !op.handle.is_null() {
+                        profiler.record(session, handle, state, args);
+                    }
+                };
+                if op.is_send {
+                    start_step(&mut handle);
+                    record(handle, st::PROXY_STEP_SEND_GPU_WAIT, StateArgs::TransSize(stale));
+                    let repeats = nccl.rng(|rng| rng.below(u64::from(config.peer_wait_repeats) + 1));
+                    for _ in 0..=repeats {
+                        record(handle, st::PROXY_STEP_SEND_PEER_WAIT_V4, StateArgs::TransSize(stale));
+                    }
+                    record(handle, st::PROXY_STEP_SEND_WAIT, StateArgs::TransSize(step_bytes));
+                    net_plugin_events(nccl, session, work, handle, step_bytes);
+                    stale = step_bytes;
+                    if !handle.is_null() {
+                        profiler.stop(session, handle);
+                    }
+                } else {
+                    recv_steps += 1;
+                    start_step(&mut handle);
+                    if config.recv_restart_every != 0 && recv_steps % config.recv_restart_every == 0 {
+                        // irecv gave no request: the step starts again, the first handle is
+                        // overwritten and never stopped.
+                        start_step(&mut handle);
+                    }
+                    record(handle, st::PROXY_STEP_RECV_WAIT, StateArgs::TransSize(stale));
+                    record(handle, st::PROXY_STEP_RECV_FLUSH_WAIT, StateArgs::TransSize(step_bytes));
+                    record(handle, st::PROXY_STEP_RECV_GPU_WAIT, StateArgs::TransSize(step_bytes));
+                    if !handle.is_null() {
+                        profiler.stop(session, handle);
+                    }
+                }
+            }
+        }
+        if !release.proxy_op_at_append() {
+            for op in ops.iter() {
+                if !op.handle.is_null() {
+                    let (state, done) = if op.is_send {
+                        (st::PROXY_OP_SEND_POSTED, st::PROXY_OP_SEND_DONE)
+                    } else {
+                        (st::PROXY_OP_RECV_POSTED, st::PROXY_OP_RECV_DONE)
+                    };
+                    for s in [state, done] {
+                        profiler.record(
+                            session,
+                            op.handle,
+                            s,
+                            StateArgs::ProxyOpProgress {
+                                trans_size: work.bytes,
+                                steps: op.steps,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    } else {
+        sleep_until(work.gpu_stop);
+    }
+    // All subs done: every ProxyOp stops back to back (network only; others never stop).
+    let mut completion = host_ns();
+    if config.transport == Transport::Net {
+        for op in ops.iter_mut() {
+            if !op.handle.is_null() {
+                profiler.stop(session, op.handle);
+                op.handle = NULL;
+            }
+        }
+        completion = host_ns();
+    }
+    kernel_stop(nccl, session, work, kernel);
+    completion = completion.max(host_ns());
+    nccl.truth.push(TruthRecord {
+        comm_hash: format!("{:#x}", work.comm_hash),
+        rank: work.rank,
+        func: work.func.name().to_string_lossy().into_owned(),
+        seq: work.seq,
+        bytes: work.bytes as u64,
+        enqueue_start_ns: work.enqueue.0,
+        enqueue_stop_ns: work.enqueue.1,
+        gpu_start_ns: work.gpu_start,
+        gpu_stop_ns: work.gpu_stop,
+        completion_ns: completion,
+    });
+}
+
+/// NetPlugin events of one send step (§3.10): start if the mask has NetPlugin (else the
+/// handle is left untouched: NULL), an update, and a stop with no NULL check.
+fn net_plugin_events(nccl: &Nccl, session: &Session, work: &Work, step: Raw, bytes: usize) {
+    let kind = nccl.config.net_plugin;
+    if kind == NetPluginKind::None {
+        return;
+    }
+    let profiler = &nccl.profiler;
+    let mut ib = nccl_profiler_scorep::abi::NetIbDescrV1 {
+        type_: netid::IB_QP,
+        qp: nccl_profiler_scorep::abi::NetIbQpV1 {
+            device: 0,
+            wr_id: work.seq,
+            opcode: 2,
+            qpNum: 17,
+            length: bytes,
+        },
+    };
+    let mut sock = nccl_profiler_scorep::abi::NetSockDescrV1 {
+        type_: netid::SOCKET,
+        sock: nccl_profiler_scorep::abi::NetSockV1 {
+            fd: 42,
+            op: 1,
+            length: bytes,
+        },
+    };
+    let (id, data): (i64, Raw) = match kind {
+        NetPluginKind::Ib => (netid::TYPE_IB | 1, &mut ib as *mut _ as Raw),
+        _ => (netid::TYPE_SOCK | 1, &mut sock as *mut _ as Raw),
+    };
+    let mut handle = NULL;
+    if work.mask & t::NET_PLUGIN != 0 {
+        let descr = Descr {
+            parent: step,
+            rank: work.rank,
+            event: CoreEvent::NetPlugin { id, data },
+        };
+        profiler.start(session, &mut handle, &descr);
+        if !handle.is_null() {
+            profiler.record(session, handle, st::NET_PLUGIN_UPDATE, StateArgs::NetData(data));
+        }
+    }
+    profiler.stop(session, handle);
+}
+
+/// KernelCh starts, one per channel, when the host notices the GPU started (§3.8).
+fn kernel_start(nccl: &Arc<Nccl>, session: &Session, work: &Work) -> Vec<Raw> {
+    let release = nccl.release;
+    if !release.has_kernel_ch() || work.mask & t::KERNEL_CH == 0 || work.task_handle == 0 {
+        return Vec::new();
+    }
+    sleep_until(work.gpu_start);
+    (0..work.n_channels)
+        .map(|channel| {
+            let mut handle = NULL;
+            let descr = Descr {
+                parent: work.task_handle as Raw,
+                rank: 0,
+                event: CoreEvent::KernelCh {
+                    channel,
+                    ptimer: if release.kernel_ch_has_timestamps() {
+                        nccl.gpu(work.gpu_start + u64::from(channel) * 150)
+                    } else {
+                        0
+                    },
+                },
+            };
+            nccl.profiler.start(session, &mut handle, &descr);
+            handle
+        })
+        .collect()
+}
+
+/// KernelCh stops: (2.31: the phases first) the stop record with the GPU's stop time,
+/// immediately followed by the stop.
+fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, work: &Work, handles: Vec<Raw>) {
+    let profiler = &nccl.profiler;
+    sleep_until(work.gpu_stop);
+    for (channel, handle) in handles.into_iter().enumerate() {
+        if handle.is_null() {
+            continue;
+        }
+        let channel = channel as u8;
+        let start = work.gpu_start + u64::from(channel) * 150;
+        let stop = work.gpu_stop - u64::from(channel) * 100;
+        if nccl.release.has_kernel_phase() && profiler.mask() & t::KERNEL_PHASE != 0 {
+            let span = stop.saturating_sub(start);
+            let bounds = [start, start + span / 10, start + span * 9 / 10, stop];
+            for phase in 0..3u8 {
+                let (a, b) = (bounds[usize::from(phase)], bounds[usize::from(phase) + 1]);
+                if b <= a {
+                    continue;
+                }
+                let mut ph = NULL;
+                let descr = Descr {
+                    parent: handle,
+                    rank: 0,
+                    event: CoreEvent::KernelPhase {
+                        channel,
+                        phase,
+                        ptimer: nccl.gpu(a),
+                    },
+                };
+                profiler.start(session, &mut ph, &descr);
+                if !ph.is_null() {
+                    profiler.record(session, ph, st::KERNEL_PHASE_STOP, StateArgs::PTimer(nccl.gpu(b)));
+                    profiler.stop(session, ph);
+                }
+            }
+        }
+        let ptimer = if nccl.release.kernel_ch_has_timestamps() {
+            nccl.gpu(stop)
+        } else {
+            0
+        };
+        profiler.record(session, handle, st::KERNEL_CH_STOP, StateArgs::PTimer(ptimer));
+        profiler.stop(session, handle);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// CUDA graphs.
+
+/// Begins capturing this thread's operations into a CUDA graph (§3.6).
+pub fn capture_begin() {
+    THREAD.with(|t| t.borrow_mut().capturing = Some(Vec::new()));
+}
+
+/// Ends the capture; the graph's plans can then be replayed.
+pub fn capture_end() -> Graph {
+    let tasks = THREAD.with(|t| t.borrow_mut().capturing.take().unwrap_or_default());
+    Graph { tasks }
+}
+
+/// A captured CUDA graph.
+pub struct Graph {
+    tasks: Vec<Task>,
+}
+
+impl Graph {
+    /// Replays the graph `times` times on a CUDA host-callback thread: Group and Coll/P2p
+    /// start there, with the capture-time (long stopped) API handles as parents.
+    pub fn replay(&self, times: usize) {
+        if self.tasks.is_empty() || self.tasks[0].comm.nccl().config.transport == Transport::Local
+        {
+            return;
+        }
+        let tasks = self.tasks.clone();
+        std::thread::Builder::new()
+            .name("cuda-callback".into())
+            .spawn(move || {
+                for _ in 0..times {
+                    let mut by_comm: Vec<(Comm, Vec<Task>)> = Vec::new();
+                    for task in &tasks {
+                        match by_comm.iter_mut().find(|(c, _)| Arc::ptr_eq(&c.0, &task.comm.0)) {
+                            Some((_, list)) => list.push(task.clone()),
+                            None => by_comm.push((task.comm.clone(), vec![task.clone()])),
+                        }
+                    }
+                    for (comm, list) in by_comm {
+                        if let Some(session) = comm.0.session {
+                            host_stream_plan_task(&comm, &session, &list, true);
+                            comm.0.proxy.drain();
+                        }
+                    }
+                }
+            })
+            .expect("spawn the callback thread")
+            .join()
+            .ok();
+    }
+}
