@@ -27,9 +27,9 @@ fn empty_plugin() {
         .args(["-shared", "-fPIC", "-o"])
         .arg(&library)
         .arg("csrc/empty_profiler.c");
-    let status = command
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler for the empty plugin ({command:?}): {e}"));
+    let status = command.status().unwrap_or_else(|e| {
+        panic!("cannot run the C compiler for the empty plugin ({command:?}): {e}")
+    });
     assert!(
         status.success(),
         "building the empty profiler plugin failed ({command:?}): {status}"

@@ -66,6 +66,10 @@ pub struct BenchConfig {
     pub batch: usize,
     /// Untimed batches per thread and plugin before the timed ones.
     pub warmup_batches: usize,
+    /// Untimed sleep after every round of batches (one batch per plugin), so that a
+    /// plugin's own threads (a collector, a writer) get the time real NCCL work leaves
+    /// them between collectives.
+    pub pause: std::time::Duration,
 }
 
 impl Default for BenchConfig {
@@ -77,6 +81,7 @@ impl Default for BenchConfig {
             iterations: 20_000,
             batch: 100,
             warmup_batches: 10,
+            pause: std::time::Duration::ZERO,
         }
     }
 }
@@ -156,7 +161,10 @@ pub struct BenchRow {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BenchError {
     /// A plugin did not load (or its `init` failed), as NCCL would have it.
-    Load { plugin: OsString, reason: String },
+    Load {
+        plugin: OsString,
+        reason: String,
+    },
     /// The in-tree empty plugin is not where the build put it.
     EmptyPluginMissing(PathBuf),
     BadConfig(String),
@@ -380,6 +388,9 @@ fn worker(
             if round >= config.warmup_batches {
                 measured.add_to(&mut samples[index]);
             }
+        }
+        if !config.pause.is_zero() {
+            std::thread::sleep(config.pause);
         }
     }
     // Nobody finalizes while another thread still measures.
@@ -727,7 +738,13 @@ pub fn unrequested(stream: u64, mask: u64) -> u64 {
         (t::KERNEL_LAUNCH, t::KERNEL_LAUNCH),
         (
             t::GROUP,
-            t::GROUP | t::COLL | t::P2P | t::PROXY_OP | t::PROXY_STEP | t::KERNEL_CH | t::NET_PLUGIN,
+            t::GROUP
+                | t::COLL
+                | t::P2P
+                | t::PROXY_OP
+                | t::PROXY_STEP
+                | t::KERNEL_CH
+                | t::NET_PLUGIN,
         ),
         (
             t::COLL,
@@ -774,7 +791,11 @@ pub fn callbacks_per_iteration(release: Release) -> (u64, u64) {
     let app = if release.has_api_events() { 13 } else { 4 };
     let mut proxy = 3 + 4 * STEPS_PER_OP as u64;
     if release.has_kernel_ch() {
-        proxy += if release.kernel_ch_has_timestamps() { 3 } else { 2 };
+        proxy += if release.kernel_ch_has_timestamps() {
+            3
+        } else {
+            2
+        };
     }
     (app, proxy)
 }
@@ -919,6 +940,10 @@ pub struct BenchArgs {
     /// Untimed batches before the timed ones.
     #[arg(long, default_value_t = 10)]
     pub warmup: usize,
+    /// Sleep this many microseconds after each round of batches (untimed), leaving the
+    /// plugins' own threads time to keep up, as the gaps between real collectives do.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub pause_us: u64,
 }
 
 impl From<BenchArgs> for BenchConfig {
@@ -930,6 +955,7 @@ impl From<BenchArgs> for BenchConfig {
             iterations: args.iterations,
             batch: args.batch,
             warmup_batches: args.warmup,
+            pause: std::time::Duration::from_micros(args.pause_us),
         }
     }
 }

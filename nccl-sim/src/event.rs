@@ -163,7 +163,10 @@ pub enum StateArgs {
     NetData(Raw),
     PTimer(u64),
     /// 2.23–2.26 ProxyOp states: `{transSize, steps}`.
-    ProxyOpProgress { trans_size: usize, steps: i32 },
+    ProxyOpProgress {
+        trans_size: usize,
+        steps: i32,
+    },
 }
 
 /// What core passes to `init` about a communicator rank.

@@ -145,16 +145,15 @@ impl Job {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Job, JobError> {
         let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let first = |names: &[&str]| names.iter().find_map(|n| var(n));
-        let number = |name: &str| -> Result<Option<usize>, JobError> {
-            match var(name) {
-                None => Ok(None),
-                Some(v) => v
-                    .trim()
-                    .parse::<usize>()
-                    .map(Some)
-                    .map_err(|_| JobError(format!("{name}={v:?} is not a non-negative integer"))),
-            }
-        };
+        let number =
+            |name: &str| -> Result<Option<usize>, JobError> {
+                match var(name) {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
+                        JobError(format!("{name}={v:?} is not a non-negative integer"))
+                    }),
+                }
+            };
         let pair = |rank: &str, size: &str| -> Result<Option<(usize, usize)>, JobError> {
             match (number(rank)?, number(size)?) {
                 (Some(r), Some(s)) => Ok(Some((r, s))),
@@ -178,13 +177,27 @@ impl Job {
         // 1. nccl-sim --procs.
         if let Some((rank, size)) = pair(ENV_RANK, ENV_SIZE)? {
             let id = var(ENV_JOB).unwrap_or_else(parent_id);
-            return Job::checked(Launcher::NcclSim, rank, size, Some((rank, size)), "nccl-sim", id);
+            return Job::checked(
+                Launcher::NcclSim,
+                rank,
+                size,
+                Some((rank, size)),
+                "nccl-sim",
+                id,
+            );
         }
         // 2. torchrun (elastic agent).
         if var("TORCHELASTIC_RUN_ID").is_some() {
             if let Some((rank, size)) = pair("RANK", "WORLD_SIZE")? {
                 let local = pair("LOCAL_RANK", "LOCAL_WORLD_SIZE")?;
-                return Job::checked(Launcher::Torchrun, rank, size, local, "torchrun", torch_id(&var));
+                return Job::checked(
+                    Launcher::Torchrun,
+                    rank,
+                    size,
+                    local,
+                    "torchrun",
+                    torch_id(&var),
+                );
             }
         }
         // 3. Open MPI.
@@ -772,10 +785,20 @@ mod tests {
 
     #[test]
     fn procs_argument_is_removed() {
-        let args: Vec<OsString> = ["run", "--procs", "4", "-n", "2", "--procs=3", "--", "--procs", "1"]
-            .iter()
-            .map(OsString::from)
-            .collect();
+        let args: Vec<OsString> = [
+            "run",
+            "--procs",
+            "4",
+            "-n",
+            "2",
+            "--procs=3",
+            "--",
+            "--procs",
+            "1",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
         let kept: Vec<String> = strip_procs_arg(&args)
             .into_iter()
             .map(|a| a.into_string().unwrap())

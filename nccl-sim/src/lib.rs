@@ -10,11 +10,13 @@
 
 pub mod bench;
 pub mod event;
+pub mod job;
 pub mod loader;
 pub mod logger;
 pub mod names;
 pub mod nccl;
 pub mod profiler;
+pub mod pxn;
 pub mod release;
 pub mod scenario;
 pub mod time;

@@ -91,7 +91,15 @@ mod tests {
     fn the_c_logger_formats_and_hands_over() {
         // SAFETY: a C-variadic call with a format and matching arguments.
         unsafe {
-            (logger())(3, 0x4000, c"file".as_ptr(), 1, c"%s has %d ranks".as_ptr(), c"comm".as_ptr(), 8 as c_int)
+            (logger())(
+                3,
+                0x4000,
+                c"file".as_ptr(),
+                1,
+                c"%s has %d ranks".as_ptr(),
+                c"comm".as_ptr(),
+                8 as c_int,
+            )
         };
         assert!(lines()
             .iter()

@@ -1,12 +1,26 @@
-//! The `nccl-sim` command.
-//!
-//! Temporary: only the `bench` subcommand so far; the emulation's subcommands come later.
+//! The `nccl-sim` command: runs scenarios of the emulated NCCL with a profiler plugin,
+//! single- or multi-process, and benchmarks plugins against each other.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use nccl_sim::job::{self, Job};
+use nccl_sim::names::{Algo, Proto};
+use nccl_sim::nccl::{Nccl, NetPluginKind, SimConfig, Transport};
+use nccl_sim::profiler::Profiler;
+use nccl_sim::release::Release;
+use nccl_sim::scenario::{self, Params, SCENARIOS};
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "nccl-sim", version, about = "A CPU-only NCCL stand-in for profiler plugins")]
+#[command(
+    name = "nccl-sim",
+    version,
+    about = "A CPU-only NCCL stand-in: loads a profiler plugin the way NCCL does and replays NCCL's call sequences",
+    after_help = "The plugin comes from NCCL_PROFILER_PLUGIN (or --plugin), chosen by NCCL's own rules for the emulated release. See docs/nccl-sim.md."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -14,11 +28,265 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run scenarios with the profiler plugin (all of them unless --scenario is given).
+    Run(RunArgs),
+    /// List the scenarios and what each reproduces.
+    Scenarios,
+    /// Drive identical callback streams through several plugins and compare their cost.
     Bench(nccl_sim::bench::BenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// A scenario to run (repeatable); see `nccl-sim scenarios`.
+    #[arg(long = "scenario", value_name = "NAME")]
+    scenarios: Vec<String>,
+    /// The NCCL release to emulate (2.23 … 2.32).
+    #[arg(long, default_value = "2.32", value_parser = parse_release)]
+    nccl: Release,
+    /// The profiler plugin: sets NCCL_PROFILER_PLUGIN for this run (a path or a name).
+    #[arg(long, value_name = "PATH|NAME")]
+    plugin: Option<OsString>,
+    /// Use at most this profiler API version of the plugin (exercises NCCL's shims).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=7))]
+    max_api: Option<u8>,
+    /// Ranks of the communicator when everything runs in this process (one thread each).
+    #[arg(long, default_value_t = 4)]
+    ranks: i32,
+    /// Operations per rank and scenario.
+    #[arg(long, default_value_t = 10)]
+    iterations: usize,
+    /// Message sizes in bytes, used in turn (K, M, G suffixes allowed).
+    #[arg(long, value_delimiter = ',', default_value = "64K,1M", value_parser = parse_size)]
+    sizes: Vec<usize>,
+    /// Channels per collective.
+    #[arg(long, default_value_t = 2)]
+    channels: u8,
+    #[arg(long, value_enum, default_value = "ring")]
+    algo: AlgoArg,
+    #[arg(long, value_enum, default_value = "simple")]
+    proto: ProtoArg,
+    /// The proxy path: the network (steps), a copy transport (ProxyOps never stopped), or none.
+    #[arg(long, value_enum, default_value = "net")]
+    transport: TransportArg,
+    /// NetPlugin events from the built-in IB or socket plugin.
+    #[arg(long, value_enum, default_value = "none")]
+    net_plugin: NetPluginArg,
+    /// Seed of the time model's noise and the irregular behaviours.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How far the simulated GPU clock runs ahead of the host clock.
+    #[arg(long, default_value_t = 1_234_567_890, allow_hyphen_values = true)]
+    gpu_offset_ns: i64,
+    /// Runs simulated time this many times faster than real time.
+    #[arg(long, default_value_t = 1.0)]
+    speedup: f64,
+    /// This rank arrives late at every collective …
+    #[arg(long, value_name = "RANK")]
+    late_rank: Option<i32>,
+    /// … by this many microseconds.
+    #[arg(long, default_value_t = 500)]
+    late_us: u64,
+    /// Write ground truth (per operation and rank) to DIR/truth-<pid>.jsonl.
+    #[arg(long, value_name = "DIR")]
+    truth_dir: Option<PathBuf>,
+    /// Fork N processes, one rank each (like `mpirun -np N`).
+    #[arg(long, value_name = "N")]
+    procs: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum AlgoArg {
+    Tree,
+    Ring,
+    CollnetDirect,
+    CollnetChain,
+    Nvls,
+    NvlsTree,
+    Pat,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ProtoArg {
+    Ll,
+    Ll128,
+    Simple,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TransportArg {
+    Net,
+    P2pCopy,
+    Local,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum NetPluginArg {
+    None,
+    Ib,
+    Socket,
+}
+
+fn parse_release(text: &str) -> Result<Release, String> {
+    text.parse()
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let (digits, shift) = match upper.chars().last() {
+        Some('K') => (&upper[..upper.len() - 1], 10),
+        Some('M') => (&upper[..upper.len() - 1], 20),
+        Some('G') => (&upper[..upper.len() - 1], 30),
+        _ => (upper.as_str(), 0),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{text:?} is not a size in bytes (e.g. 64K, 1M)"))
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Run(args) => run(args),
+        Command::Scenarios => {
+            for (name, what) in SCENARIOS {
+                println!("{name:<14} {what}");
+            }
+            ExitCode::SUCCESS
+        }
         Command::Bench(args) => nccl_sim::bench::main(args),
     }
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    if let Some(procs) = args.procs {
+        let all: Vec<OsString> = std::env::args_os().skip(1).collect();
+        return match job::spawn_procs(procs, &job::strip_procs_arg(&all)) {
+            Ok(statuses) if job::all_succeeded(&statuses) => ExitCode::SUCCESS,
+            Ok(_) => ExitCode::FAILURE,
+            Err(error) => {
+                eprintln!("nccl-sim: cannot start {procs} processes: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let job = match Job::detect() {
+        Ok(job) => job,
+        Err(error) => {
+            eprintln!("nccl-sim: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let names: Vec<String> = if args.scenarios.is_empty() {
+        SCENARIOS.iter().map(|(name, _)| name.to_string()).collect()
+    } else {
+        args.scenarios.clone()
+    };
+    if let Some(unknown) = names
+        .iter()
+        .find(|n| !SCENARIOS.iter().any(|(name, _)| name == n))
+    {
+        eprintln!("nccl-sim: no scenario {unknown:?}; `nccl-sim scenarios` lists them");
+        return ExitCode::FAILURE;
+    }
+    let setting = args
+        .plugin
+        .clone()
+        .or_else(|| std::env::var_os(nccl_sim::loader::PLUGIN_ENV));
+    let mut profiler = Profiler::new(args.nccl, setting);
+    if let Some(version) = args.max_api {
+        profiler = profiler.with_max_version(version);
+    }
+    let profiler = Arc::new(profiler);
+    let base = SimConfig {
+        channels: args.channels.max(1),
+        algo: match args.algo {
+            AlgoArg::Tree => Algo::Tree,
+            AlgoArg::Ring => Algo::Ring,
+            AlgoArg::CollnetDirect => Algo::CollnetDirect,
+            AlgoArg::CollnetChain => Algo::CollnetChain,
+            AlgoArg::Nvls => Algo::Nvls,
+            AlgoArg::NvlsTree => Algo::NvlsTree,
+            AlgoArg::Pat => Algo::Pat,
+        },
+        proto: match args.proto {
+            ProtoArg::Ll => Proto::Ll,
+            ProtoArg::Ll128 => Proto::Ll128,
+            ProtoArg::Simple => Proto::Simple,
+        },
+        transport: match args.transport {
+            TransportArg::Net => Transport::Net,
+            TransportArg::P2pCopy => Transport::P2pCopy,
+            TransportArg::Local => Transport::Local,
+        },
+        net_plugin: match args.net_plugin {
+            NetPluginArg::None => NetPluginKind::None,
+            NetPluginArg::Ib => NetPluginKind::Ib,
+            NetPluginArg::Socket => NetPluginKind::Socket,
+        },
+        seed: args.seed ^ job.rank as u64,
+        gpu_clock: nccl_sim::time::GpuClock {
+            offset_ns: args.gpu_offset_ns,
+        },
+        time: nccl_sim::time::TimeModel {
+            speedup: args.speedup,
+            ..Default::default()
+        },
+        ..SimConfig::default()
+    };
+    let (ranks, local_ranks) = if job.size > 1 {
+        (job.size as i32, vec![job.rank as i32])
+    } else {
+        (args.ranks.max(1), (0..args.ranks.max(1)).collect())
+    };
+    let mut failed = false;
+    for (index, name) in names.iter().enumerate() {
+        let nccl = Nccl::new(Arc::clone(&profiler), scenario::config_for(name, &base));
+        let params = Params {
+            ranks,
+            iterations: args.iterations,
+            sizes: args.sizes.clone(),
+            comm_hash: job.comm_hash(index as u64),
+            local_ranks: local_ranks.clone(),
+            late: args
+                .late_rank
+                .map(|rank| (rank, Duration::from_micros(args.late_us))),
+        };
+        scenario::run(name, &nccl, &params);
+        let report = profiler.report();
+        if index == 0 {
+            eprintln!(
+                "nccl-sim: NCCL {} rank {}/{} ({}): {}",
+                args.nccl, job.rank, job.size, job.launcher, report.message
+            );
+        }
+        if let Some(dir) = &args.truth_dir {
+            let path = dir.join(format!("truth-{}.jsonl", std::process::id()));
+            let written = std::fs::create_dir_all(dir).and_then(|()| append_truth(&nccl, &path));
+            if let Err(error) = written {
+                eprintln!("nccl-sim: cannot write {}: {error}", path.display());
+                failed = true;
+            }
+        }
+        eprintln!("nccl-sim: scenario {name} done");
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn append_truth(nccl: &Nccl, path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    for record in nccl.truth.records() {
+        writeln!(file, "{}", serde_json::to_string(&record)?)?;
+    }
+    Ok(())
 }

@@ -537,7 +537,12 @@ impl Comm {
                     thread.api_state = ApiState::Started;
                     thread.profiler_depth = depth;
                     if !handle.is_null() {
-                        profiler.record(&session, handle, st::GROUP_START_API_STOP, StateArgs::Null);
+                        profiler.record(
+                            &session,
+                            handle,
+                            st::GROUP_START_API_STOP,
+                            StateArgs::Null,
+                        );
                     }
                 }
                 let parent = thread.group_api;
@@ -592,8 +597,13 @@ impl Comm {
                 }
             }
             // Broadcast on 2.29+ is an AllGatherV task: CollApi only, nothing launched.
-            let allgatherv = matches!(op, Op::Coll { func: Func::Broadcast, .. })
-                && nccl.release.broadcast_is_allgatherv();
+            let allgatherv = matches!(
+                op,
+                Op::Coll {
+                    func: Func::Broadcast,
+                    ..
+                }
+            ) && nccl.release.broadcast_is_allgatherv();
             if !allgatherv {
                 let seq = match op {
                     Op::Coll { func, .. } => self.next_seq(func),
@@ -1125,12 +1135,22 @@ fn progress_batch(nccl: &Arc<Nccl>, session: &Session, batch: Vec<Work>) {
     let release = nccl.release;
     let transport = nccl.config.transport;
     let mut ops: Vec<Vec<OpState>> = Vec::new();
-    let n_ops: usize = batch.iter().map(|w| w.peers.len() * usize::from(w.n_channels)).sum();
-    let appended = if transport == Transport::Local { 0 } else { n_ops as i32 };
+    let n_ops: usize = batch
+        .iter()
+        .map(|w| w.peers.len() * usize::from(w.n_channels))
+        .sum();
+    let appended = if transport == Transport::Local {
+        0
+    } else {
+        n_ops as i32
+    };
     proxy_ctrl(
         nccl,
         session,
-        &[(st::PROXY_CTRL_APPEND, 0), (st::PROXY_CTRL_APPEND_END, appended)],
+        &[
+            (st::PROXY_CTRL_APPEND, 0),
+            (st::PROXY_CTRL_APPEND_END, appended),
+        ],
         || {
             for work in &batch {
                 let mut list = Vec::new();
@@ -1229,12 +1249,18 @@ fn progress_work(nccl: &Arc<Nccl>, session: &Session, work: &Work, ops: &mut [Op
             profiler.start(session, &mut op.handle, &descr);
         }
         if !op.handle.is_null() && release.proxy_op_at_append() {
-            profiler.record(session, op.handle, st::PROXY_OP_IN_PROGRESS_V4, StateArgs::Uninit);
+            profiler.record(
+                session,
+                op.handle,
+                st::PROXY_OP_IN_PROGRESS_V4,
+                StateArgs::Uninit,
+            );
         }
     }
     let kernel = kernel_start(nccl, session, work);
     let step_ns = (work.gpu_stop - work.gpu_start) / config.steps.max(1) as u64;
-    let step_bytes = work.bytes / usize::from(work.n_channels.max(1)) / config.steps.max(1) as usize;
+    let step_bytes =
+        work.bytes / usize::from(work.n_channels.max(1)) / config.steps.max(1) as usize;
     if config.transport == Transport::Net {
         let mut stale = 0usize;
         let mut recv_steps = 0u32;
@@ -1262,12 +1288,25 @@ fn progress_work(nccl: &Arc<Nccl>, session: &Session, work: &Work, ops: &mut [Op
                 };
                 if op.is_send {
                     start_step(&mut handle);
-                    record(handle, st::PROXY_STEP_SEND_GPU_WAIT, StateArgs::TransSize(stale));
-                    let repeats = nccl.rng(|rng| rng.below(u64::from(config.peer_wait_repeats) + 1));
+                    record(
+                        handle,
+                        st::PROXY_STEP_SEND_GPU_WAIT,
+                        StateArgs::TransSize(stale),
+                    );
+                    let repeats =
+                        nccl.rng(|rng| rng.below(u64::from(config.peer_wait_repeats) + 1));
                     for _ in 0..=repeats {
-                        record(handle, st::PROXY_STEP_SEND_PEER_WAIT_V4, StateArgs::TransSize(stale));
+                        record(
+                            handle,
+                            st::PROXY_STEP_SEND_PEER_WAIT_V4,
+                            StateArgs::TransSize(stale),
+                        );
                     }
-                    record(handle, st::PROXY_STEP_SEND_WAIT, StateArgs::TransSize(step_bytes));
+                    record(
+                        handle,
+                        st::PROXY_STEP_SEND_WAIT,
+                        StateArgs::TransSize(step_bytes),
+                    );
                     net_plugin_events(nccl, session, work, handle, step_bytes);
                     stale = step_bytes;
                     if !handle.is_null() {
@@ -1276,14 +1315,27 @@ fn progress_work(nccl: &Arc<Nccl>, session: &Session, work: &Work, ops: &mut [Op
                 } else {
                     recv_steps += 1;
                     start_step(&mut handle);
-                    if config.recv_restart_every != 0 && recv_steps % config.recv_restart_every == 0 {
+                    if config.recv_restart_every != 0 && recv_steps % config.recv_restart_every == 0
+                    {
                         // irecv gave no request: the step starts again, the first handle is
                         // overwritten and never stopped.
                         start_step(&mut handle);
                     }
-                    record(handle, st::PROXY_STEP_RECV_WAIT, StateArgs::TransSize(stale));
-                    record(handle, st::PROXY_STEP_RECV_FLUSH_WAIT, StateArgs::TransSize(step_bytes));
-                    record(handle, st::PROXY_STEP_RECV_GPU_WAIT, StateArgs::TransSize(step_bytes));
+                    record(
+                        handle,
+                        st::PROXY_STEP_RECV_WAIT,
+                        StateArgs::TransSize(stale),
+                    );
+                    record(
+                        handle,
+                        st::PROXY_STEP_RECV_FLUSH_WAIT,
+                        StateArgs::TransSize(step_bytes),
+                    );
+                    record(
+                        handle,
+                        st::PROXY_STEP_RECV_GPU_WAIT,
+                        StateArgs::TransSize(step_bytes),
+                    );
                     if !handle.is_null() {
                         profiler.stop(session, handle);
                     }
@@ -1381,7 +1433,12 @@ fn net_plugin_events(nccl: &Nccl, session: &Session, work: &Work, step: Raw, byt
         };
         profiler.start(session, &mut handle, &descr);
         if !handle.is_null() {
-            profiler.record(session, handle, st::NET_PLUGIN_UPDATE, StateArgs::NetData(data));
+            profiler.record(
+                session,
+                handle,
+                st::NET_PLUGIN_UPDATE,
+                StateArgs::NetData(data),
+            );
         }
     }
     profiler.stop(session, handle);
@@ -1447,7 +1504,12 @@ fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, work: &Work, handles: Vec<Ra
                 };
                 profiler.start(session, &mut ph, &descr);
                 if !ph.is_null() {
-                    profiler.record(session, ph, st::KERNEL_PHASE_STOP, StateArgs::PTimer(nccl.gpu(b)));
+                    profiler.record(
+                        session,
+                        ph,
+                        st::KERNEL_PHASE_STOP,
+                        StateArgs::PTimer(nccl.gpu(b)),
+                    );
                     profiler.stop(session, ph);
                 }
             }
@@ -1457,7 +1519,12 @@ fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, work: &Work, handles: Vec<Ra
         } else {
             0
         };
-        profiler.record(session, handle, st::KERNEL_CH_STOP, StateArgs::PTimer(ptimer));
+        profiler.record(
+            session,
+            handle,
+            st::KERNEL_CH_STOP,
+            StateArgs::PTimer(ptimer),
+        );
         profiler.stop(session, handle);
     }
 }
@@ -1485,8 +1552,7 @@ impl Graph {
     /// Replays the graph `times` times on a CUDA host-callback thread: Group and Coll/P2p
     /// start there, with the capture-time (long stopped) API handles as parents.
     pub fn replay(&self, times: usize) {
-        if self.tasks.is_empty() || self.tasks[0].comm.nccl().config.transport == Transport::Local
-        {
+        if self.tasks.is_empty() || self.tasks[0].comm.nccl().config.transport == Transport::Local {
             return;
         }
         let tasks = self.tasks.clone();
@@ -1496,7 +1562,10 @@ impl Graph {
                 for _ in 0..times {
                     let mut by_comm: Vec<(Comm, Vec<Task>)> = Vec::new();
                     for task in &tasks {
-                        match by_comm.iter_mut().find(|(c, _)| Arc::ptr_eq(&c.0, &task.comm.0)) {
+                        match by_comm
+                            .iter_mut()
+                            .find(|(c, _)| Arc::ptr_eq(&c.0, &task.comm.0))
+                        {
                             Some((_, list)) => list.push(task.clone()),
                             None => by_comm.push((task.comm.clone(), vec![task.clone()])),
                         }

@@ -9,13 +9,13 @@ use crate::event::{CommInfo, CoreEvent, Descr, Raw, StateArgs, NULL};
 use crate::loader::{self, ApiVersion, PluginSelection};
 use crate::release::{InitErrorHandling, Release};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-use nccl_profiler_scorep::abi::{
-    self, event_type as t, state as st, v1, v2, v3, v4, v5, v6, v7, KernelChDescrV3,
-    KernelChDescrV4, NetPluginDescr, ProxyOpDescr, ProxyStepDescr, StateArgsProxyCtrl,
-    StateArgsV1, StateArgsV1ProxyOp, StateArgsV4,
-};
 use nccl_profiler_scorep::abi::v2::CollV2;
 use nccl_profiler_scorep::abi::v3::CollV3;
+use nccl_profiler_scorep::abi::{
+    self, event_type as t, state as st, v1, v2, v3, v4, v5, v6, v7, KernelChDescrV3,
+    KernelChDescrV4, NetPluginDescr, ProxyOpDescr, ProxyStepDescr, StateArgsProxyCtrl, StateArgsV1,
+    StateArgsV1ProxyOp, StateArgsV4,
+};
 use std::ffi::{c_int, c_void, OsStr, OsString};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,7 +45,10 @@ struct Loaded {
 enum Status {
     /// Not loaded yet, or unloaded after the last finalize.
     Ready,
-    Loaded { plugin: Loaded, refs: i64 },
+    Loaded {
+        plugin: Loaded,
+        refs: i64,
+    },
     /// Loading failed once: NCCL never tries again in this process.
     Failed,
 }
@@ -129,7 +132,10 @@ impl Profiler {
     }
 
     pub fn report(&self) -> LoadReport {
-        self.report.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The API version in use, once loaded.
@@ -313,8 +319,13 @@ impl Profiler {
                 self.release.understands_none() || !v.eq_ignore_ascii_case("none")
             });
             match (self.setting.as_deref(), loader::plugin_selection(value)) {
-                (Some(v), _) if !self.release.understands_none() && v.eq_ignore_ascii_case("none") => {
-                    vec![Some(OsString::from("none")), Some(OsString::from("libnccl-profiler-none.so"))]
+                (Some(v), _)
+                    if !self.release.understands_none() && v.eq_ignore_ascii_case("none") =>
+                {
+                    vec![
+                        Some(OsString::from("none")),
+                        Some(OsString::from("libnccl-profiler-none.so")),
+                    ]
                 }
                 (_, PluginSelection::Disabled) => {
                     report.message = "profiler disabled (NCCL_PROFILER_PLUGIN=none)".into();
@@ -332,9 +343,13 @@ impl Profiler {
             }
         };
         for candidate in candidates {
-            report.tried.push(candidate.clone().unwrap_or_else(|| "(global scope)".into()));
+            report
+                .tried
+                .push(candidate.clone().unwrap_or_else(|| "(global scope)".into()));
             // SAFETY: loading a profiler plugin is what NCCL does; its initialisers run.
-            let opened = unsafe { Library::open(candidate.as_deref().map(OsStr::new), RTLD_NOW | RTLD_LOCAL) };
+            let opened = unsafe {
+                Library::open(candidate.as_deref().map(OsStr::new), RTLD_NOW | RTLD_LOCAL)
+            };
             let Ok(library) = opened else { continue };
             let library = Arc::new(library);
             let path = candidate.unwrap_or_default();
@@ -384,7 +399,9 @@ impl Profiler {
     /// NCCL's do.
     pub fn start(&self, session: &Session, handle: &mut Raw, descr: &Descr) {
         let direct = session.version == self.release.newest_api();
-        let garbage = self.garbage.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+        let garbage = self
+            .garbage
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
         // SAFETY (every arm): descriptors are built fully below; the table belongs to the
         // library that `session` came from, which stays loaded while the comm lives.
         unsafe {
@@ -420,7 +437,9 @@ impl Profiler {
                     }
                 }
                 Table::V5(table) => match descr.event {
-                    CoreEvent::CeColl { .. } | CoreEvent::CeSync { .. } | CoreEvent::CeBatch { .. } => {
+                    CoreEvent::CeColl { .. }
+                    | CoreEvent::CeSync { .. }
+                    | CoreEvent::CeBatch { .. } => {
                         *handle = NULL;
                     }
                     CoreEvent::KernelPhase { .. } => {}
@@ -463,7 +482,9 @@ impl Profiler {
     /// `recordEventState` through the version adapter.
     pub fn record(&self, session: &Session, handle: Raw, state: i32, args: StateArgs) {
         let direct = session.version == self.release.newest_api();
-        let garbage = self.garbage.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+        let garbage = self
+            .garbage
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
         // SAFETY (every arm): the argument structs live on this stack frame for the call.
         unsafe {
             match session.table {
@@ -484,10 +505,14 @@ impl Profiler {
                 }
                 Table::V4(t) => {
                     let keep = direct
-                        || matches!(state, st::PROXY_STEP_SEND_GPU_WAIT..=st::PROXY_OP_IN_PROGRESS_V4
-                            | st::PROXY_STEP_SEND_PEER_WAIT_V4
-                            | st::NET_PLUGIN_UPDATE
-                            | st::KERNEL_CH_STOP);
+                        || matches!(
+                            state,
+                            st::PROXY_STEP_SEND_GPU_WAIT
+                                ..=st::PROXY_OP_IN_PROGRESS_V4
+                                    | st::PROXY_STEP_SEND_PEER_WAIT_V4
+                                    | st::NET_PLUGIN_UPDATE
+                                    | st::KERNEL_CH_STOP
+                        );
                     if keep {
                         let mut a = args_v4(args, garbage);
                         (t.recordEventState)(handle, state, args_ptr(&mut a, args));
@@ -654,7 +679,11 @@ fn build_v1(descr: &Descr, release: Release) -> Option<v1::ncclProfilerEventDesc
                 root: c.root,
                 datatype: c.datatype.v1_number(),
                 op: 0,
-                trafficBytes: if release.minor() == 23 { c.count * c.datatype.size() } else { 0 },
+                trafficBytes: if release.minor() == 23 {
+                    c.count * c.datatype.size()
+                } else {
+                    0
+                },
                 nMaxChannels: c.n_channels,
                 nWarps: c.n_warps,
                 algo: c.algo.v1_number(),
@@ -792,7 +821,11 @@ fn build_v4(descr: &Descr, direct: bool, seed: u64) -> Option<v4::ncclProfilerEv
                 datatype: cstr(p.datatype.name()),
                 count: p.count,
                 peer: p.peer,
-                nChannels: if direct { p.n_channels } else { garbage_channels },
+                nChannels: if direct {
+                    p.n_channels
+                } else {
+                    garbage_channels
+                },
             }
         }
         CoreEvent::ProxyOp { .. } => d.u.proxyOp = proxy_op(&descr.event)?,
@@ -921,7 +954,15 @@ fn p2p_api_v5(e: &CoreEvent) -> v5::P2pApiV5 {
 
 fn build_v5(descr: &Descr, direct: bool, seed: u64) -> v5::ncclProfilerEventDescr_v5_t {
     let mut d: v5::ncclProfilerEventDescr_v5_t = if direct { zeroed() } else { garbage(seed) };
-    fill_v5_family!(d, descr, coll_v5, p2p_v5, coll_api_v5, p2p_api_v5, |_: &mut v5::ncclProfilerEventDescr_v5_t, _: &CoreEvent| {});
+    fill_v5_family!(
+        d,
+        descr,
+        coll_v5,
+        p2p_v5,
+        coll_api_v5,
+        p2p_api_v5,
+        |_: &mut v5::ncclProfilerEventDescr_v5_t, _: &CoreEvent| {}
+    );
     d
 }
 

@@ -2,7 +2,7 @@
 //! on the emulated NCCL, with one application thread per rank unless said otherwise.
 
 use crate::names::DataType;
-use crate::nccl::{self, Comm, CommOptions, NetPluginKind, Nccl, SimConfig, Transport};
+use crate::nccl::{self, Comm, CommOptions, Nccl, NetPluginKind, SimConfig, Transport};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -140,7 +140,12 @@ fn options(params: &Params, rank: i32, name: &str, blocking: bool) -> CommOption
     options
 }
 
-fn per_rank(nccl: &Arc<Nccl>, params: &Params, name: &str, body: impl Fn(&Comm, &Params, usize) + Sync) {
+fn per_rank(
+    nccl: &Arc<Nccl>,
+    params: &Params,
+    name: &str,
+    body: impl Fn(&Comm, &Params, usize) + Sync,
+) {
     per_rank_with(nccl, params, name, true, body);
 }
 
@@ -169,12 +174,25 @@ fn per_rank_with(
     });
 }
 
-fn per_rank_once(nccl: &Arc<Nccl>, params: &Params, name: &str, body: impl Fn(&Comm, &Params) + Sync) {
+fn per_rank_once(
+    nccl: &Arc<Nccl>,
+    params: &Params,
+    name: &str,
+    body: impl Fn(&Comm, &Params) + Sync,
+) {
     let once = Params {
         iterations: 1,
         ..params.clone()
     };
-    per_rank(nccl, &once, name, |comm, p, _| body(comm, &Params { iterations: params.iterations, ..p.clone() }));
+    per_rank(nccl, &once, name, |comm, p, _| {
+        body(
+            comm,
+            &Params {
+                iterations: params.iterations,
+                ..p.clone()
+            },
+        )
+    });
 }
 
 /// One thread, every local rank's comm in one group per iteration (§3.4).

@@ -182,8 +182,22 @@ mod tests {
     fn bigger_messages_take_longer_and_noise_stays_bounded() {
         let model = TimeModel::default();
         let mut rng = Rng::new(7);
-        let small = model.duration(Func::AllReduce, Algo::Ring, Proto::Simple, 1 << 10, 8, &mut rng);
-        let large = model.duration(Func::AllReduce, Algo::Ring, Proto::Simple, 1 << 26, 8, &mut rng);
+        let small = model.duration(
+            Func::AllReduce,
+            Algo::Ring,
+            Proto::Simple,
+            1 << 10,
+            8,
+            &mut rng,
+        );
+        let large = model.duration(
+            Func::AllReduce,
+            Algo::Ring,
+            Proto::Simple,
+            1 << 26,
+            8,
+            &mut rng,
+        );
         assert!(large > small * 10, "{small:?} {large:?}");
         for _ in 0..100 {
             let d = model.duration(Func::Send, Algo::Ring, Proto::Simple, 1 << 20, 2, &mut rng);

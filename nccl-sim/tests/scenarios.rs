@@ -14,7 +14,11 @@ fn our_plugin() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let here = exe.parent().unwrap();
     let profile = here.parent().unwrap();
-    for dir in [here.to_path_buf(), profile.to_path_buf(), profile.join("deps")] {
+    for dir in [
+        here.to_path_buf(),
+        profile.to_path_buf(),
+        profile.join("deps"),
+    ] {
         let candidate = dir.join("libnccl_profiler_scorep.so");
         if candidate.exists() {
             return candidate;
@@ -49,7 +53,9 @@ fn run_with(
 ) -> Run {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join(format!("libnccl-profiler-scorep-{name}.so"));
+    let lib = dir
+        .path()
+        .join(format!("libnccl-profiler-scorep-{name}.so"));
     std::fs::copy(our_plugin(), &lib).unwrap();
     let out = dir.path().join("out");
     // The plugin reads its settings at its first init, below, in this thread.
@@ -66,7 +72,10 @@ fn run_with(
     let config = scenario::config_for(name, &config);
     let nccl = Nccl::new(profiler, config);
     let params = Params::single_process(ranks, iterations);
-    assert!(scenario::run(name, &nccl, &params), "unknown scenario {name}");
+    assert!(
+        scenario::run(name, &nccl, &params),
+        "unknown scenario {name}"
+    );
     Run {
         _dir: dir,
         out,
@@ -78,7 +87,10 @@ fn lines(out: &Path) -> Vec<Value> {
     let mut all = Vec::new();
     for entry in std::fs::read_dir(out).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        all.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        all.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
     }
     all
 }
@@ -110,7 +122,11 @@ fn single_allreduce_on_the_newest_release() {
     }
     let truth = run.nccl.truth.records();
     assert_eq!(truth.len(), 6);
-    assert_eq!(run.nccl.profiler.version(), None, "unloaded after the last finalize");
+    assert_eq!(
+        run.nccl.profiler.version(),
+        None,
+        "unloaded after the last finalize"
+    );
 }
 
 fn comm_lines(run: &Run) -> Vec<Value> {
@@ -183,11 +199,16 @@ fn one_thread_drives_every_comm_under_one_group_api() {
     assert_eq!(count(&events, "GroupApi"), 2, "thread-local: one per group");
     let apis = of(&events, "CollApi");
     assert_eq!(apis.len(), 8);
-    let contexts: std::collections::HashSet<_> =
-        apis.iter().map(|a| a["context"].as_str().unwrap()).collect();
+    let contexts: std::collections::HashSet<_> = apis
+        .iter()
+        .map(|a| a["context"].as_str().unwrap())
+        .collect();
     assert_eq!(contexts.len(), 4, "each comm's CollApi has its own context");
     for api in apis {
-        assert_eq!(api["parent"]["kind"], "GroupApi", "parent is the shared GroupApi");
+        assert_eq!(
+            api["parent"]["kind"], "GroupApi",
+            "parent is the shared GroupApi"
+        );
     }
 }
 
@@ -212,7 +233,9 @@ fn p2p_rounds_and_alltoall_lowering() {
     let events = events_of(&run);
     let apis = of(&events, "P2pApi");
     assert_eq!(apis.len(), 3 * 6, "a P2pApi per send and per receive");
-    assert!(apis.iter().all(|a| a["func"] == "Send" || a["func"] == "Recv"));
+    assert!(apis
+        .iter()
+        .all(|a| a["func"] == "Send" || a["func"] == "Recv"));
     let groups = of(&events, "GroupApi");
     assert_eq!(groups.len(), 3);
     assert!(groups.iter().all(|g| g["group_depth"] == 1));
@@ -228,12 +251,12 @@ fn graph_replays_start_on_another_thread_with_the_capture_parent() {
     let colls = of(&events, "Coll");
     assert_eq!(colls.len(), 6, "one per replay and rank");
     for c in &colls {
-        let api = apis
-            .iter()
-            .find(|a| a["rank"] == c["rank"])
-            .unwrap();
+        let api = apis.iter().find(|a| a["rank"] == c["rank"]).unwrap();
         assert_eq!(c["parent"]["id"], api["id"], "the capture-time CollApi");
-        assert_ne!(c["start_thread"], api["start_thread"], "replayed on the callback thread");
+        assert_ne!(
+            c["start_thread"], api["start_thread"],
+            "replayed on the callback thread"
+        );
     }
 }
 
@@ -242,7 +265,11 @@ fn the_network_path_has_steps_restarts_and_stale_sizes() {
     let run = run("2.32", "single", "all", 2, 2);
     let events = events(&run);
     let ops = of(&events, "ProxyOp");
-    assert_eq!(ops.len(), 2 * 2 * 2 * 2, "rank x iteration x channel x direction");
+    assert_eq!(
+        ops.len(),
+        2 * 2 * 2 * 2,
+        "rank x iteration x channel x direction"
+    );
     for op in &ops {
         assert_eq!(op["closed"], "stop");
         assert_eq!(op["parent"]["kind"], "Coll");
@@ -258,12 +285,25 @@ fn the_network_path_has_steps_restarts_and_stale_sizes() {
     for s in &sends {
         let names = state_names(s);
         assert_eq!(names.last().unwrap(), "ProxyStepSendWait");
-        assert!(names.iter().filter(|n| *n == "ProxyStepSendPeerWait").count() >= 1);
+        assert!(
+            names
+                .iter()
+                .filter(|n| *n == "ProxyStepSendPeerWait")
+                .count()
+                >= 1
+        );
     }
-    assert_eq!(counters(&run)["restarted_steps"].as_u64().unwrap(), restarted as u64);
+    assert_eq!(
+        counters(&run)["restarted_steps"].as_u64().unwrap(),
+        restarted as u64
+    );
     let ctrl = of(&events, "ProxyCtrl");
-    assert!(ctrl.iter().any(|c| state_names(c) == ["ProxyCtrlAppend", "ProxyCtrlAppendEnd"]));
-    assert!(ctrl.iter().any(|c| state_names(c) == ["ProxyCtrlSleep", "ProxyCtrlWakeup"]));
+    assert!(ctrl
+        .iter()
+        .any(|c| state_names(c) == ["ProxyCtrlAppend", "ProxyCtrlAppendEnd"]));
+    assert!(ctrl
+        .iter()
+        .any(|c| state_names(c) == ["ProxyCtrlSleep", "ProxyCtrlWakeup"]));
     let kernels = of(&events, "KernelCh");
     assert_eq!(kernels.len(), 8);
     for k in kernels {
@@ -323,11 +363,17 @@ fn a_split_child_keeps_the_parents_proxy_after_the_parent_is_gone() {
     assert_eq!(comms.len(), 4, "two parents, two children");
     let events = events(&run);
     let colls = of(&events, "Coll");
-    let hashes: std::collections::HashSet<_> =
-        colls.iter().map(|c| c["comm_hash"].as_str().unwrap()).collect();
+    let hashes: std::collections::HashSet<_> = colls
+        .iter()
+        .map(|c| c["comm_hash"].as_str().unwrap())
+        .collect();
     assert_eq!(hashes.len(), 2);
     assert_eq!(counters(&run)["bad_finalize"], 0);
-    assert_eq!(counters(&run)["stale_context"], 0, "the parent's context stays valid");
+    assert_eq!(
+        counters(&run)["stale_context"],
+        0,
+        "the parent's context stays valid"
+    );
 }
 
 #[test]
@@ -380,11 +426,17 @@ fn every_release_and_every_exported_version() {
     for version in 1..=6u8 {
         let run = run_with("2.32", Some(version), "single", "all", 2, 1);
         let comms = comm_lines(&run);
-        assert_eq!(comms[0]["api_version"], version, "v{version} through its shim");
+        assert_eq!(
+            comms[0]["api_version"], version,
+            "v{version} through its shim"
+        );
         let events = events(&run);
         assert_eq!(count(&events, "Coll"), 2, "v{version}");
         let c = counters(&run);
-        assert_eq!(c["unknown_type"], 0, "shims drop what v{version} cannot carry");
+        assert_eq!(
+            c["unknown_type"], 0,
+            "shims drop what v{version} cannot carry"
+        );
         assert_eq!(c["unknown_state"], 0, "v{version}");
         if version < 5 {
             assert_eq!(count(&events, "GroupApi"), 0, "v{version}");

@@ -13,8 +13,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::libsearch::{self, Found, Origin, SearchPath};
-use nccl_sim::loader::ReleaseFamily;
 use crate::probe;
+use nccl_sim::loader::ReleaseFamily;
 use plugin::plugin_section;
 use python::{PythonProbe, PythonStatus};
 use report::{show, show_os, show_with_target, Report, Status};
