@@ -1,0 +1,144 @@
+//! Multi-process jobs: `nccl-sim run --procs N` and under Open MPI's `mpirun`, with our
+//! plugin in every process; the event logs of all processes must agree on one job.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn our_plugin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let here = exe.parent().unwrap();
+    let profile = here.parent().unwrap();
+    [
+        here.to_path_buf(),
+        profile.to_path_buf(),
+        profile.join("deps"),
+    ]
+    .into_iter()
+    .map(|dir| dir.join("libnccl_profiler_scorep.so"))
+    .find(|p| p.exists())
+    .expect("build the plugin first: cargo build -p nccl-profiler-scorep")
+}
+
+/// Every process's event log lines, by file.
+fn logs(dir: &Path) -> Vec<Vec<Value>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+fn sim_args(out: &Path) -> Vec<String> {
+    vec![
+        "run".into(),
+        "--scenario".into(),
+        "single".into(),
+        "--scenario".into(),
+        "p2p".into(),
+        "--iterations".into(),
+        "3".into(),
+        "--speedup".into(),
+        "20".into(),
+        "--plugin".into(),
+        our_plugin().display().to_string(),
+        "--truth-dir".into(),
+        out.join("truth").display().to_string(),
+    ]
+}
+
+/// The checks shared by both launchers.
+fn check_job(out: &Path, processes: usize) {
+    let logs = logs(out);
+    assert_eq!(logs.len(), processes, "one event log per process");
+    let mut ranks_by_hash: BTreeMap<String, HashSet<i64>> = BTreeMap::new();
+    let mut sends: BTreeMap<(i64, i64), usize> = BTreeMap::new();
+    let mut recvs: BTreeMap<(i64, i64), usize> = BTreeMap::new();
+    for lines in &logs {
+        let comms: Vec<&Value> = lines.iter().filter(|l| l["type"] == "comm").collect();
+        assert_eq!(comms.len(), 2, "one comm per scenario");
+        for comm in &comms {
+            assert_eq!(comm["nranks"], processes as i64);
+            ranks_by_hash
+                .entry(comm["comm_hash"].as_str().unwrap().to_owned())
+                .or_default()
+                .insert(comm["rank"].as_i64().unwrap());
+        }
+        let events: Vec<&Value> = lines.iter().filter(|l| l["type"] == "event").collect();
+        let colls = events.iter().filter(|e| e["kind"] == "Coll").count();
+        assert_eq!(colls, 3, "3 AllReduce per rank");
+        for p in events.iter().filter(|e| e["kind"] == "P2p") {
+            let (rank, peer) = (p["rank"].as_i64().unwrap(), p["peer"].as_i64().unwrap());
+            if p["func"] == "Send" {
+                *sends.entry((rank, peer)).or_default() += 1;
+            } else {
+                *recvs.entry((peer, rank)).or_default() += 1;
+            }
+        }
+        let summary = lines.iter().rfind(|l| l["type"] == "summary").unwrap();
+        assert_eq!(summary["counters"]["ring_full"], 0);
+    }
+    assert_eq!(
+        ranks_by_hash.len(),
+        2,
+        "every process agrees on the comm hashes"
+    );
+    for ranks in ranks_by_hash.values() {
+        assert_eq!(ranks.len(), processes, "each comm has every rank once");
+    }
+    assert_eq!(
+        sends, recvs,
+        "every send has its receive in another process"
+    );
+    let truth = std::fs::read_dir(out.join("truth")).unwrap().count();
+    assert_eq!(truth, processes, "ground truth from every process");
+}
+
+#[test]
+fn procs_forks_one_process_per_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let status = Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args(sim_args(&out))
+        .args(["--procs", "3"])
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    check_job(&out, 3);
+}
+
+#[test]
+fn mpirun_launches_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let output = Command::new("mpirun")
+        .args(["-np", "3", "--oversubscribe", "--bind-to", "none"])
+        .args(["-x", "NCCL_SCOREP_OUTPUT_DIR"])
+        .arg(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args(sim_args(&out))
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun (Debian package openmpi-bin; scripts/test.sh installs it)");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(openmpi)"),
+        "the launcher is recognised: {stderr}"
+    );
+    check_job(&out, 3);
+}
