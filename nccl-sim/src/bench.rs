@@ -788,7 +788,7 @@ pub fn event_names(bits: u64) -> Vec<&'static str> {
 
 /// The callbacks one iteration makes when no handle is NULL: (app stream, proxy stream).
 pub fn callbacks_per_iteration(release: Release) -> (u64, u64) {
-    let app = if release.has_api_events() { 13 } else { 4 };
+    let app = if release.has_api_events() { 12 } else { 4 };
     let mut proxy = 3 + 4 * STEPS_PER_OP as u64;
     if release.has_kernel_ch() {
         proxy += if release.kernel_ch_has_timestamps() {

@@ -76,11 +76,7 @@ extern "C" fn nccl_sim_log_line(
     LINES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .push(LogLine {
-            level,
-            flags: flags as u64,
-            text,
-        });
+        .push(LogLine { level, flags, text });
 }
 
 #[cfg(test)]

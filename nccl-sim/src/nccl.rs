@@ -125,6 +125,7 @@ impl Nccl {
             proxy,
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
+            gpu_free: AtomicU64::new(0),
         }))
     }
 
@@ -192,6 +193,8 @@ struct CommInner {
     proxy: Arc<ProxyThread>,
     seq: Mutex<HashMap<Func, u64>>,
     pxn: Mutex<Option<PxnRoute>>,
+    /// When the simulated GPU stream is free again: kernels of one stream run in turn.
+    gpu_free: AtomicU64,
 }
 
 /// A collective or point-to-point task waiting for its group's launch.
@@ -254,7 +257,8 @@ struct ThreadState {
     nccl_depth: i32,
     profiler_depth: i32,
     group_api: Raw,
-    group_api_session: Option<Session>,
+    /// The session and profiler the GroupApi was started with (the first comm's).
+    group_api_session: Option<(Session, Arc<Profiler>)>,
     api_state: ApiState,
     /// The CollApi variable is never cleared after stop (§3.13).
     coll_api: Raw,
@@ -533,7 +537,7 @@ impl Comm {
                     let mut handle = NULL;
                     profiler.start(&session, &mut handle, &descr);
                     thread.group_api = handle;
-                    thread.group_api_session = Some(session);
+                    thread.group_api_session = Some((session, Arc::clone(profiler)));
                     thread.api_state = ApiState::Started;
                     thread.profiler_depth = depth;
                     if !handle.is_null() {
@@ -618,9 +622,8 @@ impl Comm {
                     enqueue: (enqueue_start, host_ns()),
                     seq,
                 };
-                match thread.capturing.as_mut() {
-                    Some(graph) => graph.push(task.clone()),
-                    None => {}
+                if let Some(graph) = thread.capturing.as_mut() {
+                    graph.push(task.clone());
                 }
                 thread.tasks.push(task);
             }
@@ -649,6 +652,7 @@ impl Comm {
             proxy: Arc::clone(&self.0.proxy),
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
+            gpu_free: AtomicU64::new(0),
         }))
     }
 
@@ -675,51 +679,44 @@ fn implicit_group_start() {
     });
 }
 
-/// `ncclGroupEndInternal`.
+/// `ncclGroupEndInternal`: GroupEndApiStart when the profiler's depth reaches 0, the
+/// launch when NCCL's depth does, then the GroupApi stop (§3.3, §3.11).
 fn group_end_internal() {
-    let (launch, stop) = THREAD.with(|cell| {
+    let (tasks, group_api, stop) = THREAD.with(|cell| {
         let mut thread = cell.borrow_mut();
         thread.nccl_depth = (thread.nccl_depth - 1).max(0);
         let mut stop = None;
         if thread.api_state == ApiState::Started {
             thread.profiler_depth -= 1;
             if thread.profiler_depth <= 0 {
-                if let Some(session) = thread.group_api_session {
+                if let Some((session, profiler)) = &thread.group_api_session {
                     if !thread.group_api.is_null() {
-                        let nccl_profiler = current_profiler(&thread);
-                        if let Some(profiler) = nccl_profiler {
-                            profiler.record(
-                                &session,
-                                thread.group_api,
-                                st::GROUP_END_API_START,
-                                StateArgs::Null,
-                            );
-                        }
+                        profiler.record(
+                            session,
+                            thread.group_api,
+                            st::GROUP_END_API_START,
+                            StateArgs::Null,
+                        );
                     }
                 }
                 thread.api_state = ApiState::Stopped;
-                stop = Some((thread.group_api, thread.group_api_session));
+                stop = Some((thread.group_api as usize, thread.group_api_session.clone()));
             }
         }
-        let launch = if thread.nccl_depth == 0 {
+        let tasks = if thread.nccl_depth == 0 {
             std::mem::take(&mut thread.tasks)
         } else {
             Vec::new()
         };
-        let graph_parent = thread.group_api;
-        (
-            (launch, graph_parent),
-            stop.map(|s| (s, current_profiler(&thread))),
-        )
+        (tasks, thread.group_api as usize, stop)
     });
-    let (tasks, group_api) = launch;
     if !tasks.is_empty() {
-        launch_tasks(tasks, group_api);
+        launch_tasks(tasks, group_api as Raw);
     }
-    if let Some(((handle, session), profiler)) = stop {
-        if let (Some(session), Some(profiler)) = (session, profiler) {
-            if !handle.is_null() {
-                profiler.stop(&session, handle);
+    if let Some((handle, session)) = stop {
+        if let Some((session, profiler)) = session {
+            if handle != 0 {
+                profiler.stop(&session, handle as Raw);
             }
         }
         THREAD.with(|cell| {
@@ -731,26 +728,11 @@ fn group_end_internal() {
     }
 }
 
-fn current_profiler(thread: &ThreadState) -> Option<Arc<Profiler>> {
-    thread
-        .tasks
-        .first()
-        .map(|task| Arc::clone(&task.comm.nccl().profiler))
-        .or_else(|| LAST_PROFILER.with(|p| p.borrow().clone()))
-}
-
-thread_local! {
-    /// The profiler of the last communicator this thread used (for a group end with no
-    /// task left, as after an early nested-group stop).
-    static LAST_PROFILER: RefCell<Option<Arc<Profiler>>> = const { RefCell::new(None) };
-}
-
 /// `doLaunches`: comm by comm, a KernelLaunch and the plan's host work. Non-blocking
 /// comms launch on their own thread.
 fn launch_tasks(tasks: Vec<Task>, group_api: Raw) {
     let mut by_comm: Vec<(Comm, Vec<Task>)> = Vec::new();
     for task in tasks {
-        LAST_PROFILER.with(|p| *p.borrow_mut() = Some(Arc::clone(&task.comm.nccl().profiler)));
         match by_comm
             .iter_mut()
             .find(|(comm, _)| Arc::ptr_eq(&comm.0, &task.comm.0))
@@ -897,9 +879,7 @@ fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task], replay:
         works.push(plan_work(comm, task, handle, replay));
     }
     // Proxy ops are uploaded: the proxy (and from 2.31 the profiler thread) take over.
-    for work in works {
-        comm.0.proxy.post(work);
-    }
+    comm.0.proxy.post(works);
     for handle in handles {
         if !handle.is_null() {
             profiler.stop(session, handle);
@@ -924,8 +904,9 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw, _replay: bool) -> Work {
             rng,
         )
     });
-    let gpu_start = host_ns() + 2_000;
+    let gpu_start = (host_ns() + 2_000).max(comm.0.gpu_free.load(Ordering::Acquire));
     let gpu_stop = gpu_start + duration.as_nanos() as u64;
+    comm.0.gpu_free.fetch_max(gpu_stop, Ordering::AcqRel);
     let (peers, n_channels): (Vec<(i32, bool)>, u8) = match task.op {
         Op::Coll { .. } => {
             let n = comm.n_ranks();
@@ -973,7 +954,7 @@ struct Work {
 }
 
 enum ProxyMessage {
-    Work(Box<Work>),
+    Works(Vec<Work>),
     /// Reply when everything posted before is done.
     Drain(Sender<()>),
     Shutdown,
@@ -1001,12 +982,13 @@ impl ProxyThread {
         })
     }
 
-    fn post(&self, work: Work) {
+    /// Uploads a plan's proxy work in one go.
+    fn post(&self, works: Vec<Work>) {
         let _ = self
             .sender
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .send(ProxyMessage::Work(Box::new(work)));
+            .send(ProxyMessage::Works(works));
     }
 
     fn drain(&self) {
@@ -1066,6 +1048,10 @@ fn proxy_ctrl(nccl: &Nccl, session: &Session, states: &[(i32, i32)], between: im
 fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<ProxyMessage>) {
     let mut idle = false;
     let mut first = true;
+    // 2.31+: KernelCh and KernelPhase come from a dedicated profiler thread (§3.8).
+    let kernels = session
+        .filter(|_| nccl.release.has_profiler_thread())
+        .map(|session| KernelThread::spawn(Arc::clone(&nccl), session));
     loop {
         // Nothing posted: Sleep, block, Wakeup (§3.9).
         let mut message = None;
@@ -1084,7 +1070,7 @@ fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<Prox
         let mut shutdown = false;
         for message in std::iter::once(message).chain(receiver.try_iter()) {
             match message {
-                ProxyMessage::Work(work) => batch.push(*work),
+                ProxyMessage::Works(works) => batch.extend(works),
                 ProxyMessage::Drain(done) => drains.push(done),
                 ProxyMessage::Shutdown => shutdown = true,
             }
@@ -1096,7 +1082,7 @@ fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<Prox
                 proxy_ctrl(&nccl, s, &[(st::PROXY_CTRL_ACTIVE, 0)], || {});
                 idle = false;
             }
-            progress_batch(&nccl, s, batch);
+            progress_batch(&nccl, s, batch, kernels.as_ref());
             if !first && !idle {
                 proxy_ctrl(&nccl, s, &[(st::PROXY_CTRL_IDLE, 0)], || {});
                 idle = true;
@@ -1107,12 +1093,97 @@ fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<Prox
                 sleep_until(work.gpu_stop);
             }
         }
+        if !drains.is_empty() {
+            if let Some(kernels) = &kernels {
+                kernels.drain();
+            }
+        }
         for done in drains {
             let _ = done.send(());
         }
         if shutdown {
+            if let Some(kernels) = kernels {
+                kernels.shutdown();
+            }
             return;
         }
+    }
+}
+
+/// What the profiler thread (or, before 2.31, the proxy thread) needs to report one
+/// task's GPU work per channel.
+#[derive(Clone, Copy)]
+struct KernelJob {
+    task_handle: usize,
+    mask: u64,
+    n_channels: u8,
+    gpu_start: u64,
+    gpu_stop: u64,
+    /// The work whose timestamps the host reads: another one when the 64-slot ring
+    /// wrapped before the host polled (§3.8).
+    reported: (u64, u64),
+}
+
+impl KernelJob {
+    fn of(work: &Work) -> KernelJob {
+        KernelJob {
+            task_handle: work.task_handle,
+            mask: work.mask,
+            n_channels: work.n_channels,
+            gpu_start: work.gpu_start,
+            gpu_stop: work.gpu_stop,
+            reported: (work.gpu_start, work.gpu_stop),
+        }
+    }
+}
+
+enum KernelMessage {
+    Job(KernelJob),
+    Drain(Sender<()>),
+}
+
+/// NCCL 2.31's dedicated profiler thread of a communicator.
+struct KernelThread {
+    sender: Sender<KernelMessage>,
+    thread: JoinHandle<()>,
+}
+
+impl KernelThread {
+    fn spawn(nccl: Arc<Nccl>, session: Session) -> KernelThread {
+        let (sender, receiver) = mpsc::channel::<KernelMessage>();
+        let thread = std::thread::Builder::new()
+            .name("NCCL Profiler".into())
+            .spawn(move || {
+                for message in receiver {
+                    match message {
+                        KernelMessage::Job(job) => {
+                            let handles = kernel_start(&nccl, &session, &job);
+                            kernel_stop(&nccl, &session, &job, handles);
+                        }
+                        KernelMessage::Drain(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            })
+            .expect("spawn the profiler thread");
+        KernelThread { sender, thread }
+    }
+
+    fn post(&self, job: KernelJob) {
+        let _ = self.sender.send(KernelMessage::Job(job));
+    }
+
+    fn drain(&self) {
+        let (done, wait) = mpsc::channel();
+        if self.sender.send(KernelMessage::Drain(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+
+    fn shutdown(self) {
+        drop(self.sender);
+        let _ = self.thread.join();
     }
 }
 
@@ -1127,10 +1198,27 @@ struct OpState {
 
 /// Appends and progresses a batch of works: the Append window with the ProxyOp starts
 /// (2.27+), steps, KernelCh, stops (§3.7–3.9).
-fn progress_batch(nccl: &Arc<Nccl>, session: &Session, batch: Vec<Work>) {
+fn progress_batch(
+    nccl: &Arc<Nccl>,
+    session: &Session,
+    batch: Vec<Work>,
+    kernels: Option<&KernelThread>,
+) {
     if batch.is_empty() {
         return;
     }
+    // The device writes work counters into a ring of 64 slots per channel; when more
+    // works were posted before the host polled, the host reads a later work's times.
+    const RING_SLOTS: usize = 64;
+    let jobs: Vec<KernelJob> = (0..batch.len())
+        .map(|i| {
+            let mut job = KernelJob::of(&batch[i]);
+            if let Some(later) = batch.get(i + RING_SLOTS) {
+                job.reported = (later.gpu_start, later.gpu_stop);
+            }
+            job
+        })
+        .collect();
     let profiler = &nccl.profiler;
     let release = nccl.release;
     let transport = nccl.config.transport;
@@ -1196,12 +1284,19 @@ fn progress_batch(nccl: &Arc<Nccl>, session: &Session, batch: Vec<Work>) {
             }
         },
     );
-    for (work, list) in batch.iter().zip(ops.iter_mut()) {
-        progress_work(nccl, session, work, list);
+    for ((work, list), job) in batch.iter().zip(ops.iter_mut()).zip(jobs) {
+        progress_work(nccl, session, work, list, job, kernels);
     }
 }
 
-fn progress_work(nccl: &Arc<Nccl>, session: &Session, work: &Work, ops: &mut [OpState]) {
+fn progress_work(
+    nccl: &Arc<Nccl>,
+    session: &Session,
+    work: &Work,
+    ops: &mut [OpState],
+    job: KernelJob,
+    kernels: Option<&KernelThread>,
+) {
     let profiler = &nccl.profiler;
     let release = nccl.release;
     let config = &nccl.config;
@@ -1257,7 +1352,13 @@ fn progress_work(nccl: &Arc<Nccl>, session: &Session, work: &Work, ops: &mut [Op
             );
         }
     }
-    let kernel = kernel_start(nccl, session, work);
+    let kernel = match kernels {
+        Some(thread) => {
+            thread.post(job);
+            Vec::new()
+        }
+        None => kernel_start(nccl, session, &job),
+    };
     let step_ns = (work.gpu_stop - work.gpu_start) / config.steps.max(1) as u64;
     let step_bytes =
         work.bytes / usize::from(work.n_channels.max(1)) / config.steps.max(1) as usize;
@@ -1378,7 +1479,9 @@ fn progress_work(nccl: &Arc<Nccl>, session: &Session, work: &Work, ops: &mut [Op
         }
         completion = host_ns();
     }
-    kernel_stop(nccl, session, work, kernel);
+    if kernels.is_none() {
+        kernel_stop(nccl, session, &job, kernel);
+    }
     completion = completion.max(host_ns());
     nccl.truth.push(TruthRecord {
         comm_hash: format!("{:#x}", work.comm_hash),
@@ -1444,23 +1547,24 @@ fn net_plugin_events(nccl: &Nccl, session: &Session, work: &Work, step: Raw, byt
     profiler.stop(session, handle);
 }
 
-/// KernelCh starts, one per channel, when the host notices the GPU started (§3.8).
-fn kernel_start(nccl: &Arc<Nccl>, session: &Session, work: &Work) -> Vec<Raw> {
+/// KernelCh starts, one per channel, when the host notices the GPU started (§3.8). The
+/// rank is not set; pTimer is the GPU's start time (of a later work after a ring wrap).
+fn kernel_start(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob) -> Vec<Raw> {
     let release = nccl.release;
-    if !release.has_kernel_ch() || work.mask & t::KERNEL_CH == 0 || work.task_handle == 0 {
+    if !release.has_kernel_ch() || job.mask & t::KERNEL_CH == 0 || job.task_handle == 0 {
         return Vec::new();
     }
-    sleep_until(work.gpu_start);
-    (0..work.n_channels)
+    sleep_until(job.gpu_start);
+    (0..job.n_channels)
         .map(|channel| {
             let mut handle = NULL;
             let descr = Descr {
-                parent: work.task_handle as Raw,
+                parent: job.task_handle as Raw,
                 rank: 0,
                 event: CoreEvent::KernelCh {
                     channel,
                     ptimer: if release.kernel_ch_has_timestamps() {
-                        nccl.gpu(work.gpu_start + u64::from(channel) * 150)
+                        nccl.gpu(channel_start(job, channel))
                     } else {
                         0
                     },
@@ -1472,25 +1576,36 @@ fn kernel_start(nccl: &Arc<Nccl>, session: &Session, work: &Work) -> Vec<Raw> {
         .collect()
 }
 
-/// KernelCh stops: (2.31: the phases first) the stop record with the GPU's stop time,
-/// immediately followed by the stop.
-fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, work: &Work, handles: Vec<Raw>) {
+/// Channels start a little apart and end a little apart, as on a GPU.
+fn channel_start(job: &KernelJob, channel: u8) -> u64 {
+    job.reported.0 + u64::from(channel) * 150
+}
+
+fn channel_stop(job: &KernelJob, channel: u8) -> u64 {
+    job.reported
+        .1
+        .saturating_sub(u64::from(channel) * 100)
+        .max(channel_start(job, channel) + 1)
+}
+
+/// KernelCh stops: (2.31+, with KernelPhase asked for) the phases first, then the stop
+/// record with the GPU's stop time, immediately followed by the stop.
+fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob, handles: Vec<Raw>) {
     let profiler = &nccl.profiler;
-    sleep_until(work.gpu_stop);
+    sleep_until(job.gpu_stop);
     for (channel, handle) in handles.into_iter().enumerate() {
         if handle.is_null() {
             continue;
         }
         let channel = channel as u8;
-        let start = work.gpu_start + u64::from(channel) * 150;
-        let stop = work.gpu_stop - u64::from(channel) * 100;
+        let (start, stop) = (channel_start(job, channel), channel_stop(job, channel));
         if nccl.release.has_kernel_phase() && profiler.mask() & t::KERNEL_PHASE != 0 {
-            let span = stop.saturating_sub(start);
+            let span = stop - start;
             let bounds = [start, start + span / 10, start + span * 9 / 10, stop];
             for phase in 0..3u8 {
                 let (a, b) = (bounds[usize::from(phase)], bounds[usize::from(phase) + 1]);
                 if b <= a {
-                    continue;
+                    continue; // zero-length phases are skipped
                 }
                 let mut ph = NULL;
                 let descr = Descr {

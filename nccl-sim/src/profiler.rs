@@ -464,6 +464,8 @@ impl Profiler {
     }
 
     /// `stopEvent`: the same for every version.
+    // A handle is an opaque value passed through to the plugin, never dereferenced here.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn stop(&self, session: &Session, handle: Raw) {
         // SAFETY: the table belongs to the session's loaded library.
         unsafe {
@@ -480,6 +482,8 @@ impl Profiler {
     }
 
     /// `recordEventState` through the version adapter.
+    // As for `stop`: the handle is opaque.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn record(&self, session: &Session, handle: Raw, state: i32, args: StateArgs) {
         let direct = session.version == self.release.newest_api();
         let garbage = self

@@ -15,6 +15,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ("p2p", "send/recv rounds around a ring inside groups (§3.5)"),
     ("alltoall", "ncclAlltoAll lowered to one send and one receive per peer (§3.5)"),
     ("graph", "a CUDA graph captured once, then replayed on a callback thread with stale capture-time parents (§3.6)"),
+    ("ring-wrap", "more than 64 collectives in one group: the host reads a later work's GPU timestamps from the 64-slot ring (§3.8)"),
     ("p2p-copy", "a proxy transport without stop: ProxyOps started and never stopped (§3.7)"),
     ("net-plugin", "NetPlugin events from the built-in IB and socket plugins under each send step, stopEvent(NULL) included (§3.10)"),
     ("ce", "AlltoAll on the copy-engine path: CollApi then CeColl, CeSync, CeBatch (§3.5, NCCL 2.29+)"),
@@ -103,6 +104,13 @@ pub fn run(name: &str, nccl: &Arc<Nccl>, params: &Params) -> bool {
             comm.all_reduce(p.size(0) / 4, DataType::Float32);
             let graph = nccl::capture_end();
             graph.replay(p.iterations);
+        }),
+        "ring-wrap" => per_rank(nccl, params, "ring-wrap", |comm, p, _| {
+            nccl::group_start();
+            for _ in 0..70 {
+                comm.all_reduce(p.size(0) / 64, DataType::Float32);
+            }
+            nccl::group_end();
         }),
         "p2p-copy" | "net-plugin" => per_rank(nccl, params, name, |comm, p, i| {
             comm.all_reduce(p.size(i) / 4, DataType::Float32);

@@ -127,6 +127,37 @@ fn single_allreduce_on_the_newest_release() {
         None,
         "unloaded after the last finalize"
     );
+    // Nothing left open at finalize: every handle NCCL got was stopped (but for the
+    // receive steps NCCL itself restarts).
+    let c = counters(&run);
+    assert_eq!(c["closed_at_finalize"], 0);
+    assert_eq!(c["orphan_records"], 0);
+    assert_eq!(c["stop_double"], 0);
+    // The GPU timestamps are the ground truth's GPU interval on the GPU clock.
+    let offset = run.nccl.config.gpu_clock.offset_ns as u64;
+    for coll in of(&events, "Coll") {
+        let (rank, seq) = (
+            coll["rank"].as_i64().unwrap(),
+            coll["seq"].as_u64().unwrap(),
+        );
+        let record = truth
+            .iter()
+            .find(|t| i64::from(t.rank) == rank && t.seq == seq)
+            .expect("truth for every collective");
+        assert!(record.enqueue_start_ns <= record.enqueue_stop_ns);
+        assert!(record.gpu_start_ns < record.gpu_stop_ns);
+        assert!(record.gpu_stop_ns <= record.completion_ns);
+        let kernel = events
+            .iter()
+            .find(|k| {
+                k["kind"] == "KernelCh" && k["parent"]["id"] == coll["id"] && k["channel"] == 0
+            })
+            .expect("a kernel on channel 0");
+        let start = kernel["ptimer_start"].as_u64().unwrap() - offset;
+        let stop = kernel["states"][0]["ptimer"].as_u64().unwrap() - offset;
+        assert_eq!(start, record.gpu_start_ns);
+        assert_eq!(stop, record.gpu_stop_ns);
+    }
 }
 
 fn comm_lines(run: &Run) -> Vec<Value> {
@@ -448,6 +479,63 @@ fn every_release_and_every_exported_version() {
             for p in of(&events, "P2p") {
                 assert!(p["nchannels"].is_null());
             }
+        }
+    }
+}
+
+#[test]
+fn kernel_channels_move_to_the_profiler_thread_with_phases_on_2_31() {
+    let run = run("2.32", "single", "all", 2, 2);
+    let events = events(&run);
+    let proxy_threads: std::collections::HashSet<_> = of(&events, "ProxyOp")
+        .iter()
+        .map(|o| o["start_thread"].clone())
+        .collect();
+    let kernels = of(&events, "KernelCh");
+    assert!(kernels
+        .iter()
+        .all(|k| !proxy_threads.contains(&k["start_thread"])));
+    let phases = of(&events, "KernelPhase");
+    assert_eq!(phases.len(), kernels.len() * 3);
+    for p in &phases {
+        assert_eq!(p["parent"]["kind"], "KernelCh");
+        assert_eq!(state_names(p), ["KernelPhaseStop"]);
+    }
+
+    // Up to 2.30 the proxy thread reports kernels, and there are no phases.
+    let run = run_with("2.30", None, "single", "all", 2, 2);
+    let events = events_of(&run);
+    let proxy_threads: std::collections::HashSet<_> = of(&events, "ProxyOp")
+        .iter()
+        .map(|o| o["start_thread"].clone())
+        .collect();
+    assert!(of(&events, "KernelCh")
+        .iter()
+        .all(|k| proxy_threads.contains(&k["start_thread"])));
+    assert_eq!(count(&events, "KernelPhase"), 0);
+}
+
+#[test]
+fn a_wrapped_kernel_ring_reports_later_timestamps() {
+    let run = run("2.32", "ring-wrap", "coll,kernel_ch", 2, 1);
+    let events = events(&run);
+    let kernels = of(&events, "KernelCh");
+    assert_eq!(kernels.len(), 2 * 70 * 2, "ranks x collectives x channels");
+    // Per rank and channel, 6 of the 70 start timestamps are read twice (works 0..5
+    // report the times of works 64..69).
+    for rank in 0..2 {
+        for channel in 0..2 {
+            let starts: Vec<u64> = kernels
+                .iter()
+                .filter(|k| k["rank"] == rank && k["channel"] == channel)
+                .map(|k| k["ptimer_start"].as_u64().unwrap())
+                .collect();
+            let distinct: std::collections::HashSet<_> = starts.iter().collect();
+            assert_eq!(
+                starts.len() - distinct.len(),
+                6,
+                "rank {rank} channel {channel}"
+            );
         }
     }
 }

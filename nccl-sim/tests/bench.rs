@@ -1,0 +1,135 @@
+//! `nccl-sim bench` as a library: the empty plugin alone on every release, our plugin
+//! against it, and plugins that cannot be used.
+
+use nccl_sim::bench::{self, BenchConfig, BenchError};
+use nccl_sim::release::Release;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Our plugin's settings, set once before any test runs a bench (the plugin reads them at
+/// its first `init`): output in a temporary directory, every event, rings that hold a
+/// whole test run (so nothing is dropped and no handle is NULL).
+fn setup() {
+    static OUTPUT: OnceLock<tempfile::TempDir> = OnceLock::new();
+    OUTPUT.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::env::set_var("NCCL_SCOREP_OUTPUT_DIR", dir.path());
+        std::env::set_var("NCCL_SCOREP_EVENTS", "all");
+        std::env::set_var("NCCL_SCOREP_BUFFER_SIZE", "64M");
+        dir
+    });
+}
+
+/// Our cdylib, built by Cargo as a dependency of nccl-sim: `target/<profile>/deps` (next
+/// to this test) or `target/<profile>`.
+fn our_plugin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let here = exe.parent().expect("executable directory");
+    let profile = here.parent().unwrap_or(here);
+    [
+        here.to_path_buf(),
+        profile.to_path_buf(),
+        profile.join("deps"),
+    ]
+    .into_iter()
+    .map(|dir| dir.join("libnccl_profiler_scorep.so"))
+    .find(|candidate| candidate.exists())
+    .unwrap_or_else(|| {
+        panic!(
+            "libnccl_profiler_scorep.so not found near {}",
+            exe.display()
+        )
+    })
+}
+
+fn small(plugins: Vec<OsString>, release: Release) -> BenchConfig {
+    BenchConfig {
+        plugins,
+        release,
+        threads: 2,
+        iterations: 200,
+        batch: 20,
+        warmup_batches: 2,
+        ..BenchConfig::default()
+    }
+}
+
+#[test]
+fn the_empty_plugin_gets_every_callback_of_every_release() {
+    setup();
+    assert!(bench::empty_plugin_path().exists());
+    for release in Release::all() {
+        let config = small(Vec::new(), release);
+        let rows = bench::run(&config).unwrap_or_else(|e| panic!("{release}: {e}"));
+        assert_eq!(rows.len(), 1, "{release}");
+        let row = &rows[0];
+        assert!(row.floor);
+        assert_eq!(row.name, "empty");
+        assert_eq!(row.api_version, release.newest_api(), "{release}");
+        assert_eq!(row.null_handles, 0, "{release}");
+        assert_eq!(
+            row.unrequested, 0,
+            "{release}: the empty plugin asks for everything"
+        );
+        let (app, proxy) = bench::callbacks_per_iteration(release);
+        let iterations = (config.threads * config.iterations) as u64;
+        assert_eq!(row.callbacks, (app + proxy) * iterations, "{release}");
+        assert!(row.cpu.median > 0.0 && row.wall.median > 0.0, "{release}");
+        assert!(row.cpu.p10 <= row.cpu.median && row.cpu.median <= row.cpu.p90);
+        assert!(row.app_cpu.median > 0.0 && row.proxy_cpu.median > 0.0);
+    }
+}
+
+#[test]
+fn our_plugin_costs_more_than_the_floor_and_drops_nothing() {
+    setup();
+    let ours = our_plugin();
+    let config = small(
+        vec![ours.clone().into_os_string()],
+        nccl_sim::release::NEWEST,
+    );
+    let rows = bench::run(&config).expect("bench with our plugin");
+    assert_eq!(rows.len(), 2);
+    let (empty, plugin) = (&rows[0], &rows[1]);
+    assert!(empty.floor && !plugin.floor);
+    assert_eq!(plugin.setting, ours.as_os_str());
+    assert_eq!(plugin.api_version, 7);
+    assert_eq!(plugin.null_handles, 0, "our plugin dropped events");
+    assert_eq!(plugin.starts, empty.starts, "identical streams");
+    assert_eq!(plugin.callbacks, empty.callbacks, "identical streams");
+    assert!(
+        plugin.cpu.median > empty.cpu.median,
+        "ours {:?} vs empty {:?}",
+        plugin.cpu,
+        empty.cpu
+    );
+    let text = bench::render(&config, &rows);
+    assert!(text.contains("empty (floor)") && text.contains(&ours.display().to_string()));
+    assert!(text.contains("NULL handles"), "{text}");
+}
+
+#[test]
+fn a_plugin_that_cannot_be_used_is_a_clear_error() {
+    setup();
+    let missing = "/nonexistent/libnccl-profiler-nothing.so";
+    let error = bench::run(&small(vec![missing.into()], nccl_sim::release::NEWEST))
+        .expect_err("a missing library");
+    let BenchError::Load { plugin, reason } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(plugin, missing);
+    assert!(reason.contains("No such file"), "{reason}");
+    assert!(error.to_string().contains(missing), "{error}");
+
+    // A library without any ncclProfiler_vN symbol.
+    let error = bench::run(&small(vec!["libm.so.6".into()], Release::new(27)))
+        .expect_err("not a profiler plugin");
+    assert!(error.to_string().contains("unsupported"), "{error}");
+
+    let zero = BenchConfig {
+        threads: 0,
+        ..BenchConfig::default()
+    };
+    assert!(matches!(bench::run(&zero), Err(BenchError::BadConfig(_))));
+}
