@@ -913,12 +913,11 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
 /// `nccl-sim bench`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    about = "Measure profiler plugins' cost per callback on identical NCCL callback streams",
-    long_about = "Measure profiler plugins' cost per callback on identical NCCL callback \
-        streams, next to the in-tree empty plugin (the floor). Each plugin is loaded as the \
-        chosen NCCL release loads it and reads its own settings from the environment, e.g. \
-        NCCL_SCOREP_OUTPUT_DIR, NCCL_SCOREP_EVENTS=all and NCCL_SCOREP_BUFFER_SIZE for \
-        nccl-scorep's plugin."
+    after_help = "Each plugin is loaded as the chosen NCCL release loads it, next to \
+    the in-tree empty plugin (the floor, row #0), and reads its own settings from the \
+    environment, e.g. NCCL_SCOREP_OUTPUT_DIR, NCCL_SCOREP_EVENTS=all and \
+    NCCL_SCOREP_BUFFER_SIZE for nccl-scorep's plugin. Read the NULL handles column: a \
+    plugin that drops events is called less and looks cheaper."
 )]
 pub struct BenchArgs {
     /// A profiler plugin: a path, or a name as NCCL_PROFILER_PLUGIN takes it (repeat for

@@ -562,15 +562,28 @@ pub fn describe_status(rank: usize, pid: u32, status: &ExitStatus) -> String {
 }
 
 fn signal_name(signal: i32) -> String {
-    // SAFETY: strsignal returns a pointer to a static or thread-local string, or NULL.
-    let text = unsafe { libc::strsignal(signal) };
-    if text.is_null() {
-        return format!("signal {signal}");
-    }
-    // SAFETY: a NUL-terminated string from libc, copied at once.
-    unsafe { std::ffi::CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned()
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_owned()
 }
 
 /// Whether every child succeeded.

@@ -29,6 +29,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run scenarios with the profiler plugin (all of them unless --scenario is given).
+    #[command(after_help = scenario_help())]
     Run(RunArgs),
     /// List the scenarios and what each reproduces.
     Scenarios,
@@ -125,6 +126,18 @@ enum NetPluginArg {
     None,
     Ib,
     Socket,
+}
+
+/// The scenario list, for `nccl-sim run --help`.
+fn scenario_help() -> String {
+    let mut text = String::from("Scenarios:\n");
+    for (name, what) in SCENARIOS {
+        text.push_str(&format!("  {name:<14} {what}\n"));
+    }
+    text.push_str(
+        "\nMulti-process: run under mpirun, srun or torchrun (one rank per process), or with --procs N.",
+    );
+    text
 }
 
 fn parse_release(text: &str) -> Result<Release, String> {

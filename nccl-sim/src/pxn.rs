@@ -21,9 +21,11 @@
 //!   table but with the **originator's context value**.
 //!
 //! A sender that dies between reserving a slot and publishing it leaves that slot
-//! unpublished; the receiver then stops taking ops at that slot (as NCCL's pool would be
-//! corrupt). Nothing here authenticates senders: the file is created mode 0600, so only
-//! the same user can write it, as with NCCL's own pools.
+//! unpublished; the receiver then stops taking ops at that slot, and at shutdown counts
+//! what it could not take ([`PxnStats::lost`]). Nothing here authenticates senders: the
+//! file is created mode 0600, so only the same user can write it. A receiver killed
+//! before it drops its mailbox leaves the file behind (named by its job, so no later job
+//! reuses it).
 
 use crate::event::{CoreEvent, Descr, Raw, StateArgs, NULL};
 use crate::profiler::{Profiler, Session};
@@ -41,7 +43,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Slots of a mailbox unless told otherwise (NCCL's pool holds a few thousand ops).
+/// Slots of a mailbox unless told otherwise.
 pub const DEFAULT_CAPACITY: usize = 1024;
 /// Steps a foreign op may have (a bound on what a corrupt record can make us do).
 pub const MAX_STEPS: i32 = 1 << 20;

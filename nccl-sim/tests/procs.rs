@@ -105,7 +105,7 @@ fn failures_are_reported() {
     assert!(!job::all_succeeded(&statuses));
     let text = describe_status(1, 4242, &statuses[1]);
     assert!(
-        text.starts_with("rank 1 (pid 4242) was killed by signal 9"),
+        text == "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)",
         "{text}"
     );
     assert_eq!(
