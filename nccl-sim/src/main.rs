@@ -94,6 +94,10 @@ struct RunArgs {
     /// Fork N processes, one rank each (like `mpirun -np N`).
     #[arg(long, value_name = "N")]
     procs: Option<usize>,
+    /// Multi-process: every rank's sends are progressed by the next local process's proxy
+    /// thread, which calls its own plugin with this process's pid, context and handles.
+    #[arg(long)]
+    pxn: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -257,6 +261,14 @@ fn run(args: RunArgs) -> ExitCode {
     let mut failed = false;
     for (index, name) in names.iter().enumerate() {
         let nccl = Nccl::new(Arc::clone(&profiler), scenario::config_for(name, &base));
+        if args.pxn {
+            if let Err(error) =
+                nccl.enable_pxn(job.comm_hash(index as u64), job.local_rank, job.local_size)
+            {
+                eprintln!("nccl-sim: --pxn: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
         let params = Params {
             ranks,
             iterations: args.iterations,

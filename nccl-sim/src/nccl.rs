@@ -10,6 +10,7 @@
 use crate::event::{CollTask, CommInfo, CoreEvent, Descr, P2pTask, Raw, StateArgs, NULL};
 use crate::names::{Algo, DataType, Func, Proto};
 use crate::profiler::{Profiler, Session};
+use crate::pxn::{PxnMailbox, PxnOp, PxnProxy, PxnSender};
 use crate::release::Release;
 use crate::time::{host_ns, sleep_until, GpuClock, GroundTruth, Rng, TimeModel, TruthRecord};
 use nccl_profiler_scorep::abi::{event_type as t, net as netid, state as st};
@@ -92,6 +93,22 @@ pub struct Nccl {
     pid: i32,
     rng: Mutex<Rng>,
     p2p_index: AtomicU64,
+    /// Communicator ranks alive in this process (the last destroy ends PXN first).
+    live_comms: std::sync::atomic::AtomicUsize,
+    pxn: Mutex<Option<PxnLink>>,
+}
+
+/// PXN between the processes of one node (§4): this process's sends are progressed by the
+/// next local process's proxy, and this process's [`PxnProxy`] progresses the previous
+/// one's, calling this process's plugin with the originator's values.
+struct PxnLink {
+    route: PxnRoute,
+    /// The mailbox until the first communicator exists, then its proxy.
+    mailbox: Option<PxnMailbox>,
+    proxy: Option<PxnProxy>,
+    /// Marks that our sends are all handed over, and that the previous process's are.
+    done_ours: std::path::PathBuf,
+    done_theirs: std::path::PathBuf,
 }
 
 impl Nccl {
@@ -104,7 +121,104 @@ impl Nccl {
             truth: GroundTruth::default(),
             pid: std::process::id() as i32,
             p2p_index: AtomicU64::new(0),
+            live_comms: std::sync::atomic::AtomicUsize::new(0),
+            pxn: Mutex::new(None),
         })
+    }
+
+    /// Turns PXN on for this process's communicators: `key` names this run's mailboxes
+    /// (equal in every process of the job), `local_rank`/`local_size` place the process
+    /// on its node. Sends go to local rank `local_rank + 1`.
+    pub fn enable_pxn(
+        &self,
+        key: u64,
+        local_rank: usize,
+        local_size: usize,
+    ) -> std::io::Result<()> {
+        if local_size < 2 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "PXN needs at least two processes on the node",
+            ));
+        }
+        let mailbox = PxnMailbox::create(key, local_rank, crate::pxn::DEFAULT_CAPACITY)?;
+        let next = (local_rank + 1) % local_size;
+        let previous = (local_rank + local_size - 1) % local_size;
+        let dir = crate::pxn::default_dir();
+        let target = crate::pxn::mailbox_path(&dir, key, next);
+        let sender = Arc::new(PxnSender::open_wait(&target, Duration::from_secs(30))?);
+        let route: PxnRoute = Arc::new(move |send: PxnSend| {
+            let op = PxnOp {
+                origin_pid: send.origin_pid,
+                origin_rank: send.origin_rank,
+                context: send.context,
+                parent: send.parent,
+                channel: send.channel,
+                peer: send.peer,
+                n_steps: send.n_steps,
+                chunk_size: send.chunk_size,
+                mask: send.mask,
+                send_bytes: send.send_bytes,
+                step_ns: send.step_ns,
+                ..PxnOp::default()
+            };
+            if sender.send_timeout(&op, Duration::from_secs(10)).is_err() {
+                eprintln!("nccl-sim: PXN mailbox {} refused an op", target.display());
+            }
+        });
+        let done = |rank: usize| {
+            let mut path = crate::pxn::mailbox_path(&dir, key, rank).into_os_string();
+            path.push(".sent");
+            std::path::PathBuf::from(path)
+        };
+        *self.pxn.lock().unwrap_or_else(|e| e.into_inner()) = Some(PxnLink {
+            route,
+            mailbox: Some(mailbox),
+            proxy: None,
+            done_ours: done(local_rank),
+            done_theirs: done(previous),
+        });
+        Ok(())
+    }
+
+    /// A new communicator rank: its sends take the PXN route, and the first one gives the
+    /// PXN proxy its plugin session.
+    fn attach_pxn(self: &Arc<Nccl>, comm: &Comm) {
+        self.live_comms.fetch_add(1, Ordering::AcqRel);
+        let mut pxn = self.pxn.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(link) = pxn.as_mut() else { return };
+        comm.set_pxn_route(Some(Arc::clone(&link.route)));
+        if let Some(mailbox) = link.mailbox.take() {
+            link.proxy = Some(PxnProxy::spawn(
+                Arc::clone(&self.profiler),
+                comm.0.session,
+                mailbox,
+            ));
+        }
+    }
+
+    /// Before the last communicator of the process is finalized: say our sends are all
+    /// handed over, wait until the previous process says the same, and let the PXN proxy
+    /// finish everything in its mailbox, so no foreign event reaches the plugin after its
+    /// last finalize.
+    fn detach_pxn(&self) {
+        if self.live_comms.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let Some(mut link) = self.pxn.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        let _ = std::fs::write(&link.done_ours, b"");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !link.done_theirs.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Some(proxy) = link.proxy.take() {
+            proxy.shutdown();
+        }
+        // The previous process waits for our mark, not we for its removal; remove ours
+        // only once our own proxy is done, the other side's mark when we saw it.
+        let _ = std::fs::remove_file(&link.done_theirs);
     }
 
     /// `ncclCommInitRank`: the profiler's `init` runs here, then the proxy thread starts.
@@ -118,7 +232,7 @@ impl Nccl {
         };
         let session = self.profiler.init(&info);
         let proxy = ProxyThread::spawn(Arc::clone(self), session, options.rank);
-        Comm(Arc::new(CommInner {
+        let comm = Comm(Arc::new(CommInner {
             nccl: Arc::clone(self),
             session,
             options,
@@ -126,7 +240,9 @@ impl Nccl {
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
             gpu_free: AtomicU64::new(0),
-        }))
+        }));
+        self.attach_pxn(&comm);
+        comm
     }
 
     fn rng<R>(&self, f: impl FnOnce(&mut Rng) -> R) -> R {
@@ -645,15 +761,17 @@ impl Comm {
         };
         let session = nccl.profiler.init(&info);
         self.0.proxy.users.fetch_add(1, Ordering::AcqRel);
-        Comm(Arc::new(CommInner {
-            nccl,
+        let child = Comm(Arc::new(CommInner {
+            nccl: Arc::clone(&nccl),
             session,
             options,
             proxy: Arc::clone(&self.0.proxy),
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
             gpu_free: AtomicU64::new(0),
-        }))
+        }));
+        nccl.attach_pxn(&child);
+        child
     }
 
     /// `ncclCommDestroy`: waits for outstanding work, stops the proxy thread if this was
@@ -663,6 +781,7 @@ impl Comm {
         if self.0.proxy.users.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.proxy.shutdown();
         }
+        self.0.nccl.detach_pxn();
         self.0.nccl.profiler.finalize(self.0.session);
     }
 }

@@ -142,3 +142,70 @@ fn mpirun_launches_a_job() {
     );
     check_job(&out, 3);
 }
+
+/// PXN for real: each process's sends are progressed by the other process's proxy, which
+/// records them as foreign ops whose parent values are Coll handles of the originator.
+#[test]
+fn pxn_sends_are_progressed_by_the_other_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let status = Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args(sim_args(&out))
+        .args(["--procs", "2", "--pxn"])
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let logs = logs(&out);
+    assert_eq!(logs.len(), 2);
+    let pid_of = |lines: &Vec<Value>| {
+        lines.iter().find(|l| l["type"] == "header").unwrap()["pid"]
+            .as_i64()
+            .unwrap()
+    };
+    for (i, lines) in logs.iter().enumerate() {
+        let other = &logs[1 - i];
+        let other_pid = pid_of(other);
+        let other_ids: HashSet<&str> = other
+            .iter()
+            .filter(|l| l["type"] == "event" && (l["kind"] == "Coll" || l["kind"] == "P2p"))
+            .map(|l| l["id"].as_str().unwrap())
+            .collect();
+        let foreign: Vec<&Value> = lines
+            .iter()
+            .filter(|l| {
+                l["type"] == "event" && l["kind"] == "ProxyOp" && l.get("foreign").is_some()
+            })
+            .collect();
+        assert!(
+            !foreign.is_empty(),
+            "process {i} progressed the other's sends"
+        );
+        for op in &foreign {
+            assert_eq!(op["foreign"]["pid"], other_pid);
+            assert_eq!(op["is_send"], true);
+            let parent = op["parent"]["value"].as_str().unwrap();
+            assert!(
+                other_ids.contains(parent),
+                "{parent} is a task of the originator"
+            );
+        }
+        let local_sends = lines
+            .iter()
+            .filter(|l| {
+                l["type"] == "event" && l["kind"] == "ProxyOp" && l.get("foreign").is_none()
+            })
+            .filter(|l| l["is_send"] == true)
+            .count();
+        assert_eq!(local_sends, 0, "sends all went through the other process");
+        // One summary per scenario (each ends with the process's last finalize).
+        let counted: u64 = lines
+            .iter()
+            .filter(|l| l["type"] == "summary")
+            .map(|l| l["counters"]["pxn_foreign_ops"].as_u64().unwrap())
+            .sum();
+        assert_eq!(counted, foreign.len() as u64);
+    }
+}
