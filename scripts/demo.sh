@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The demo: builds the plugin, shows what NCCL would load, and runs the demo example,
-# which writes its traces to OUTDIR (default: nccl-scorep-out/ in the repository).
+# The demo: a simulated 4-rank MPI+NCCL job traced end to end. nccl-sim (a CPU-only NCCL
+# stand-in) runs under Open MPI's mpirun, one rank per process, loads the plugin the way
+# NCCL does, and each process writes its event log; then a short report.
 #
-#   scripts/demo.sh [OUTDIR]
+#   scripts/demo.sh [OUTDIR]        (default: nccl-scorep-out/ in the repository)
 set -euo pipefail
 
-# Debian packages the demo needs beyond the Rust toolchain; none yet.
-DEBIAN_PACKAGES=()
+# Debian packages the demo needs beyond the Rust toolchain.
+DEBIAN_PACKAGES=(openmpi-bin)
 
 if [[ $# -gt 1 ]]; then
     echo "usage: $0 [OUTDIR]" >&2
@@ -25,8 +26,9 @@ step() {
 step "dependencies"
 bash scripts/install-deps.sh "${DEBIAN_PACKAGES[@]}"
 
-step "build the plugin"
+step "build the plugin, the tool and nccl-sim"
 bash scripts/build-plugin.sh
+cargo build --release -p nccl-scorep -p nccl-sim
 target_root="${CARGO_TARGET_DIR:-target}"
 if [[ "$target_root" != /* ]]; then
     target_root="$repo_root/$target_root"
@@ -34,12 +36,23 @@ fi
 export NCCL_PROFILER_PLUGIN="$target_root/release/libnccl-profiler-scorep.so"
 
 step "nccl-scorep doctor (NCCL_PROFILER_PLUGIN=$NCCL_PROFILER_PLUGIN)"
-cargo build --release -p nccl-scorep
 "$target_root/release/nccl-scorep" doctor
 
-step "run the demo example"
+step "a 4-rank job under mpirun: groups of collectives, send/recv rounds, PXN; rank 2 arrives late"
+rm -rf "$outdir"
 mkdir -p "$outdir"
-cargo run --release -p nccl-profiler-scorep --example demo -- "$outdir"
+export NCCL_SCOREP_OUTPUT_DIR="$outdir"
+export NCCL_SCOREP_EVENTS=default,steps
+# Open MPI refuses to run as root unless told; oversubscription lets 4 ranks share 2 cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun -np 4 --oversubscribe --bind-to none \
+    -x NCCL_PROFILER_PLUGIN -x NCCL_SCOREP_OUTPUT_DIR -x NCCL_SCOREP_EVENTS \
+    "$target_root/release/nccl-sim" run \
+    --scenario group --scenario p2p --iterations 20 --sizes 64K,1M,8M \
+    --late-rank 2 --late-us 300 --pxn --truth-dir "$outdir/truth"
 
-step "demo output is in $outdir"
+step "what the plugin recorded"
+cargo run --quiet --release -p nccl-profiler-scorep --example event_report -- "$outdir"
+
+step "the event logs (one per process) are in $outdir"
 ls -l "$outdir"

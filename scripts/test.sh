@@ -41,13 +41,16 @@ fi
 # foreign and poisoned pointers) and every API version run again under valgrind memcheck,
 # which fails on any invalid read or write. Lock-free code gives helgrind false alarms, so
 # races are covered by the concurrency tests instead.
-step "valgrind memcheck: hostile, hierarchy and version tests, and the demo"
+step "valgrind memcheck: hostile, hierarchy and version tests, and every nccl-sim scenario"
 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --error-exitcode=9" \
     cargo test -p nccl-profiler-scorep --test hostile --test hierarchy --test versions
-cargo build --release -p nccl-profiler-scorep --example demo
-demo_out="$(mktemp -d)"
-valgrind -q --error-exitcode=9 target/release/examples/demo "$demo_out"
-rm -rf "$demo_out"
+cargo build --release -p nccl-profiler-scorep -p nccl-sim
+sim_out="$(mktemp -d)"
+NCCL_SCOREP_OUTPUT_DIR="$sim_out" NCCL_SCOREP_EVENTS=all \
+    valgrind -q --error-exitcode=9 target/release/nccl-sim run \
+    --plugin "$PWD/target/release/libnccl_profiler_scorep.so" \
+    --ranks 2 --iterations 2 --speedup 50
+rm -rf "$sim_out"
 
 # nextest does not run doc tests.
 step "cargo test --workspace --doc"

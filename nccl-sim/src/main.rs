@@ -19,7 +19,7 @@ use std::time::Duration;
     name = "nccl-sim",
     version,
     about = "A CPU-only NCCL stand-in: loads a profiler plugin the way NCCL does and replays NCCL's call sequences",
-    after_help = "The plugin comes from NCCL_PROFILER_PLUGIN (or --plugin), chosen by NCCL's own rules for the emulated release. See docs/nccl-sim.md."
+    after_help = top_help()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -130,6 +130,14 @@ enum NetPluginArg {
     None,
     Ib,
     Socket,
+}
+
+/// `nccl-sim --help`: where the plugin comes from, and the scenarios.
+fn top_help() -> String {
+    format!(
+        "The plugin comes from NCCL_PROFILER_PLUGIN (or `run --plugin`), chosen by NCCL's own rules for the emulated release. See docs/nccl-sim.md.\n\n{}",
+        scenario_help()
+    )
 }
 
 /// The scenario list, for `nccl-sim run --help`.
