@@ -160,7 +160,6 @@ impl Nccl {
                 mask: send.mask,
                 send_bytes: send.send_bytes,
                 step_ns: send.step_ns,
-                ..PxnOp::default()
             };
             if sender.send_timeout(&op, Duration::from_secs(10)).is_err() {
                 eprintln!("nccl-sim: PXN mailbox {} refused an op", target.display());
