@@ -20,3 +20,27 @@ pub mod pxn;
 pub mod release;
 pub mod scenario;
 pub mod time;
+
+/// Our profiler plugin as Cargo built it for the running test, benchmark or example
+/// (`target/<profile>/{deps,examples}/…`): in the executable's directory, its parent, or
+/// the parent's `deps`. Panics with what to build when it is not there.
+pub fn our_plugin_for_tests() -> std::path::PathBuf {
+    const FILE: &str = "libnccl_profiler_scorep.so";
+    let exe = std::env::current_exe().expect("the running executable's path");
+    let here = exe.parent().expect("a directory");
+    let profile = here.parent().unwrap_or(here);
+    [
+        here.to_path_buf(),
+        profile.to_path_buf(),
+        profile.join("deps"),
+    ]
+    .into_iter()
+    .map(|dir| dir.join(FILE))
+    .find(|path| path.exists())
+    .unwrap_or_else(|| {
+        panic!(
+            "{FILE} not found near {}: build it first (cargo build -p nccl-profiler-scorep)",
+            exe.display()
+        )
+    })
+}

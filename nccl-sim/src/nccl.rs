@@ -147,20 +147,7 @@ impl Nccl {
         let dir = crate::pxn::default_dir();
         let target = crate::pxn::mailbox_path(&dir, key, next);
         let sender = Arc::new(PxnSender::open_wait(&target, Duration::from_secs(30))?);
-        let route: PxnRoute = Arc::new(move |send: PxnSend| {
-            let op = PxnOp {
-                origin_pid: send.origin_pid,
-                origin_rank: send.origin_rank,
-                context: send.context,
-                parent: send.parent,
-                channel: send.channel,
-                peer: send.peer,
-                n_steps: send.n_steps,
-                chunk_size: send.chunk_size,
-                mask: send.mask,
-                send_bytes: send.send_bytes,
-                step_ns: send.step_ns,
-            };
+        let route: PxnRoute = Arc::new(move |op: PxnOp| {
             if sender.send_timeout(&op, Duration::from_secs(10)).is_err() {
                 eprintln!("nccl-sim: PXN mailbox {} refused an op", target.display());
             }
@@ -278,24 +265,8 @@ impl CommOptions {
     }
 }
 
-/// A send handed to another process's proxy (PXN, §4).
-#[derive(Clone, Copy, Debug)]
-pub struct PxnSend {
-    pub origin_pid: i32,
-    pub origin_rank: i32,
-    pub context: u64,
-    pub parent: u64,
-    pub channel: u8,
-    pub peer: i32,
-    pub n_steps: i32,
-    pub chunk_size: i32,
-    pub mask: u64,
-    pub send_bytes: u64,
-    pub step_ns: u64,
-}
-
 /// Where PXN sends go (set by the multi-process runner).
-pub type PxnRoute = Arc<dyn Fn(PxnSend) + Send + Sync>;
+pub type PxnRoute = Arc<dyn Fn(PxnOp) + Send + Sync>;
 
 /// A communicator rank.
 #[derive(Clone)]
@@ -1423,7 +1394,7 @@ fn progress_work(
         for channel in 0..work.n_channels {
             for &(peer, is_send) in &work.peers {
                 if is_send {
-                    route(PxnSend {
+                    route(PxnOp {
                         origin_pid: nccl.pid,
                         origin_rank: work.rank,
                         context: work.context as u64,

@@ -970,56 +970,77 @@ fn build_v5(descr: &Descr, direct: bool, seed: u64) -> v5::ncclProfilerEventDesc
     d
 }
 
-fn ce_v6(d: &mut v6::ncclProfilerEventDescr_v6_t, e: &CoreEvent) {
-    match *e {
-        CoreEvent::CeColl {
-            seq,
-            func,
+/// The copy-engine members shared by v6 and v7 (v7's CeColl adds `userTag`).
+fn ce_coll_v6(e: &CoreEvent) -> Option<(v6::CeCollV6, u64)> {
+    let CoreEvent::CeColl {
+        seq,
+        func,
+        count,
+        root,
+        datatype,
+        batch_size,
+        num_batches,
+        ce_seq,
+        user_tag,
+    } = *e
+    else {
+        return None;
+    };
+    Some((
+        v6::CeCollV6 {
+            seqNumber: seq,
+            func: cstr(func.name()),
+            sendBuff: std::ptr::null(),
+            recvBuff: NULL,
             count,
             root,
-            datatype,
-            batch_size,
-            num_batches,
-            ce_seq,
-            ..
-        } => {
-            d.u.ceColl = v6::CeCollV6 {
-                seqNumber: seq,
-                func: cstr(func.name()),
-                sendBuff: std::ptr::null(),
-                recvBuff: NULL,
-                count,
-                root,
-                datatype: cstr(datatype.name()),
-                syncStrategy: c"batch".as_ptr(),
-                intraBatchSync: false,
-                batchSize: batch_size,
-                numBatches: num_batches,
-                ceSeqNum: ce_seq,
-                stream: NULL,
-            }
-        }
+            datatype: cstr(datatype.name()),
+            syncStrategy: c"batch".as_ptr(),
+            intraBatchSync: false,
+            batchSize: batch_size,
+            numBatches: num_batches,
+            ceSeqNum: ce_seq,
+            stream: NULL,
+        },
+        user_tag,
+    ))
+}
+
+fn ce_sync(e: &CoreEvent) -> Option<v6::CeSyncV6> {
+    match *e {
         CoreEvent::CeSync {
             is_complete,
             n_ranks,
-        } => {
-            d.u.ceCollSync = v6::CeSyncV6 {
-                isComplete: is_complete,
-                nRanks: n_ranks,
-            }
-        }
+        } => Some(v6::CeSyncV6 {
+            isComplete: is_complete,
+            nRanks: n_ranks,
+        }),
+        _ => None,
+    }
+}
+
+fn ce_batch(e: &CoreEvent) -> Option<v6::CeBatchV6> {
+    match *e {
         CoreEvent::CeBatch {
             num_ops,
             total_bytes,
             use_intra_sync,
-        } => {
-            d.u.ceCollBatch = v6::CeBatchV6 {
-                numOps: num_ops,
-                totalBytes: total_bytes,
-                useIntraSync: use_intra_sync,
-            }
-        }
-        _ => {}
+        } => Some(v6::CeBatchV6 {
+            numOps: num_ops,
+            totalBytes: total_bytes,
+            useIntraSync: use_intra_sync,
+        }),
+        _ => None,
+    }
+}
+
+fn ce_v6(d: &mut v6::ncclProfilerEventDescr_v6_t, e: &CoreEvent) {
+    if let Some((coll, _)) = ce_coll_v6(e) {
+        d.u.ceColl = coll;
+    } else if let Some(sync) = ce_sync(e) {
+        d.u.ceCollSync = sync;
+    } else if let Some(batch) = ce_batch(e) {
+        d.u.ceCollBatch = batch;
     }
 }
 
@@ -1101,70 +1122,41 @@ fn p2p_api_v7(e: &CoreEvent) -> v7::P2pApiV7 {
 
 fn extra_v7(d: &mut v7::ncclProfilerEventDescr_v7_t, e: &CoreEvent) {
     const PHASE_NAMES: [&std::ffi::CStr; 3] = [c"initial_sync", c"compute", c"final_sync"];
-    match *e {
-        CoreEvent::KernelPhase {
-            channel,
-            phase,
-            ptimer,
-        } => {
-            d.u.kernelPhase = v7::KernelPhaseV7 {
-                channelId: channel,
-                phaseId: phase,
-                phaseName: PHASE_NAMES
-                    .get(usize::from(phase))
-                    .map_or(std::ptr::null(), |n| n.as_ptr()),
-                pTimer: ptimer,
-            }
-        }
-        CoreEvent::CeColl {
-            seq,
-            func,
-            count,
-            root,
-            datatype,
-            batch_size,
-            num_batches,
-            ce_seq,
-            user_tag,
-        } => {
-            d.u.ceColl = v7::CeCollV7 {
-                seqNumber: seq,
-                func: cstr(func.name()),
-                sendBuff: std::ptr::null(),
-                recvBuff: NULL,
-                count,
-                root,
-                datatype: cstr(datatype.name()),
-                syncStrategy: c"batch".as_ptr(),
-                intraBatchSync: false,
-                batchSize: batch_size,
-                numBatches: num_batches,
-                ceSeqNum: ce_seq,
-                stream: NULL,
-                userTag: user_tag,
-            }
-        }
-        CoreEvent::CeSync {
-            is_complete,
-            n_ranks,
-        } => {
-            d.u.ceCollSync = v6::CeSyncV6 {
-                isComplete: is_complete,
-                nRanks: n_ranks,
-            }
-        }
-        CoreEvent::CeBatch {
-            num_ops,
-            total_bytes,
-            use_intra_sync,
-        } => {
-            d.u.ceCollBatch = v6::CeBatchV6 {
-                numOps: num_ops,
-                totalBytes: total_bytes,
-                useIntraSync: use_intra_sync,
-            }
-        }
-        _ => {}
+    if let CoreEvent::KernelPhase {
+        channel,
+        phase,
+        ptimer,
+    } = *e
+    {
+        d.u.kernelPhase = v7::KernelPhaseV7 {
+            channelId: channel,
+            phaseId: phase,
+            phaseName: PHASE_NAMES
+                .get(usize::from(phase))
+                .map_or(std::ptr::null(), |n| n.as_ptr()),
+            pTimer: ptimer,
+        };
+    } else if let Some((c, user_tag)) = ce_coll_v6(e) {
+        d.u.ceColl = v7::CeCollV7 {
+            seqNumber: c.seqNumber,
+            func: c.func,
+            sendBuff: c.sendBuff,
+            recvBuff: c.recvBuff,
+            count: c.count,
+            root: c.root,
+            datatype: c.datatype,
+            syncStrategy: c.syncStrategy,
+            intraBatchSync: c.intraBatchSync,
+            batchSize: c.batchSize,
+            numBatches: c.numBatches,
+            ceSeqNum: c.ceSeqNum,
+            stream: c.stream,
+            userTag: user_tag,
+        };
+    } else if let Some(sync) = ce_sync(e) {
+        d.u.ceCollSync = sync;
+    } else if let Some(batch) = ce_batch(e) {
+        d.u.ceCollBatch = batch;
     }
 }
 

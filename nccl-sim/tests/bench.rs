@@ -21,26 +21,8 @@ fn setup() {
     });
 }
 
-/// Our cdylib, built by Cargo as a dependency of nccl-sim: `target/<profile>/deps` (next
-/// to this test) or `target/<profile>`.
 fn our_plugin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let here = exe.parent().expect("executable directory");
-    let profile = here.parent().unwrap_or(here);
-    [
-        here.to_path_buf(),
-        profile.to_path_buf(),
-        profile.join("deps"),
-    ]
-    .into_iter()
-    .map(|dir| dir.join("libnccl_profiler_scorep.so"))
-    .find(|candidate| candidate.exists())
-    .unwrap_or_else(|| {
-        panic!(
-            "libnccl_profiler_scorep.so not found near {}",
-            exe.display()
-        )
-    })
+    nccl_sim::our_plugin_for_tests()
 }
 
 fn small(plugins: Vec<OsString>, release: Release) -> BenchConfig {

@@ -7,18 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn our_plugin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let here = exe.parent().unwrap();
-    let profile = here.parent().unwrap();
-    [
-        here.to_path_buf(),
-        profile.to_path_buf(),
-        profile.join("deps"),
-    ]
-    .into_iter()
-    .map(|dir| dir.join("libnccl_profiler_scorep.so"))
-    .find(|p| p.exists())
-    .expect("build the plugin first: cargo build -p nccl-profiler-scorep")
+    nccl_sim::our_plugin_for_tests()
 }
 
 /// Every process's event log lines, by file.

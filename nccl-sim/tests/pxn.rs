@@ -85,25 +85,8 @@ fn pxn_sender_process() {
     }
 }
 
-/// The cdylib Cargo built next to the test binary (as plugin/tests/support).
 fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let here = exe.parent().expect("executable directory");
-    let profile = here.parent().unwrap_or(here);
-    for dir in [
-        here.to_path_buf(),
-        profile.to_path_buf(),
-        profile.join("deps"),
-    ] {
-        let candidate = dir.join("libnccl_profiler_scorep.so");
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!(
-        "libnccl_profiler_scorep.so not found next to {}",
-        exe.display()
-    );
+    nccl_sim::our_plugin_for_tests()
 }
 
 fn read_logs(dir: &Path) -> Vec<Value> {

@@ -9,22 +9,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Our plugin, as Cargo built it next to this test.
 fn our_plugin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let here = exe.parent().unwrap();
-    let profile = here.parent().unwrap();
-    for dir in [
-        here.to_path_buf(),
-        profile.to_path_buf(),
-        profile.join("deps"),
-    ] {
-        let candidate = dir.join("libnccl_profiler_scorep.so");
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!("build the plugin first: cargo build -p nccl-profiler-scorep");
+    nccl_sim::our_plugin_for_tests()
 }
 
 struct Run {
