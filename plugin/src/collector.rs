@@ -250,7 +250,14 @@ impl State {
             ring.drain_into(&mut batch);
             gaps.extend(take_gap(ring));
         }
-        self.rings.retain(|ring| !ring.finished());
+        let (finished, alive): (Vec<RingConsumer>, Vec<RingConsumer>) =
+            std::mem::take(&mut self.rings)
+                .into_iter()
+                .partition(RingConsumer::finished);
+        self.rings = alive;
+        for ring in &finished {
+            self.count_ring_drops(ring);
+        }
         // Everything drained was stamped before this calibration: it converts by
         // interpolation between two calibrations.
         self.clock.calibrate();
@@ -570,10 +577,25 @@ impl State {
         );
     }
 
+    /// Adds what `ring` dropped since it was last counted to `ring_full`.
+    fn count_ring_drops(&mut self, ring: &RingConsumer) {
+        let now = ring.shared.dropped.load(Ordering::Acquire);
+        let before = ring.shared.drops_counted.swap(now, Ordering::AcqRel);
+        self.rt
+            .counters
+            .ring_full
+            .fetch_add(now.saturating_sub(before), Ordering::Relaxed);
+    }
+
     /// The last round: drain, close everything, report.
     fn finish(mut self) -> Vec<RingConsumer> {
         self.pass();
         self.pass();
+        let rings = std::mem::take(&mut self.rings);
+        for ring in &rings {
+            self.count_ring_drops(ring);
+        }
+        self.rings = rings;
         self.close_owned_by_filter(|_| false, Closed::Finalize);
         let orphans = self.early_count as u64;
         if orphans > 0 {

@@ -129,8 +129,9 @@ impl Runtime {
                     std::thread::yield_now();
                 }
                 Err(_) => {
+                    // Counted per ring (no shared cache line on an overloaded path); the
+                    // collector adds the rings' drops to `ring_full`.
                     ring.shared.note_drop(record.time);
-                    Counters::bump(&self.counters.ring_full);
                     return false;
                 }
             }
@@ -260,6 +261,11 @@ pub unsafe fn start_event<D: DecodeDescr>(
         event,
     };
     let issued = rt.with_ring(|ring| {
+        // A full ring drops the start before it costs a slab id.
+        if rt.config.on_full == OnFull::Drop && ring.is_full() {
+            ring.shared.note_drop(time);
+            return 0;
+        }
         let Some(handle) = rt.slab.acquire(kind, ring.shared.thread_index as usize) else {
             Counters::bump(&rt.counters.slab_full);
             return 0;

@@ -15,6 +15,8 @@ pub struct RingShared {
     pub os_tid: i32,
     /// Records dropped because the ring was full.
     pub dropped: AtomicU64,
+    /// How many of them the collector has added to the `ring_full` counter.
+    pub drops_counted: AtomicU64,
     /// Time (clock ticks) of the first and the last drop not yet reported.
     pub drop_first: AtomicU64,
     pub drop_last: AtomicU64,
@@ -51,6 +53,7 @@ pub fn ring(capacity: usize, thread_index: u32) -> (RingProducer, RingConsumer) 
         // SAFETY: gettid has no preconditions.
         os_tid: unsafe { libc::gettid() },
         dropped: AtomicU64::new(0),
+        drops_counted: AtomicU64::new(0),
         drop_first: AtomicU64::new(0),
         drop_last: AtomicU64::new(0),
     });
@@ -64,6 +67,12 @@ pub fn ring(capacity: usize, thread_index: u32) -> (RingProducer, RingConsumer) 
 }
 
 impl RingProducer {
+    /// No room for another record now.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.producer.is_full()
+    }
+
     /// Pushes a record; gives it back when the ring is full.
     #[inline]
     pub fn push(&mut self, record: Record) -> Result<(), Record> {
