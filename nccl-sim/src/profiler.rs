@@ -161,6 +161,9 @@ impl Profiler {
         };
         *refs += 1;
         let (table, version) = (plugin.table, plugin.version);
+        // NCCL loads under its lock but calls `init` without it: communicators created
+        // together (ncclCommInitAll, a group of inits) call it concurrently.
+        drop(status);
         let mut context: Raw = NULL;
         let mask = self.mask.as_ptr();
         let name = comm.name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr());
@@ -231,6 +234,7 @@ impl Profiler {
             self.mask.fetch_or(t::KERNEL_CH as i32, Ordering::Relaxed);
         }
         if result != abi::NCCL_SUCCESS {
+            let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
             return self.init_failed(&mut status, context, table, version);
         }
         Some(Session {
@@ -273,12 +277,12 @@ impl Profiler {
     /// `ncclProfilerPluginFinalize`: the plugin's `finalize`, then one reference less; the
     /// library is closed after the last one.
     pub fn finalize(&self, session: Option<Session>) {
-        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         let Some(session) = session else {
             return;
         };
         if !(self.release.finalize_needs_context() && session.context.is_null()) {
-            // SAFETY: the session's table belongs to the library held by `status`.
+            // SAFETY: the session's table belongs to the library, which stays loaded until
+            // this session's reference is released below.
             unsafe {
                 match session.table {
                     Table::V1(t) => (t.finalize)(session.context),
@@ -291,6 +295,7 @@ impl Profiler {
                 };
             }
         }
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         self.release_reference(&mut status);
     }
 
