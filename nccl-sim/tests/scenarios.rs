@@ -143,6 +143,22 @@ fn single_allreduce_on_the_newest_release() {
         let stop = kernel["states"][0]["ptimer"].as_u64().unwrap() - offset;
         assert_eq!(start, record.gpu_start_ns);
         assert_eq!(stop, record.gpu_stop_ns);
+        // The plugin's own conversion to host time is never early, and late by no more
+        // than its stated error bound (a microsecond of slack for the host clock's
+        // calibration). How late in practice depends on how busy the machine is.
+        let error = kernel["gpu_clock_error_ns"]
+            .as_u64()
+            .expect("a two-sided bound on 2.28+");
+        for (field, truth) in [
+            ("gpu_start_ns", record.gpu_start_ns),
+            ("gpu_stop_ns", record.gpu_stop_ns),
+        ] {
+            let converted = kernel[field].as_u64().unwrap();
+            assert!(
+                converted + 1_000 >= truth && converted <= truth + error + 1_000,
+                "{field}: {converted} vs {truth} (error bound {error})"
+            );
+        }
     }
 }
 
@@ -439,6 +455,17 @@ fn every_release_and_every_exported_version() {
             "{release}"
         );
         assert_eq!(counters(&run)["unknown_type"], 0, "{release}");
+        for kernel in of(&events, "KernelCh") {
+            if !release.kernel_ch_has_timestamps() {
+                assert!(kernel.get("gpu_start_ns").is_none(), "{release}: no pTimer");
+            } else if release.has_api_events() {
+                assert!(kernel["gpu_clock_error_ns"].is_u64(), "{release}");
+            } else {
+                // No API call to bound the offset from below before 2.28.
+                assert!(kernel["gpu_start_ns"].is_u64(), "{release}");
+                assert!(kernel["gpu_clock_error_ns"].is_null(), "{release}");
+            }
+        }
     }
     for version in 1..=6u8 {
         let run = run_with("2.32", Some(version), "single", "all", 2, 1);

@@ -7,6 +7,7 @@ use crate::context::ContextInfo;
 use crate::core::Runtime;
 use crate::counters::Counters;
 use crate::event::{Action, Event, Kind, Record, Start, StateArg};
+use crate::gpu_clock::GpuClockEstimator;
 use crate::handle;
 use crate::log;
 use crate::ring::RingConsumer;
@@ -106,6 +107,17 @@ pub struct FinishedEvent {
     pub stop_tid: Option<i32>,
     pub states: Vec<StateRecord>,
     pub closed: Closed,
+    /// KernelCh and KernelPhase: the GPU interval on the host clock (see `gpu_clock`).
+    pub gpu: Option<GpuInterval>,
+}
+
+/// A GPU interval converted to host CLOCK_MONOTONIC nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuInterval {
+    pub start_ns: u64,
+    pub stop_ns: u64,
+    /// The conversion is exact within ± this much; `None` when only bounded from above.
+    pub error_ns: Option<u64>,
 }
 
 struct OpenEvent {
@@ -131,6 +143,9 @@ impl OpenEvent {
 struct Known {
     kind: Kind,
     owner: Owner,
+    start_ns: u64,
+    /// The local parent's handle (0 when none or not ours).
+    parent: u64,
 }
 
 /// A running collector thread.
@@ -196,6 +211,8 @@ struct State {
     comms: HashMap<u64, Option<ContextInfo>>,
     sink: Option<JsonlSink>,
     clock: TickConverter,
+    /// One GPU clock estimate per communicator rank (each rank drives one GPU).
+    gpu_clocks: HashMap<u64, GpuClockEstimator>,
 }
 
 impl State {
@@ -231,6 +248,7 @@ impl State {
             comms: HashMap::new(),
             sink,
             clock: TickConverter::new(),
+            gpu_clocks: HashMap::new(),
         }
     }
 
@@ -503,7 +521,16 @@ impl State {
             }
             _ => {}
         }
-        self.remember(handle, open.kind, open.owner);
+        self.remember(
+            handle,
+            Known {
+                kind: open.kind,
+                owner: open.owner,
+                start_ns: open.start_ns,
+                parent: local_handle(open.parent),
+            },
+        );
+        let gpu = self.gpu_interval(&open);
         let comm = match open.owner {
             Owner::Local(context) => self.comm(context),
             _ => None,
@@ -527,6 +554,7 @@ impl State {
             stop_tid: stop_thread.map(|t| self.tid(t)),
             states: open.states,
             closed,
+            gpu,
         };
         Counters::bump(&self.rt.counters.events_written);
         if let Some(sink) = &mut self.sink {
@@ -534,8 +562,8 @@ impl State {
         }
     }
 
-    fn remember(&mut self, handle: u64, kind: Kind, owner: Owner) {
-        if self.known.insert(handle, Known { kind, owner }).is_none() {
+    fn remember(&mut self, handle: u64, known: Known) {
+        if self.known.insert(handle, known).is_none() {
             self.known_order.push_back(handle);
             if self.known_order.len() > REMEMBERED_CLOSED {
                 if let Some(old) = self.known_order.pop_front() {
@@ -543,6 +571,67 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Feeds a KernelCh's bounds to its communicator's GPU clock estimate, and converts
+    /// its (or a KernelPhase's) GPU interval to host time.
+    fn gpu_interval(&mut self, open: &OpenEvent) -> Option<GpuInterval> {
+        let Owner::Local(context) = open.owner else {
+            return None;
+        };
+        let stop_ptimer = open.states.iter().find_map(|s| match s.arg {
+            StateArg::PTimer(t) => Some((s.time_ns, t)),
+            _ => None,
+        });
+        let start_ptimer = match open.event {
+            Event::KernelCh {
+                ptimer: Some(t), ..
+            }
+            | Event::KernelPhase { ptimer: t, .. } => t,
+            _ => return None,
+        };
+        let (_, stop_ptimer_value) = stop_ptimer?;
+        if start_ptimer == 0 || stop_ptimer_value < start_ptimer {
+            return None;
+        }
+        if open.kind == Kind::KernelCh {
+            // The API call of the kernel's operation came before the kernel started.
+            let api_start = self
+                .known_or_open(local_handle(open.parent))
+                .and_then(|task| self.known_or_open(task.parent))
+                .filter(|api| matches!(api.kind, Kind::CollApi | Kind::P2pApi))
+                .map(|api| api.start_ns);
+            let clock = self.gpu_clocks.entry(context).or_default();
+            clock.observed_after(open.start_ns, start_ptimer);
+            if let Some((host, gpu)) = stop_ptimer {
+                clock.observed_after(host, gpu);
+            }
+            if let Some(api_start) = api_start {
+                clock.happened_before(api_start, start_ptimer);
+            }
+        }
+        let estimate = self.gpu_clocks.get(&context)?.estimate()?;
+        Some(GpuInterval {
+            start_ns: estimate.to_host(start_ptimer),
+            stop_ns: estimate.to_host(stop_ptimer_value),
+            error_ns: estimate.error_ns,
+        })
+    }
+
+    /// What is known of an event, open or closed.
+    fn known_or_open(&self, handle: u64) -> Option<Known> {
+        if handle == 0 {
+            return None;
+        }
+        self.open
+            .get(&handle)
+            .map(|open| Known {
+                kind: open.kind,
+                owner: open.owner,
+                start_ns: open.start_ns,
+                parent: local_handle(open.parent),
+            })
+            .or_else(|| self.known.get(&handle).copied())
     }
 
     fn tid(&self, thread: u32) -> i32 {
@@ -629,6 +718,14 @@ impl State {
         }
         self.rt.counters.reset();
         self.rings
+    }
+}
+
+/// The handle of a local parent, else 0.
+fn local_handle(parent: Parent) -> u64 {
+    match parent {
+        Parent::Local { handle, .. } => handle,
+        _ => 0,
     }
 }
 

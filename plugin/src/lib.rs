@@ -14,6 +14,7 @@ pub mod counters;
 pub mod decode;
 pub mod event;
 pub mod ffi;
+pub mod gpu_clock;
 pub mod handle;
 pub mod log;
 pub mod ring;

@@ -158,6 +158,14 @@ impl JsonlSink {
             e.stop_tid.map_or(Value::Null, Value::from),
         );
         line.insert("closed".into(), e.closed.name().into());
+        if let Some(gpu) = e.gpu {
+            line.insert("gpu_start_ns".into(), gpu.start_ns.into());
+            line.insert("gpu_stop_ns".into(), gpu.stop_ns.into());
+            line.insert(
+                "gpu_clock_error_ns".into(),
+                gpu.error_ns.map_or(Value::Null, Value::from),
+            );
+        }
         event_fields(&mut line, &e.event);
         if !e.states.is_empty() {
             let states: Vec<Value> = e
