@@ -445,8 +445,18 @@ fn every_release_and_every_exported_version() {
     for release in Release::all() {
         let run = run(&release.to_string(), "single", "all", 2, 1);
         let comms = comm_lines(&run);
-        assert_eq!(comms.len(), 2, "{release}");
+        let contexts: std::collections::HashSet<_> =
+            comms.iter().map(|c| c["context"].clone()).collect();
+        assert_eq!(contexts.len(), 2, "{release}");
         assert_eq!(comms[0]["api_version"], release.newest_api(), "{release}");
+        if release.task_descriptors_carry_comm() {
+            // API v1/v2 inits carry no comm; the task descriptors' hash completes it.
+            let hash = format!("{:#x}", Params::single_process(2, 1).comm_hash);
+            let learned: Vec<_> = comms.iter().filter(|c| c["comm_hash"] == hash).collect();
+            assert_eq!(learned.len(), 2, "{release}: {comms:?}");
+        } else {
+            assert_eq!(comms.len(), 2, "{release}");
+        }
         let events = events(&run);
         assert_eq!(count(&events, "Coll"), 2, "{release}");
         assert_eq!(

@@ -351,6 +351,9 @@ impl State {
         if kind == Kind::ProxyOp {
             self.track_stepless_op(handle, owner);
         }
+        if let Owner::Local(context) = owner {
+            self.learn_comm_from(context, &start);
+        }
         self.open.insert(
             handle,
             OpenEvent {
@@ -489,6 +492,32 @@ impl State {
         }
     }
 
+    /// Profiler API v1–v3 give `init` no communicator information; NCCL 2.23–2.25 put the
+    /// hash (and the rank) in every Coll/P2p descriptor instead. The first one completes
+    /// the context, and a second `comm` line says so.
+    fn learn_comm_from(&mut self, context: u64, start: &Start) {
+        let hash = match start.event {
+            Event::Coll(c) => c.comm_hash,
+            Event::P2p(p) => p.comm_hash,
+            _ => return,
+        };
+        if hash == 0 {
+            return;
+        }
+        let Some(Some(info)) = self.comms.get_mut(&context) else {
+            return;
+        };
+        if info.comm_hash != 0 {
+            return;
+        }
+        info.comm_hash = hash;
+        info.rank = start.rank;
+        let info = info.clone();
+        if let Some(sink) = &mut self.sink {
+            sink.comm(context, &info);
+        }
+    }
+
     fn comm(&mut self, context: u64) -> Option<ContextInfo> {
         let rt = self.rt;
         self.comms
@@ -539,11 +568,11 @@ impl State {
             handle,
             kind: open.kind,
             owner: open.owner,
-            // 0 means "not set" only on kinds NCCL gives no rank; elsewhere it is rank 0,
-            // and the only rank there is when `init` had none (v1–v3: -1).
+            // Kinds whose descriptor carries the rank keep it (0 is a real rank there);
+            // the others (rank left 0 by NCCL) take the communicator's.
             rank: comm
                 .as_ref()
-                .filter(|c| open.rank == 0 && (c.rank >= 0 || !descriptor_sets_rank(open.kind)))
+                .filter(|_| !descriptor_sets_rank(open.kind))
                 .map_or(open.rank, |c| c.rank),
             comm,
             parent: open.parent,

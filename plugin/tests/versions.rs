@@ -133,23 +133,31 @@ fn v1_enum_numbers_decode_and_init_has_no_comm_info() {
     }
     finalize_in(table, ctx);
 
-    let comm = single_comm(&plugin);
+    // The init line knows nothing; the first Coll's descriptor (2.23–2.25) gives the hash
+    // and the rank, announced by a second comm line for the same context.
+    let comms = plugin.lines_of("comm");
+    assert_eq!(comms.len(), 2, "{comms:#?}");
+    let comm = &comms[0];
     assert_eq!(comm["comm_hash"], "0x0");
     assert_eq!(comm["comm_name"], Value::Null);
     assert_eq!(comm["rank"], -1);
     assert_eq!(comm["nranks"], -1);
     assert_eq!(comm["nnodes"], -1);
     assert_eq!(comm["api_version"], 1);
+    let learned = &comms[1];
+    assert_eq!(learned["context"], comm["context"]);
+    assert_eq!(learned["comm_hash"], "0x123456789abc");
+    assert_eq!(learned["rank"], 3);
 
     let events = plugin.events();
     assert_eq!(events.len(), 5, "{events:#?}");
     let group_event = by_id(&events, group);
     assert_eq!(group_event["kind"], "Group");
     assert_eq!(
-        group_event["rank"], -1,
-        "rank unset on Group, comm rank unknown"
+        group_event["rank"], 3,
+        "rank unset on Group: the comm rank learned from the Coll"
     );
-    assert_eq!(group_event["comm_hash"], "0x0");
+    assert_eq!(group_event["comm_hash"], "0x123456789abc");
     assert_eq!(group_event["nranks"], -1);
     assert!(group_event.get("comm_name").is_none());
 
@@ -165,7 +173,10 @@ fn v1_enum_numbers_decode_and_init_has_no_comm_info() {
     assert_eq!(c["nchannels"], 4, "nMaxChannels");
     assert_eq!(c["nwarps"], 8);
     assert_eq!(c["descr_comm_hash"], "0x123456789abc");
-    assert_eq!(c["comm_hash"], "0x0", "init gave no hash");
+    assert_eq!(
+        c["comm_hash"], "0x123456789abc",
+        "learned from the descriptor"
+    );
     assert_eq!(c["rank"], 3);
     assert_eq!(c["parent"]["kind"], "Group");
     assert_eq!(c["parent"]["id"], id_of(group));
@@ -393,8 +404,13 @@ fn v2_reads_strings_and_ignores_traffic_bytes() {
     }
     finalize_in(table, ctx);
 
-    assert_eq!(single_comm(&plugin)["api_version"], 2);
-    assert_eq!(single_comm(&plugin)["rank"], -1);
+    // The P2p's commHash completes the context: a second comm line.
+    let comms = plugin.lines_of("comm");
+    assert_eq!(comms.len(), 2, "{comms:#?}");
+    assert_eq!(comms[0]["api_version"], 2);
+    assert_eq!(comms[0]["rank"], -1);
+    assert_eq!(comms[1]["comm_hash"], "0xabc");
+    assert_eq!(comms[1]["rank"], 1);
     let events = plugin.events();
     assert_eq!(events.len(), 3);
     let c = by_id(&events, coll);
