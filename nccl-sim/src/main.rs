@@ -1,7 +1,7 @@
 //! The `nccl-sim` command: runs scenarios of the emulated NCCL with a profiler plugin,
 //! single- or multi-process, and benchmarks plugins against each other.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use nccl_sim::job::{self, Job};
 use nccl_sim::names::{Algo, Proto};
 use nccl_sim::nccl::{Nccl, NetPluginKind, SimConfig, Transport};
@@ -64,15 +64,15 @@ struct RunArgs {
     #[arg(long, default_value_t = 2)]
     channels: u8,
     #[arg(long, value_enum, default_value = "ring")]
-    algo: AlgoArg,
+    algo: Algo,
     #[arg(long, value_enum, default_value = "simple")]
-    proto: ProtoArg,
+    proto: Proto,
     /// The proxy path: the network (steps), a copy transport (ProxyOps never stopped), or none.
     #[arg(long, value_enum, default_value = "net")]
-    transport: TransportArg,
+    transport: Transport,
     /// NetPlugin events from the built-in IB or socket plugin.
     #[arg(long, value_enum, default_value = "none")]
-    net_plugin: NetPluginArg,
+    net_plugin: NetPluginKind,
     /// Seed of the time model's noise and the irregular behaviours.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -98,38 +98,6 @@ struct RunArgs {
     /// thread, which calls its own plugin with this process's pid, context and handles.
     #[arg(long)]
     pxn: bool,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum AlgoArg {
-    Tree,
-    Ring,
-    CollnetDirect,
-    CollnetChain,
-    Nvls,
-    NvlsTree,
-    Pat,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ProtoArg {
-    Ll,
-    Ll128,
-    Simple,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum TransportArg {
-    Net,
-    P2pCopy,
-    Local,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum NetPluginArg {
-    None,
-    Ib,
-    Socket,
 }
 
 /// `nccl-sim --help`: where the plugin comes from, and the scenarios.
@@ -227,30 +195,10 @@ fn run(args: RunArgs) -> ExitCode {
     let profiler = Arc::new(profiler);
     let base = SimConfig {
         channels: args.channels.max(1),
-        algo: match args.algo {
-            AlgoArg::Tree => Algo::Tree,
-            AlgoArg::Ring => Algo::Ring,
-            AlgoArg::CollnetDirect => Algo::CollnetDirect,
-            AlgoArg::CollnetChain => Algo::CollnetChain,
-            AlgoArg::Nvls => Algo::Nvls,
-            AlgoArg::NvlsTree => Algo::NvlsTree,
-            AlgoArg::Pat => Algo::Pat,
-        },
-        proto: match args.proto {
-            ProtoArg::Ll => Proto::Ll,
-            ProtoArg::Ll128 => Proto::Ll128,
-            ProtoArg::Simple => Proto::Simple,
-        },
-        transport: match args.transport {
-            TransportArg::Net => Transport::Net,
-            TransportArg::P2pCopy => Transport::P2pCopy,
-            TransportArg::Local => Transport::Local,
-        },
-        net_plugin: match args.net_plugin {
-            NetPluginArg::None => NetPluginKind::None,
-            NetPluginArg::Ib => NetPluginKind::Ib,
-            NetPluginArg::Socket => NetPluginKind::Socket,
-        },
+        algo: args.algo,
+        proto: args.proto,
+        transport: args.transport,
+        net_plugin: args.net_plugin,
         seed: args.seed ^ job.rank as u64,
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,

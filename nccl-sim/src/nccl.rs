@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Which proxy path operations take.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
     /// The network: ProxyOps with steps, stopped when all steps are done.
     Net,
@@ -37,7 +37,7 @@ pub enum Transport {
 
 /// Which built-in net plugin emits NetPlugin events (only NCCL builds with
 /// `NET_PROFILER=1` do, §3.10).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum NetPluginKind {
     None,
     Ib,
