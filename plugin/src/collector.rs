@@ -12,7 +12,8 @@ use crate::handle;
 use crate::log;
 use crate::ring::RingConsumer;
 use crate::sink::jsonl::JsonlSink;
-use std::collections::{HashMap, HashSet, VecDeque};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -97,7 +98,7 @@ pub struct FinishedEvent {
     pub handle: u64,
     pub kind: Kind,
     pub owner: Owner,
-    pub comm: Option<ContextInfo>,
+    pub comm: Option<Arc<ContextInfo>>,
     pub parent: Parent,
     pub rank: i32,
     pub event: Event,
@@ -208,7 +209,7 @@ struct State {
     stepless_live: HashSet<u64>,
     /// Finalize records wait one pass, so events other threads pushed before are seen.
     finalizing: Vec<u64>,
-    comms: HashMap<u64, Option<ContextInfo>>,
+    comms: HashMap<u64, Option<Arc<ContextInfo>>>,
     sink: Option<JsonlSink>,
     clock: TickConverter,
     /// One GPU clock estimate per communicator rank (each rank drives one GPU).
@@ -234,21 +235,21 @@ impl State {
         State {
             rt,
             rings: Vec::new(),
-            tids: HashMap::new(),
+            tids: HashMap::default(),
             batch: Vec::new(),
-            open: HashMap::new(),
-            known: HashMap::new(),
+            open: HashMap::default(),
+            known: HashMap::default(),
             known_order: VecDeque::new(),
-            early: HashMap::new(),
+            early: HashMap::default(),
             early_count: 0,
-            steps: HashMap::new(),
-            stepless: HashMap::new(),
-            stepless_live: HashSet::new(),
+            steps: HashMap::default(),
+            stepless: HashMap::default(),
+            stepless_live: HashSet::default(),
             finalizing: Vec::new(),
-            comms: HashMap::new(),
+            comms: HashMap::default(),
             sink,
             clock: TickConverter::new(),
-            gpu_clocks: HashMap::new(),
+            gpu_clocks: HashMap::default(),
         }
     }
 
@@ -504,25 +505,26 @@ impl State {
         if hash == 0 {
             return;
         }
-        let Some(Some(info)) = self.comms.get_mut(&context) else {
+        let Some(Some(cached)) = self.comms.get_mut(&context) else {
             return;
         };
-        if info.comm_hash != 0 {
+        if cached.comm_hash != 0 {
             return;
         }
+        let info = Arc::make_mut(cached);
         info.comm_hash = hash;
         info.rank = start.rank;
-        let info = info.clone();
+        let info = Arc::clone(cached);
         if let Some(sink) = &mut self.sink {
             sink.comm(context, &info);
         }
     }
 
-    fn comm(&mut self, context: u64) -> Option<ContextInfo> {
+    fn comm(&mut self, context: u64) -> Option<Arc<ContextInfo>> {
         let rt = self.rt;
         self.comms
             .entry(context)
-            .or_insert_with(|| rt.contexts.info(context))
+            .or_insert_with(|| rt.contexts.info(context).map(Arc::new))
             .clone()
     }
 

@@ -342,6 +342,15 @@ pub enum Phase {
 }
 
 impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::InitialSync => "InitialSync",
+            Phase::Compute => "Compute",
+            Phase::FinalSync => "FinalSync",
+            Phase::Unknown => "Unknown",
+        }
+    }
+
     pub fn from_id(id: u8) -> Phase {
         match id {
             0 => Phase::InitialSync,

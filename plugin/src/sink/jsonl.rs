@@ -7,7 +7,7 @@ use crate::collector::{Closed, FinishedEvent, Owner, Parent};
 use crate::context::ContextInfo;
 use crate::decode::state_name;
 use crate::event::{Event, NetPayload, StateArg};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -22,6 +22,8 @@ pub struct JsonlSink {
     path: PathBuf,
     last_flush: Instant,
     failed: bool,
+    /// One event line, reused.
+    scratch: Vec<u8>,
 }
 
 pub fn hex(value: u64) -> String {
@@ -40,6 +42,7 @@ impl JsonlSink {
             path,
             last_flush: Instant::now(),
             failed: false,
+            scratch: Vec::with_capacity(1024),
         };
         let clocks = ClockPair::now();
         sink.line(&json!({
@@ -110,79 +113,24 @@ impl JsonlSink {
         }));
     }
 
+    /// One finished event, written field by field (no JSON tree is built: this runs for
+    /// every event, on the collector thread).
     pub fn event(&mut self, e: &FinishedEvent) {
-        let mut line = Map::new();
-        line.insert("type".into(), "event".into());
-        line.insert("kind".into(), e.kind.name().into());
-        line.insert("id".into(), hex(e.handle).into());
-        match e.owner {
-            Owner::Local(context) => {
-                line.insert("context".into(), hex(context).into());
-            }
-            Owner::Foreign { pid, context } => {
-                line.insert(
-                    "foreign".into(),
-                    json!({ "pid": pid, "context": hex(context) }),
-                );
-            }
-            Owner::Unknown => {
-                line.insert("owner".into(), "unknown".into());
-            }
+        if self.failed {
+            return;
         }
-        if let Some(comm) = &e.comm {
-            line.insert("comm_hash".into(), hex(comm.comm_hash).into());
-            if let Some(name) = &comm.comm_name {
-                line.insert("comm_name".into(), name.clone().into());
-            }
-            line.insert("nranks".into(), comm.n_ranks.into());
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        write_event(&mut buf, e);
+        buf.push(b'\n');
+        if let Err(error) = self.out.write_all(&buf) {
+            self.failed = true;
+            crate::log::warn(&format!(
+                "cannot write {}: {error}; the event log stops here",
+                self.path.display()
+            ));
         }
-        line.insert("rank".into(), e.rank.into());
-        line.insert(
-            "parent".into(),
-            match e.parent {
-                Parent::None => Value::Null,
-                Parent::Local { handle, kind } => {
-                    json!({ "id": hex(handle), "kind": kind.name() })
-                }
-                Parent::Foreign { pid, value } => {
-                    json!({ "foreign_pid": pid, "value": hex(value) })
-                }
-                Parent::Unresolved(value) => json!({ "unresolved": hex(value) }),
-            },
-        );
-        line.insert("start_ns".into(), e.start_ns.into());
-        line.insert("stop_ns".into(), e.stop_ns.into());
-        line.insert("start_thread".into(), e.start_tid.into());
-        line.insert(
-            "stop_thread".into(),
-            e.stop_tid.map_or(Value::Null, Value::from),
-        );
-        line.insert("closed".into(), e.closed.name().into());
-        if let Some(gpu) = e.gpu {
-            line.insert("gpu_start_ns".into(), gpu.start_ns.into());
-            line.insert("gpu_stop_ns".into(), gpu.stop_ns.into());
-            line.insert(
-                "gpu_clock_error_ns".into(),
-                gpu.error_ns.map_or(Value::Null, Value::from),
-            );
-        }
-        event_fields(&mut line, &e.event);
-        if !e.states.is_empty() {
-            let states: Vec<Value> = e
-                .states
-                .iter()
-                .map(|s| {
-                    let mut state = Map::new();
-                    state.insert("state".into(), state_name(s.state).into());
-                    state.insert("ns".into(), s.time_ns.into());
-                    state_arg(&mut state, s.arg);
-                    Value::Object(state)
-                })
-                .collect();
-            line.insert("states".into(), states.into());
-        }
-        debug_assert!(e.closed != Closed::Stopped || e.stop_tid.is_some());
-        self.line(&Value::Object(line));
+        self.scratch = buf;
     }
 
     pub fn flush_if_due(&mut self) {
@@ -199,80 +147,215 @@ impl JsonlSink {
     }
 }
 
-fn put(line: &mut Map<String, Value>, key: &str, value: impl Into<Value>) {
-    line.insert(key.into(), value.into());
+/// Writes one JSON object into a buffer, field by field.
+struct Obj<'a> {
+    out: &'a mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'a> Obj<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Obj<'a> {
+        out.push(b'{');
+        Obj { out, empty: true }
+    }
+
+    fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self.out
+    }
+
+    fn str(&mut self, key: &str, value: &str) {
+        let out = self.key(key);
+        write_str(out, value);
+    }
+
+    fn uint(&mut self, key: &str, value: u64) {
+        let out = self.key(key);
+        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn int(&mut self, key: &str, value: i64) {
+        let out = self.key(key);
+        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn bool(&mut self, key: &str, value: bool) {
+        let out = self.key(key);
+        out.extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    fn null(&mut self, key: &str) {
+        self.key(key).extend_from_slice(b"null");
+    }
+
+    fn opt_uint(&mut self, key: &str, value: Option<u64>) {
+        match value {
+            Some(v) => self.uint(key, v),
+            None => self.null(key),
+        }
+    }
+
+    /// A number as a `"0x…"` string (identities: ids, hashes, pointer values).
+    fn hex(&mut self, key: &str, value: u64) {
+        let out = self.key(key);
+        // Formatting into a Vec<u8> cannot fail.
+        let _ = write!(out, "\"{value:#x}\"");
+    }
+
+    /// A nested object under `key`.
+    fn obj(&mut self, key: &str, fill: impl FnOnce(&mut Obj)) {
+        let out = self.key(key);
+        let mut inner = Obj::new(out);
+        fill(&mut inner);
+        inner.end();
+    }
+
+    fn end(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// A JSON string; NCCL's names and our own need no escaping, a communicator name may.
+fn write_str(out: &mut Vec<u8>, value: &str) {
+    if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing into a Vec<u8> cannot fail.
+        let _ = serde_json::to_writer(out, value);
+    }
+}
+
+fn write_event(buf: &mut Vec<u8>, e: &FinishedEvent) {
+    let mut line = Obj::new(buf);
+    line.str("type", "event");
+    line.str("kind", e.kind.name());
+    line.hex("id", e.handle);
+    match e.owner {
+        Owner::Local(context) => line.hex("context", context),
+        Owner::Foreign { pid, context } => line.obj("foreign", |o| {
+            o.int("pid", i64::from(pid));
+            o.hex("context", context);
+        }),
+        Owner::Unknown => line.str("owner", "unknown"),
+    }
+    if let Some(comm) = &e.comm {
+        line.hex("comm_hash", comm.comm_hash);
+        if let Some(name) = &comm.comm_name {
+            line.str("comm_name", name);
+        }
+        line.int("nranks", i64::from(comm.n_ranks));
+    }
+    line.int("rank", i64::from(e.rank));
+    match e.parent {
+        Parent::None => line.null("parent"),
+        Parent::Local { handle, kind } => line.obj("parent", |o| {
+            o.hex("id", handle);
+            o.str("kind", kind.name());
+        }),
+        Parent::Foreign { pid, value } => line.obj("parent", |o| {
+            o.int("foreign_pid", i64::from(pid));
+            o.hex("value", value);
+        }),
+        Parent::Unresolved(value) => line.obj("parent", |o| o.hex("unresolved", value)),
+    }
+    line.uint("start_ns", e.start_ns);
+    line.uint("stop_ns", e.stop_ns);
+    line.int("start_thread", i64::from(e.start_tid));
+    line.opt_uint("stop_thread", e.stop_tid.map(|t| t as u64));
+    line.str("closed", e.closed.name());
+    if let Some(gpu) = e.gpu {
+        line.uint("gpu_start_ns", gpu.start_ns);
+        line.uint("gpu_stop_ns", gpu.stop_ns);
+        line.opt_uint("gpu_clock_error_ns", gpu.error_ns);
+    }
+    event_fields(&mut line, &e.event);
+    if !e.states.is_empty() {
+        let out = line.key("states");
+        out.push(b'[');
+        for (i, state) in e.states.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let mut o = Obj::new(out);
+            o.str("state", state_name(state.state));
+            o.uint("ns", state.time_ns);
+            state_arg(&mut o, state.arg);
+            o.end();
+        }
+        out.push(b']');
+    }
+    debug_assert!(e.closed != Closed::Stopped || e.stop_tid.is_some());
+    line.end();
 }
 
 /// Bytes moved, where the element type is known.
-fn bytes(count: u64, datatype: crate::event::DataType) -> Value {
-    datatype
-        .size()
-        .map_or(Value::Null, |size| (count * size).into())
+fn bytes(count: u64, datatype: crate::event::DataType) -> Option<u64> {
+    datatype.size().map(|size| count * size)
 }
 
-fn event_fields(line: &mut Map<String, Value>, event: &Event) {
+fn event_fields(line: &mut Obj, event: &Event) {
     match *event {
         Event::Group | Event::ProxyCtrl | Event::KernelLaunch => {}
         Event::Coll(c) => {
-            put(line, "func", c.func.as_str());
-            put(line, "seq", c.seq);
-            put(line, "count", c.count);
-            put(line, "datatype", c.datatype.as_str());
-            put(line, "bytes", bytes(c.count, c.datatype));
-            put(line, "root", c.root);
-            put(line, "algo", c.algo.as_str());
-            put(line, "proto", c.proto.as_str());
-            put(line, "nchannels", c.n_channels);
-            put(line, "nwarps", c.n_warps);
-            put(line, "parent_group", hex(c.parent_group));
+            line.str("func", c.func.as_str());
+            line.uint("seq", c.seq);
+            line.uint("count", c.count);
+            line.str("datatype", c.datatype.as_str());
+            line.opt_uint("bytes", bytes(c.count, c.datatype));
+            line.int("root", i64::from(c.root));
+            line.str("algo", c.algo.as_str());
+            line.str("proto", c.proto.as_str());
+            line.uint("nchannels", u64::from(c.n_channels));
+            line.uint("nwarps", u64::from(c.n_warps));
+            line.hex("parent_group", c.parent_group);
             if c.comm_hash != 0 {
-                put(line, "descr_comm_hash", hex(c.comm_hash));
+                line.hex("descr_comm_hash", c.comm_hash);
             }
             if c.is_sym_coll {
-                put(line, "sym_coll", true);
+                line.bool("sym_coll", true);
             }
             if c.user_tag != 0 {
-                put(line, "user_tag", c.user_tag);
+                line.uint("user_tag", c.user_tag);
             }
         }
         Event::P2p(p) => {
-            put(line, "func", p.func.as_str());
-            put(line, "count", p.count);
-            put(line, "datatype", p.datatype.as_str());
-            put(line, "bytes", bytes(p.count, p.datatype));
-            put(line, "peer", p.peer);
-            put(
-                line,
-                "nchannels",
-                p.n_channels.map_or(Value::Null, Value::from),
-            );
-            put(line, "parent_group", hex(p.parent_group));
+            line.str("func", p.func.as_str());
+            line.uint("count", p.count);
+            line.str("datatype", p.datatype.as_str());
+            line.opt_uint("bytes", bytes(p.count, p.datatype));
+            line.int("peer", i64::from(p.peer));
+            line.opt_uint("nchannels", p.n_channels.map(u64::from));
+            line.hex("parent_group", p.parent_group);
             if p.comm_hash != 0 {
-                put(line, "descr_comm_hash", hex(p.comm_hash));
+                line.hex("descr_comm_hash", p.comm_hash);
             }
             if p.user_tag != 0 {
-                put(line, "user_tag", p.user_tag);
+                line.uint("user_tag", p.user_tag);
             }
         }
         Event::ProxyOp(op) => {
-            put(line, "pid", op.pid);
-            put(line, "channel", op.channel);
-            put(line, "peer", op.peer);
-            put(line, "n_steps", op.n_steps);
-            put(line, "chunk_size", op.chunk_size);
-            put(line, "is_send", op.is_send);
+            line.int("pid", i64::from(op.pid));
+            line.uint("channel", u64::from(op.channel));
+            line.int("peer", i64::from(op.peer));
+            line.int("n_steps", i64::from(op.n_steps));
+            line.int("chunk_size", i64::from(op.chunk_size));
+            line.bool("is_send", op.is_send);
         }
-        Event::ProxyStep { step } => put(line, "step", step),
+        Event::ProxyStep { step } => line.int("step", i64::from(step)),
         Event::KernelCh { channel, ptimer } => {
-            put(line, "channel", channel);
-            put(
-                line,
-                "ptimer_start",
-                ptimer.map_or(Value::Null, Value::from),
-            );
+            line.uint("channel", u64::from(channel));
+            line.opt_uint("ptimer_start", ptimer);
         }
         Event::NetPlugin(n) => {
-            put(line, "net_id", hex(n.id as u64));
+            line.hex("net_id", n.id as u64);
             match n.payload {
                 NetPayload::IbQp {
                     device,
@@ -280,106 +363,105 @@ fn event_fields(line: &mut Map<String, Value>, event: &Event) {
                     opcode,
                     qp_num,
                     length,
-                } => {
-                    put(
-                        line,
-                        "net",
-                        json!({"type": "ib_qp", "device": device, "wr_id": wr_id,
-                               "opcode": opcode, "qp_num": qp_num, "length": length}),
-                    );
-                }
-                NetPayload::Socket { fd, op, length } => {
-                    put(
-                        line,
-                        "net",
-                        json!({"type": "socket", "fd": fd, "op": op, "length": length}),
-                    );
-                }
-                NetPayload::Unknown => put(line, "net", json!({"type": "unknown"})),
+                } => line.obj("net", |o| {
+                    o.str("type", "ib_qp");
+                    o.int("device", i64::from(device));
+                    o.uint("wr_id", wr_id);
+                    o.int("opcode", i64::from(opcode));
+                    o.int("qp_num", i64::from(qp_num));
+                    o.uint("length", length);
+                }),
+                NetPayload::Socket { fd, op, length } => line.obj("net", |o| {
+                    o.str("type", "socket");
+                    o.int("fd", i64::from(fd));
+                    o.int("op", i64::from(op));
+                    o.uint("length", length);
+                }),
+                NetPayload::Unknown => line.obj("net", |o| o.str("type", "unknown")),
             }
         }
         Event::GroupApi {
             graph_captured,
             depth,
         } => {
-            put(line, "graph_captured", graph_captured);
-            put(line, "group_depth", depth);
+            line.bool("graph_captured", graph_captured);
+            line.int("group_depth", i64::from(depth));
         }
         Event::CollApi(c) => {
-            put(line, "func", c.func.as_str());
-            put(line, "count", c.count);
-            put(line, "datatype", c.datatype.as_str());
-            put(line, "bytes", bytes(c.count, c.datatype));
-            put(line, "root", c.root);
-            put(line, "graph_captured", c.graph_captured);
+            line.str("func", c.func.as_str());
+            line.uint("count", c.count);
+            line.str("datatype", c.datatype.as_str());
+            line.opt_uint("bytes", bytes(c.count, c.datatype));
+            line.int("root", i64::from(c.root));
+            line.bool("graph_captured", c.graph_captured);
             if c.user_tag != 0 {
-                put(line, "user_tag", c.user_tag);
+                line.uint("user_tag", c.user_tag);
             }
         }
         Event::P2pApi(p) => {
-            put(line, "func", p.func.as_str());
-            put(line, "count", p.count);
-            put(line, "datatype", p.datatype.as_str());
-            put(line, "bytes", bytes(p.count, p.datatype));
-            put(line, "graph_captured", p.graph_captured);
+            line.str("func", p.func.as_str());
+            line.uint("count", p.count);
+            line.str("datatype", p.datatype.as_str());
+            line.opt_uint("bytes", bytes(p.count, p.datatype));
+            line.bool("graph_captured", p.graph_captured);
             if p.user_tag != 0 {
-                put(line, "user_tag", p.user_tag);
+                line.uint("user_tag", p.user_tag);
             }
         }
         Event::CeColl(c) => {
-            put(line, "func", c.func.as_str());
-            put(line, "seq", c.seq);
-            put(line, "count", c.count);
-            put(line, "datatype", c.datatype.as_str());
-            put(line, "bytes", bytes(c.count, c.datatype));
-            put(line, "root", c.root);
-            put(line, "intra_batch_sync", c.intra_batch_sync);
-            put(line, "batch_size", c.batch_size);
-            put(line, "num_batches", c.num_batches);
-            put(line, "ce_seq", c.ce_seq);
+            line.str("func", c.func.as_str());
+            line.uint("seq", c.seq);
+            line.uint("count", c.count);
+            line.str("datatype", c.datatype.as_str());
+            line.opt_uint("bytes", bytes(c.count, c.datatype));
+            line.int("root", i64::from(c.root));
+            line.bool("intra_batch_sync", c.intra_batch_sync);
+            line.uint("batch_size", u64::from(c.batch_size));
+            line.uint("num_batches", u64::from(c.num_batches));
+            line.uint("ce_seq", u64::from(c.ce_seq));
             if c.user_tag != 0 {
-                put(line, "user_tag", c.user_tag);
+                line.uint("user_tag", c.user_tag);
             }
         }
         Event::CeSync {
             is_complete,
             n_ranks,
         } => {
-            put(line, "is_complete", is_complete);
-            put(line, "nranks_sync", n_ranks);
+            line.bool("is_complete", is_complete);
+            line.int("nranks_sync", i64::from(n_ranks));
         }
         Event::CeBatch {
             num_ops,
             total_bytes,
             use_intra_sync,
         } => {
-            put(line, "num_ops", num_ops);
-            put(line, "bytes", total_bytes);
-            put(line, "use_intra_sync", use_intra_sync);
+            line.int("num_ops", i64::from(num_ops));
+            line.uint("bytes", total_bytes);
+            line.bool("use_intra_sync", use_intra_sync);
         }
         Event::KernelPhase {
             channel,
             phase,
             ptimer,
         } => {
-            put(line, "channel", channel);
-            put(line, "phase", format!("{phase:?}"));
-            put(line, "ptimer_start", ptimer);
+            line.uint("channel", u64::from(channel));
+            line.str("phase", phase.name());
+            line.uint("ptimer_start", ptimer);
         }
     }
 }
 
-fn state_arg(state: &mut Map<String, Value>, arg: StateArg) {
+fn state_arg(state: &mut Obj, arg: StateArg) {
     match arg {
         StateArg::None => {}
-        StateArg::TransSize(bytes) => put(state, "trans_size", bytes),
+        StateArg::TransSize(bytes) => state.uint("trans_size", bytes),
         StateArg::Progress { trans_size, steps } => {
-            put(state, "trans_size", trans_size);
-            put(state, "steps", steps);
+            state.uint("trans_size", trans_size);
+            state.int("steps", i64::from(steps));
         }
-        StateArg::Appended(n) => put(state, "appended", n),
-        StateArg::PTimer(t) => put(state, "ptimer", t),
-        StateArg::NetData(data) => put(state, "data", hex(data)),
+        StateArg::Appended(n) => state.int("appended", i64::from(n)),
+        StateArg::PTimer(t) => state.uint("ptimer", t),
+        StateArg::NetData(data) => state.hex("data", data),
     }
 }
 
@@ -392,5 +474,28 @@ fn hostname() -> String {
         String::from_utf8_lossy(&buf[..end]).into_owned()
     } else {
         "unknown-host".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_that_need_escaping_stay_valid_json() {
+        let mut out = Vec::new();
+        let mut obj = Obj::new(&mut out);
+        obj.str("plain", "AllReduce");
+        obj.str("name", "a \"quoted\"\tname\\");
+        obj.hex("id", 0xabc);
+        obj.opt_uint("none", None);
+        obj.obj("nested", |o| o.int("n", -3));
+        obj.end();
+        let value: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(value["plain"], "AllReduce");
+        assert_eq!(value["name"], "a \"quoted\"\tname\\");
+        assert_eq!(value["id"], "0xabc");
+        assert!(value["none"].is_null());
+        assert_eq!(value["nested"]["n"], -3);
     }
 }
