@@ -54,5 +54,8 @@ mpirun -np 4 --oversubscribe --bind-to none \
 step "what the plugin recorded"
 cargo run --quiet --release -p nccl-profiler-scorep --example event_report -- "$outdir"
 
+step "nccl-scorep summary: where the time went, and which rank was late"
+"$target_root/release/nccl-scorep" summary "$outdir"
+
 step "the event logs (one per process) are in $outdir"
 ls -l "$outdir"

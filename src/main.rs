@@ -4,6 +4,7 @@ mod doctor;
 mod libsearch;
 
 mod probe;
+mod summary;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -41,6 +42,15 @@ enum Command {
     ///
     /// Missing pieces are reported, not treated as errors: the exit status is 0.
     Doctor,
+    /// Where NCCL time went and which rank was late, from a run directory's event logs:
+    /// per communicator and collective, calls, bytes, time, bandwidth and arrival skew.
+    Summary {
+        /// The directory the processes wrote their event logs to (NCCL_SCOREP_OUTPUT_DIR).
+        run_dir: std::path::PathBuf,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,6 +61,23 @@ fn main() -> ExitCode {
             let mut out = stdout.lock();
             doctor::run(&mut out, &version_text()).and_then(|()| out.flush())
         }
+        Command::Summary { run_dir, json } => match summary::summarize(&run_dir) {
+            Ok(report) => {
+                let text = if json {
+                    serde_json::to_string_pretty(&report).map_err(io::Error::from)
+                } else {
+                    Ok(summary::render(&report))
+                };
+                text.and_then(|text| {
+                    let mut out = io::stdout().lock();
+                    writeln!(out, "{text}").and_then(|()| out.flush())
+                })
+            }
+            Err(error) => {
+                eprintln!("nccl-scorep summary: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
