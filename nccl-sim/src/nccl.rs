@@ -96,6 +96,9 @@ pub struct Nccl {
     /// Communicator ranks alive in this process (the last destroy ends PXN first).
     live_comms: std::sync::atomic::AtomicUsize,
     pxn: Mutex<Option<PxnLink>>,
+    rendezvous: Rendezvous,
+    /// Ranks of each communicator (by hash) created in this process.
+    local_ranks: Mutex<HashMap<u64, i32>>,
 }
 
 /// PXN between the processes of one node (§4): this process's sends are progressed by the
@@ -123,6 +126,8 @@ impl Nccl {
             p2p_index: AtomicU64::new(0),
             live_comms: std::sync::atomic::AtomicUsize::new(0),
             pxn: Mutex::new(None),
+            rendezvous: Rendezvous::default(),
+            local_ranks: Mutex::new(HashMap::new()),
         })
     }
 
@@ -171,6 +176,12 @@ impl Nccl {
     /// PXN proxy its plugin session.
     fn attach_pxn(self: &Arc<Nccl>, comm: &Comm) {
         self.live_comms.fetch_add(1, Ordering::AcqRel);
+        *self
+            .local_ranks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(comm.hash())
+            .or_insert(0) += 1;
         let mut pxn = self.pxn.lock().unwrap_or_else(|e| e.into_inner());
         let Some(link) = pxn.as_mut() else { return };
         comm.set_pxn_route(Some(Arc::clone(&link.route)));
@@ -225,7 +236,7 @@ impl Nccl {
             proxy,
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
-            gpu_free: AtomicU64::new(0),
+            gpu_free: Arc::new(AtomicU64::new(0)),
         }));
         self.attach_pxn(&comm);
         comm
@@ -280,7 +291,7 @@ struct CommInner {
     seq: Mutex<HashMap<Func, u64>>,
     pxn: Mutex<Option<PxnRoute>>,
     /// When the simulated GPU stream is free again: kernels of one stream run in turn.
-    gpu_free: AtomicU64,
+    gpu_free: Arc<AtomicU64>,
 }
 
 /// A collective or point-to-point task waiting for its group's launch.
@@ -738,7 +749,7 @@ impl Comm {
             proxy: Arc::clone(&self.0.proxy),
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
-            gpu_free: AtomicU64::new(0),
+            gpu_free: Arc::new(AtomicU64::new(0)),
         }));
         nccl.attach_pxn(&child);
         child
@@ -873,10 +884,13 @@ fn launch_plan(comm: &Comm, tasks: &[Task], group_api: Raw) {
     }
 }
 
+/// Without a profiler the work still runs (in simulated time, with ground truth).
 fn simulate_without_profiler(comm: &Comm, tasks: &[Task]) {
-    for task in tasks {
-        let _ = (comm, task);
-    }
+    let works = tasks
+        .iter()
+        .map(|task| plan_work(comm, task, NULL, false))
+        .collect();
+    comm.0.proxy.post(works);
 }
 
 /// `hostStreamPlanTask`: Group, the tasks' Coll/P2p, proxy work posted, stops (§3.2).
@@ -1005,7 +1019,19 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw, _replay: bool) -> Work {
         }
         Op::P2p { func, peer, .. } => (vec![(peer, func == Func::Send)], 1),
     };
+    let all_local = nccl
+        .local_ranks
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&comm.hash())
+        .is_some_and(|&n| n >= comm.n_ranks());
+    let rendezvous = match task.op {
+        Op::Coll { func, .. } if all_local => Some(((comm.hash(), func, task.seq), comm.n_ranks())),
+        _ => None,
+    };
     Work {
+        rendezvous,
+        gpu_free: Arc::clone(&comm.0.gpu_free),
         task_handle: handle as usize,
         mask: task.mask,
         rank: comm.rank(),
@@ -1040,6 +1066,55 @@ struct Work {
     enqueue: (u64, u64),
     pxn: Option<PxnRoute>,
     context: usize,
+    /// A collective whose every rank lives in this process: it completes only after the
+    /// last rank arrived (see [`Rendezvous`]).
+    rendezvous: Option<(RendezvousKey, i32)>,
+    /// The comm's GPU stream, to push back when the collective waits for a late rank.
+    gpu_free: Arc<AtomicU64>,
+}
+
+/// A collective instance: (comm hash, function, seq).
+type RendezvousKey = (u64, Func, u64);
+
+/// Where ranks of one process meet per collective: a collective's kernels spin until every
+/// rank's data is there, so none completes before the last rank arrived plus the
+/// operation's own time. Ranks in other processes are not waited for.
+#[derive(Default)]
+struct Rendezvous {
+    /// Per collective: ranks arrived, the latest arrival, ranks that have seen it.
+    table: Mutex<HashMap<RendezvousKey, (i32, u64, i32)>>,
+    changed: std::sync::Condvar,
+}
+
+impl Rendezvous {
+    /// Registers this rank's arrival and waits (at most `patience`) for the others'; gives
+    /// the latest arrival seen.
+    fn meet(&self, key: RendezvousKey, n_ranks: i32, arrival: u64, patience: Duration) -> u64 {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = table.entry(key).or_insert((0, 0, 0));
+        entry.0 += 1;
+        entry.1 = entry.1.max(arrival);
+        self.changed.notify_all();
+        let deadline = std::time::Instant::now() + patience;
+        while table.get(&key).is_some_and(|e| e.0 < n_ranks) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            table = self
+                .changed
+                .wait_timeout(table, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let entry = table.entry(key).or_insert((n_ranks, arrival, 0));
+        let latest = entry.1;
+        entry.2 += 1;
+        if entry.2 >= n_ranks {
+            table.remove(&key);
+        }
+        latest
+    }
 }
 
 enum ProxyMessage {
@@ -1178,8 +1253,11 @@ fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<Prox
             }
             first = false;
         } else {
+            let mut batch = batch;
+            schedule(&nccl, &mut batch);
             for work in batch {
                 sleep_until(work.gpu_stop);
+                nccl.truth.push(truth_of(&work, host_ns()));
             }
         }
         if !drains.is_empty() {
@@ -1196,6 +1274,46 @@ fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<Prox
             }
             return;
         }
+    }
+}
+
+/// Places a batch's kernels on the comm's GPU stream (one after another) and, for
+/// collectives whose ranks all live here, after the last rank's arrival.
+fn schedule(nccl: &Nccl, batch: &mut [Work]) {
+    thread_local! {
+        /// When this proxy thread's GPU stream is free: kernels run one after another.
+        static STREAM_FREE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    for work in batch.iter_mut() {
+        let behind = STREAM_FREE.get().saturating_sub(work.gpu_start);
+        work.gpu_start += behind;
+        work.gpu_stop += behind;
+        if let Some((key, n_ranks)) = work.rendezvous {
+            let latest =
+                nccl.rendezvous
+                    .meet(key, n_ranks, work.enqueue.0, Duration::from_secs(10));
+            let own = work.gpu_stop - work.gpu_start;
+            let stop = work.gpu_stop.max(latest + 2_000 + own);
+            work.gpu_stop = stop;
+            work.gpu_free.fetch_max(stop, Ordering::AcqRel);
+        }
+        STREAM_FREE.set(work.gpu_stop);
+    }
+}
+
+/// The ground truth of one operation on one rank.
+fn truth_of(work: &Work, completion: u64) -> TruthRecord {
+    TruthRecord {
+        comm_hash: format!("{:#x}", work.comm_hash),
+        rank: work.rank,
+        func: work.func.name().to_string_lossy().into_owned(),
+        seq: work.seq,
+        bytes: work.bytes as u64,
+        enqueue_start_ns: work.enqueue.0,
+        enqueue_stop_ns: work.enqueue.1,
+        gpu_start_ns: work.gpu_start,
+        gpu_stop_ns: work.gpu_stop,
+        completion_ns: completion,
     }
 }
 
@@ -1299,6 +1417,8 @@ fn progress_batch(
     // The device writes work counters into a ring of 64 slots per channel; when more
     // works were posted before the host polled, the host reads a later work's times.
     const RING_SLOTS: usize = 64;
+    let mut batch = batch;
+    schedule(nccl, &mut batch);
     let jobs: Vec<KernelJob> = (0..batch.len())
         .map(|i| {
             let mut job = KernelJob::of(&batch[i]);
@@ -1572,18 +1692,7 @@ fn progress_work(
         kernel_stop(nccl, session, &job, kernel);
     }
     completion = completion.max(host_ns());
-    nccl.truth.push(TruthRecord {
-        comm_hash: format!("{:#x}", work.comm_hash),
-        rank: work.rank,
-        func: work.func.name().to_string_lossy().into_owned(),
-        seq: work.seq,
-        bytes: work.bytes as u64,
-        enqueue_start_ns: work.enqueue.0,
-        enqueue_stop_ns: work.enqueue.1,
-        gpu_start_ns: work.gpu_start,
-        gpu_stop_ns: work.gpu_stop,
-        completion_ns: completion,
-    });
+    nccl.truth.push(truth_of(work, completion));
 }
 
 /// NetPlugin events of one send step (§3.10): start if the mask has NetPlugin (else the

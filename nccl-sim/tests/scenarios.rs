@@ -562,3 +562,37 @@ fn a_wrapped_kernel_ring_reports_later_timestamps() {
         }
     }
 }
+
+/// Ranks of one process meet per collective: nobody's collective completes before the
+/// late rank arrived.
+#[test]
+fn a_late_rank_holds_back_everybody_s_completion() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // No profiler at all ("none"): the simulation and its ground truth still run.
+    let profiler = Arc::new(Profiler::new("2.32".parse().unwrap(), Some("none".into())));
+    let mut config = SimConfig::default();
+    config.time.speedup = 20.0;
+    let nccl = Nccl::new(profiler, config);
+    let mut params = Params::single_process(3, 4);
+    params.late = Some((2, std::time::Duration::from_millis(2)));
+    assert!(scenario::run("single", &nccl, &params));
+    let truth = nccl.truth.records();
+    assert_eq!(truth.len(), 12);
+    for seq in 0..4 {
+        let of_seq: Vec<_> = truth.iter().filter(|t| t.seq == seq).collect();
+        let late_arrival = of_seq
+            .iter()
+            .find(|t| t.rank == 2)
+            .unwrap()
+            .enqueue_start_ns;
+        for t in &of_seq {
+            assert!(t.gpu_stop_ns > late_arrival, "seq {seq} rank {}", t.rank);
+            assert!(t.completion_ns >= t.gpu_stop_ns);
+        }
+        let early = of_seq.iter().find(|t| t.rank == 0).unwrap();
+        assert!(
+            early.enqueue_start_ns + 1_000_000 < late_arrival,
+            "rank 2 is late"
+        );
+    }
+}
