@@ -18,6 +18,7 @@ pub mod nccl;
 pub mod profiler;
 pub mod pxn;
 pub mod release;
+pub mod rendezvous;
 pub mod scenario;
 pub mod time;
 

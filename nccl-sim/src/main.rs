@@ -217,6 +217,14 @@ fn run(args: RunArgs) -> ExitCode {
     let mut failed = false;
     for (index, name) in names.iter().enumerate() {
         let nccl = Nccl::new(Arc::clone(&profiler), scenario::config_for(name, &base));
+        if job.size > 1 {
+            // Collectives wait for every process's rank, as on real GPUs.
+            if let Err(error) = nccl.enable_shared_rendezvous(job.comm_hash(index as u64), job.size)
+            {
+                eprintln!("nccl-sim: cannot share the collectives' rendezvous table: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
         if args.pxn {
             if let Err(error) =
                 nccl.enable_pxn(job.comm_hash(index as u64), job.local_rank, job.local_size)
@@ -236,6 +244,7 @@ fn run(args: RunArgs) -> ExitCode {
                 .map(|rank| (rank, Duration::from_micros(args.late_us))),
         };
         scenario::run(name, &nccl, &params);
+        nccl.finish_shared_rendezvous(job.rank == 0);
         let report = profiler.report();
         if index == 0 {
             eprintln!(

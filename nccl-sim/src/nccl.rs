@@ -12,6 +12,7 @@ use crate::names::{Algo, DataType, Func, Proto};
 use crate::profiler::{Profiler, Session};
 use crate::pxn::{PxnMailbox, PxnOp, PxnProxy, PxnSender};
 use crate::release::Release;
+use crate::rendezvous::SharedRendezvous;
 use crate::time::{host_ns, sleep_until, GpuClock, GroundTruth, Rng, TimeModel, TruthRecord};
 use nccl_profiler_scorep::abi::{event_type as t, net as netid, state as st};
 use std::cell::RefCell;
@@ -99,6 +100,8 @@ pub struct Nccl {
     rendezvous: Rendezvous,
     /// Ranks of each communicator (by hash) created in this process.
     local_ranks: Mutex<HashMap<u64, i32>>,
+    /// Multi-process jobs: where ranks of other processes meet ours per collective.
+    shared_rendezvous: Mutex<Option<Arc<SharedRendezvous>>>,
 }
 
 /// PXN between the processes of one node (§4): this process's sends are progressed by the
@@ -128,7 +131,32 @@ impl Nccl {
             pxn: Mutex::new(None),
             rendezvous: Rendezvous::default(),
             local_ranks: Mutex::new(HashMap::new()),
+            shared_rendezvous: Mutex::new(None),
         })
+    }
+
+    /// Forgets the shared rendezvous table; `remove` also deletes its file (one process
+    /// of the job does, once its collectives are over: the others keep their mapping).
+    pub fn finish_shared_rendezvous(&self, remove: bool) {
+        let table = self
+            .shared_rendezvous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let (Some(table), true) = (table, remove) {
+            let _ = std::fs::remove_file(table.path());
+        }
+    }
+
+    /// Multi-process jobs: collectives of the communicator(s) made next wait for the
+    /// ranks of the other processes too, through a table in shared memory named `key`.
+    pub fn enable_shared_rendezvous(&self, key: u64, n_ranks: usize) -> std::io::Result<()> {
+        let table = SharedRendezvous::open(&crate::pxn::default_dir(), key, n_ranks)?;
+        *self
+            .shared_rendezvous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(table));
+        Ok(())
     }
 
     /// Turns PXN on for this process's communicators: `key` names this run's mailboxes
@@ -1025,8 +1053,18 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw, _replay: bool) -> Work {
         .unwrap_or_else(|e| e.into_inner())
         .get(&comm.hash())
         .is_some_and(|&n| n >= comm.n_ranks());
+    let shared = nccl
+        .shared_rendezvous
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let rendezvous = match task.op {
-        Op::Coll { func, .. } if all_local => Some(((comm.hash(), func, task.seq), comm.n_ranks())),
+        Op::Coll { func, .. } if all_local => {
+            Some(Meet::Local((comm.hash(), func, task.seq), comm.n_ranks()))
+        }
+        Op::Coll { func, .. } => {
+            shared.map(|table| Meet::Shared(table, (func as u64) << 48 | task.seq))
+        }
         _ => None,
     };
     Work {
@@ -1066,15 +1104,23 @@ struct Work {
     enqueue: (u64, u64),
     pxn: Option<PxnRoute>,
     context: usize,
-    /// A collective whose every rank lives in this process: it completes only after the
-    /// last rank arrived (see [`Rendezvous`]).
-    rendezvous: Option<(RendezvousKey, i32)>,
+    /// A collective completes only after its last rank arrived: where the ranks meet.
+    rendezvous: Option<Meet>,
     /// The comm's GPU stream, to push back when the collective waits for a late rank.
     gpu_free: Arc<AtomicU64>,
 }
 
 /// A collective instance: (comm hash, function, seq).
 type RendezvousKey = (u64, Func, u64);
+
+/// How a collective's ranks meet.
+#[derive(Clone)]
+enum Meet {
+    /// Every rank lives in this process (with the number of ranks).
+    Local(RendezvousKey, i32),
+    /// Ranks in other processes too: the job's shared table, and the instance's id.
+    Shared(Arc<SharedRendezvous>, u64),
+}
 
 /// Where ranks of one process meet per collective: a collective's kernels spin until every
 /// rank's data is there, so none completes before the last rank arrived plus the
@@ -1288,10 +1334,17 @@ fn schedule(nccl: &Nccl, batch: &mut [Work]) {
         let behind = STREAM_FREE.get().saturating_sub(work.gpu_start);
         work.gpu_start += behind;
         work.gpu_stop += behind;
-        if let Some((key, n_ranks)) = work.rendezvous {
-            let latest =
-                nccl.rendezvous
-                    .meet(key, n_ranks, work.enqueue.0, Duration::from_secs(10));
+        if let Some(meet) = &work.rendezvous {
+            let patience = Duration::from_secs(10);
+            let latest = match meet {
+                Meet::Local(key, n_ranks) => {
+                    nccl.rendezvous
+                        .meet(*key, *n_ranks, work.enqueue.0, patience)
+                }
+                Meet::Shared(table, instance) => {
+                    table.meet(*instance, work.rank as usize, work.enqueue.0, patience)
+                }
+            };
             let own = work.gpu_stop - work.gpu_start;
             let stop = work.gpu_stop.max(latest + 2_000 + own);
             work.gpu_stop = stop;

@@ -198,3 +198,45 @@ fn pxn_sends_are_progressed_by_the_other_process() {
         assert_eq!(counted, foreign.len() as u64);
     }
 }
+
+/// Ranks in different processes meet per collective: nobody completes before the late
+/// rank (in another process) arrived.
+#[test]
+fn a_late_process_holds_back_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let truth = dir.path().join("truth");
+    let status = Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args(["run", "--scenario", "single", "--iterations", "4", "--speedup", "20"])
+        .args(["--late-rank", "2", "--late-us", "3000", "--procs", "3"])
+        .arg("--truth-dir")
+        .arg(&truth)
+        .arg("--plugin")
+        .arg(our_plugin())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut records: Vec<Value> = Vec::new();
+    for entry in std::fs::read_dir(&truth).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        records.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+    }
+    assert_eq!(records.len(), 12, "3 ranks x 4 collectives");
+    for seq in 0..4 {
+        let of_seq: Vec<&Value> = records.iter().filter(|r| r["seq"] == seq).collect();
+        let late = of_seq.iter().find(|r| r["rank"] == 2).unwrap()["enqueue_start_ns"]
+            .as_u64()
+            .unwrap();
+        for r in &of_seq {
+            assert!(r["gpu_stop_ns"].as_u64().unwrap() > late, "seq {seq}: {r}");
+        }
+    }
+    let leftover: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".rendezvous"))
+        .collect();
+    assert!(leftover.is_empty(), "the rendezvous table is removed at the end");
+}

@@ -1,0 +1,150 @@
+//! Where the ranks of one collective meet across processes: a small table in shared memory
+//! (a file under `/dev/shm`, or `NCCL_SIM_SHM_DIR`), so that, as on real GPUs, no rank's
+//! collective completes before the last rank arrived.
+//!
+//! The table has [`SLOTS`] rows, one per collective instance (function and `seq`, hashed);
+//! a row holds, per rank, a tag naming the instance and the rank's arrival time. A rank
+//! writes its arrival, then polls until every rank's tag names the same instance. Rows are
+//! reused [`SLOTS`] collectives later, so ranks may drift that far apart.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Collective instances the table can hold at once.
+pub const SLOTS: usize = 4096;
+
+/// One rank's entry in a row: which instance, and when the rank arrived.
+#[repr(C)]
+struct Cell {
+    tag: AtomicU64,
+    arrival: AtomicU64,
+}
+
+/// A shared rendezvous table, mapped into this process.
+pub struct SharedRendezvous {
+    base: *mut Cell,
+    len: usize,
+    n_ranks: usize,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping is only accessed through atomics.
+unsafe impl Send for SharedRendezvous {}
+unsafe impl Sync for SharedRendezvous {}
+
+impl SharedRendezvous {
+    /// Opens (creating if needed) the table of communicator `key` with `n_ranks` ranks in
+    /// `dir`. Every process of the job opens the same file.
+    pub fn open(dir: &Path, key: u64, n_ranks: usize) -> io::Result<SharedRendezvous> {
+        let path = dir.join(format!("nccl-sim-{key:016x}.rendezvous"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        let len = SLOTS * n_ranks.max(1) * std::mem::size_of::<Cell>();
+        // Growing to the same size from every process is harmless; new bytes are zero.
+        file.set_len(len as u64)?;
+        // SAFETY: a shared mapping of a file we just sized; no other mapping is assumed.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedRendezvous {
+            base: base.cast(),
+            len,
+            n_ranks: n_ranks.max(1),
+            path,
+        })
+    }
+
+    fn cell(&self, row: usize, rank: usize) -> &Cell {
+        let index = row * self.n_ranks + rank;
+        // SAFETY: index < SLOTS * n_ranks cells, inside the mapping, which lives as long
+        // as `self`; cells are only used through atomics.
+        unsafe { &*self.base.add(index) }
+    }
+
+    /// Registers `rank`'s arrival at instance `instance` and waits (at most `patience`)
+    /// for every rank's; returns the latest arrival seen.
+    pub fn meet(&self, instance: u64, rank: usize, arrival: u64, patience: Duration) -> u64 {
+        let row = (instance.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SLOTS;
+        // 0 means an empty cell: tags start at 1.
+        let tag = instance | 1 << 63;
+        let mine = self.cell(row, rank.min(self.n_ranks - 1));
+        mine.arrival.store(arrival, Ordering::Relaxed);
+        mine.tag.store(tag, Ordering::Release);
+        let deadline = Instant::now() + patience;
+        loop {
+            let mut latest = 0;
+            let mut all = true;
+            for other in 0..self.n_ranks {
+                let cell = self.cell(row, other);
+                if cell.tag.load(Ordering::Acquire) == tag {
+                    latest = latest.max(cell.arrival.load(Ordering::Relaxed));
+                } else {
+                    all = false;
+                }
+            }
+            if all || Instant::now() >= deadline {
+                return latest.max(arrival);
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SharedRendezvous {
+    fn drop(&mut self) {
+        // SAFETY: unmapping what `open` mapped, once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_meet_and_see_the_latest_arrival() {
+        let dir = tempfile::tempdir().unwrap();
+        let tables: Vec<SharedRendezvous> = (0..3)
+            .map(|_| SharedRendezvous::open(dir.path(), 42, 3).unwrap())
+            .collect();
+        let seen: Vec<u64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = tables
+                .iter()
+                .enumerate()
+                .map(|(rank, table)| {
+                    scope.spawn(move || {
+                        std::thread::sleep(Duration::from_millis(rank as u64 * 5));
+                        table.meet(7, rank, 1_000 + rank as u64, Duration::from_secs(5))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(seen, [1_002, 1_002, 1_002]);
+        // A rank alone gives up after its patience, with its own arrival.
+        let alone = tables[0].meet(8, 0, 5, Duration::from_millis(10));
+        assert_eq!(alone, 5);
+    }
+}
