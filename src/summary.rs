@@ -48,13 +48,14 @@ pub struct CollectiveRow {
     pub calls: usize,
     /// Collectives some rank's log lacks (dropped events, or a killed process).
     pub incomplete_calls: usize,
-    /// Bytes per call, as NCCL's performance tests count them.
+    /// Mean bytes per call, as NCCL's performance tests count them.
     pub bytes: u64,
     /// Mean per rank of arrival → completion.
     pub mean_time_us: f64,
     /// Mean of last arrival → last completion: the collective itself.
     pub mean_execution_us: f64,
-    /// Bytes / execution time, and the bus bandwidth NCCL's tests derive from it.
+    /// All calls' bytes / all calls' execution time, and the bus bandwidth NCCL's tests
+    /// derive from it.
     pub algbw_gbs: f64,
     pub busbw_gbs: f64,
     /// Mean spread of the ranks' arrivals.
@@ -242,7 +243,12 @@ fn aggregate(
             continue;
         }
         acc.calls += 1;
-        acc.bytes = parts.iter().map(|p| p.bytes).max().unwrap_or(0);
+        let (size, _) = size_and_factor(
+            func,
+            parts.iter().map(|p| p.bytes).max().unwrap_or(0),
+            nranks,
+        );
+        acc.bytes += size;
         for p in parts {
             acc.time_ns += (p.completion_ns - p.arrival_ns) as f64;
             acc.time_parts += 1;
@@ -269,9 +275,9 @@ fn aggregate(
             .unwrap_or_else(|| hash.clone());
         let calls = acc.calls.max(1) as f64;
         let execution_ns = acc.execution_ns / calls;
-        let (size, factor) = size_and_factor(&func, acc.bytes, acc.nranks);
-        let algbw = if execution_ns > 0.0 {
-            size as f64 / execution_ns
+        let (_, factor) = size_and_factor(&func, 0, acc.nranks);
+        let algbw = if acc.execution_ns > 0.0 {
+            acc.bytes as f64 / acc.execution_ns
         } else {
             0.0
         };
@@ -282,7 +288,7 @@ fn aggregate(
             nranks: acc.nranks,
             calls: acc.calls,
             incomplete_calls: acc.incomplete,
-            bytes: size,
+            bytes: (acc.bytes as f64 / calls) as u64,
             mean_time_us: acc.time_ns / acc.time_parts.max(1) as f64 / 1e3,
             mean_execution_us: execution_ns / 1e3,
             algbw_gbs: algbw,

@@ -783,6 +783,12 @@ impl Comm {
         child
     }
 
+    /// Waits until every operation enqueued so far has completed, like the
+    /// `cudaStreamSynchronize` an application calls once per training step.
+    pub fn synchronize(&self) {
+        self.0.proxy.drain();
+    }
+
     /// `ncclCommDestroy`: waits for outstanding work, stops the proxy thread if this was
     /// its last user, then the profiler's `finalize`.
     pub fn destroy(self) {

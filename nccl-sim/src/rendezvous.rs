@@ -2,10 +2,11 @@
 //! (a file under `/dev/shm`, or `NCCL_SIM_SHM_DIR`), so that, as on real GPUs, no rank's
 //! collective completes before the last rank arrived.
 //!
-//! The table has [`SLOTS`] rows, one per collective instance (function and `seq`, hashed);
-//! a row holds, per rank, a tag naming the instance and the rank's arrival time. A rank
-//! writes its arrival, then polls until every rank's tag names the same instance. Rows are
-//! reused [`SLOTS`] collectives later, so ranks may drift that far apart.
+//! The table has [`SLOTS`] rows, one per collective instance (`seq × 16 + function`, so
+//! collectives in flight together never share a row); a row holds, per rank, a tag naming
+//! the instance and the rank's arrival time. A rank writes its arrival, then polls until
+//! every rank's tag names the same instance. Rows are reused 256 collectives of a function
+//! later, so ranks may drift that far apart.
 
 use std::fs::OpenOptions;
 use std::io;
@@ -16,6 +17,13 @@ use std::time::{Duration, Instant};
 
 /// Collective instances the table can hold at once.
 pub const SLOTS: usize = 4096;
+
+/// The row of an instance `function << 48 | seq`: consecutive collectives, and the
+/// different functions of one `seq`, get different rows.
+fn row_of(instance: u64) -> usize {
+    let (function, seq) = (instance >> 48, instance & ((1 << 48) - 1));
+    (seq.wrapping_mul(16).wrapping_add(function % 16) % SLOTS as u64) as usize
+}
 
 /// One rank's entry in a row: which instance, and when the rank arrived.
 #[repr(C)]
@@ -82,7 +90,7 @@ impl SharedRendezvous {
     /// Registers `rank`'s arrival at instance `instance` and waits (at most `patience`)
     /// for every rank's; returns the latest arrival seen.
     pub fn meet(&self, instance: u64, rank: usize, arrival: u64, patience: Duration) -> u64 {
-        let row = (instance.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SLOTS;
+        let row = row_of(instance);
         // 0 means an empty cell: tags start at 1.
         let tag = instance | 1 << 63;
         let mine = self.cell(row, rank.min(self.n_ranks - 1));
@@ -143,6 +151,11 @@ mod tests {
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert_eq!(seen, [1_002, 1_002, 1_002]);
+        // Instances in flight together never share a row.
+        let rows: std::collections::HashSet<usize> = (0..200u64)
+            .flat_map(|seq| (0..11u64).map(move |f| row_of(f << 48 | seq)))
+            .collect();
+        assert_eq!(rows.len(), 200 * 11);
         // A rank alone gives up after its patience, with its own arrival.
         let alone = tables[0].meet(8, 0, 5, Duration::from_millis(10));
         assert_eq!(alone, 5);

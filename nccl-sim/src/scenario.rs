@@ -174,6 +174,9 @@ fn per_rank_with(
                 barrier.wait();
                 for iteration in 0..params.iterations {
                     body(&comm, params, iteration);
+                    // The application waits for its step's communication, as training
+                    // loops do; otherwise a late rank falls further behind every step.
+                    comm.synchronize();
                 }
                 barrier.wait();
                 comm.destroy();

@@ -207,7 +207,15 @@ fn a_late_process_holds_back_the_others() {
     let out = dir.path().join("out");
     let truth = dir.path().join("truth");
     let status = Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
-        .args(["run", "--scenario", "single", "--iterations", "4", "--speedup", "20"])
+        .args([
+            "run",
+            "--scenario",
+            "single",
+            "--iterations",
+            "4",
+            "--speedup",
+            "20",
+        ])
         .args(["--late-rank", "2", "--late-us", "3000", "--procs", "3"])
         .arg("--truth-dir")
         .arg(&truth)
@@ -221,7 +229,10 @@ fn a_late_process_holds_back_the_others() {
     let mut records: Vec<Value> = Vec::new();
     for entry in std::fs::read_dir(&truth).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        records.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        records.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
     }
     assert_eq!(records.len(), 12, "3 ranks x 4 collectives");
     for seq in 0..4 {
@@ -238,5 +249,8 @@ fn a_late_process_holds_back_the_others() {
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().ends_with(".rendezvous"))
         .collect();
-    assert!(leftover.is_empty(), "the rendezvous table is removed at the end");
+    assert!(
+        leftover.is_empty(),
+        "the rendezvous table is removed at the end"
+    );
 }
