@@ -908,13 +908,11 @@ fn launch_plan(comm: &Comm, tasks: &[Task], group_api: Raw) {
             profiler.stop(&session, launch);
         }
     }
-    if tasks.iter().all(|t| t.graph_captured) && nccl.config.transport == Transport::Local {
-        // A captured plan without proxy work emits its tasks once, now (§3.6).
-        host_stream_plan_task(comm, &session, tasks, false);
-    } else if tasks.iter().any(|t| t.graph_captured) {
-        // Captured plans run at replay (`Graph::replay`).
-    } else {
-        host_stream_plan_task(comm, &session, tasks, false);
+    // A captured plan's host work runs at each replay (`Graph::replay`), except when it
+    // has no proxy work: then its tasks are emitted once, now, and never again (§3.6).
+    let captured = tasks.iter().any(|t| t.graph_captured);
+    if !captured || nccl.config.transport == Transport::Local {
+        host_stream_plan_task(comm, &session, tasks);
     }
 }
 
@@ -922,13 +920,13 @@ fn launch_plan(comm: &Comm, tasks: &[Task], group_api: Raw) {
 fn simulate_without_profiler(comm: &Comm, tasks: &[Task]) {
     let works = tasks
         .iter()
-        .map(|task| plan_work(comm, task, NULL, false))
+        .map(|task| plan_work(comm, task, NULL))
         .collect();
     comm.0.proxy.post(works);
 }
 
 /// `hostStreamPlanTask`: Group, the tasks' Coll/P2p, proxy work posted, stops (§3.2).
-fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task], replay: bool) {
+fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task]) {
     let nccl = comm.nccl();
     let profiler = &nccl.profiler;
     let release = nccl.release;
@@ -1013,7 +1011,7 @@ fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task], replay:
             _ => {}
         }
         handles.push(handle);
-        works.push(plan_work(comm, task, handle, replay));
+        works.push(plan_work(comm, task, handle));
     }
     // Proxy ops are uploaded: the proxy (and from 2.31 the profiler thread) take over.
     comm.0.proxy.post(works);
@@ -1028,7 +1026,7 @@ fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task], replay:
 }
 
 /// The simulated execution of one task: GPU interval and the proxy's part.
-fn plan_work(comm: &Comm, task: &Task, handle: Raw, _replay: bool) -> Work {
+fn plan_work(comm: &Comm, task: &Task, handle: Raw) -> Work {
     let nccl = comm.nccl();
     let bytes = task.op.bytes();
     let duration = nccl.rng(|rng| {
@@ -1944,7 +1942,7 @@ impl Graph {
                     }
                     for (comm, list) in by_comm {
                         if let Some(session) = comm.0.session {
-                            host_stream_plan_task(&comm, &session, &list, true);
+                            host_stream_plan_task(&comm, &session, &list);
                             comm.0.proxy.drain();
                         }
                     }
