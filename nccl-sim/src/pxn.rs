@@ -174,8 +174,8 @@ fn file_len(capacity: usize) -> usize {
     HEADER + capacity * SLOT
 }
 
-/// A `MAP_SHARED` mapping of a mailbox file.
-struct Mapping {
+/// A `MAP_SHARED` mapping of a file (a mailbox, or the rendezvous table).
+pub(crate) struct Mapping {
     base: NonNull<u8>,
     len: usize,
     capacity: u64,
@@ -187,7 +187,8 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn map(file: &File, len: usize) -> io::Result<Mapping> {
+    /// Maps `len` bytes of `file`, shared with every process that maps it.
+    pub(crate) fn map(file: &File, len: usize) -> io::Result<Mapping> {
         // SAFETY: mapping a regular file we opened read-write, of at least `len` bytes.
         let ptr = unsafe {
             libc::mmap(
@@ -207,6 +208,11 @@ impl Mapping {
             len,
             capacity: 0,
         })
+    }
+
+    /// The first byte of the mapping (page-aligned).
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
     }
 
     fn header(&self) -> &Header {

@@ -8,9 +8,9 @@
 //! every rank's tag names the same instance. Rows are reused 256 collectives of a function
 //! later, so ranks may drift that far apart.
 
+use crate::pxn::Mapping;
 use std::fs::OpenOptions;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -34,15 +34,10 @@ struct Cell {
 
 /// A shared rendezvous table, mapped into this process.
 pub struct SharedRendezvous {
-    base: *mut Cell,
-    len: usize,
+    mapping: Mapping,
     n_ranks: usize,
     path: PathBuf,
 }
-
-// SAFETY: the mapping is only accessed through atomics.
-unsafe impl Send for SharedRendezvous {}
-unsafe impl Sync for SharedRendezvous {}
 
 impl SharedRendezvous {
     /// Opens (creating if needed) the table of communicator `key` with `n_ranks` ranks in
@@ -58,23 +53,9 @@ impl SharedRendezvous {
         let len = SLOTS * n_ranks.max(1) * std::mem::size_of::<Cell>();
         // Growing to the same size from every process is harmless; new bytes are zero.
         file.set_len(len as u64)?;
-        // SAFETY: a shared mapping of a file we just sized; no other mapping is assumed.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let mapping = Mapping::map(&file, len)?;
         Ok(SharedRendezvous {
-            base: base.cast(),
-            len,
+            mapping,
             n_ranks: n_ranks.max(1),
             path,
         })
@@ -82,9 +63,9 @@ impl SharedRendezvous {
 
     fn cell(&self, row: usize, rank: usize) -> &Cell {
         let index = row * self.n_ranks + rank;
-        // SAFETY: index < SLOTS * n_ranks cells, inside the mapping, which lives as long
-        // as `self`; cells are only used through atomics.
-        unsafe { &*self.base.add(index) }
+        // SAFETY: index < SLOTS * n_ranks cells, inside the (page-aligned) mapping, which
+        // lives as long as `self`; cells are only used through atomics.
+        unsafe { &*self.mapping.as_ptr().cast::<Cell>().add(index) }
     }
 
     /// Registers `rank`'s arrival at instance `instance` and waits (at most `patience`)
@@ -117,13 +98,6 @@ impl SharedRendezvous {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-impl Drop for SharedRendezvous {
-    fn drop(&mut self) {
-        // SAFETY: unmapping what `open` mapped, once.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }
 
