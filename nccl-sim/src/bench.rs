@@ -401,17 +401,6 @@ fn worker(
     samples
 }
 
-/// The thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid, writable timespec; the clock exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// One timed batch: (cpu ns, wall ns, callbacks) of each stream, and the starts.
 struct Batch {
     app: (u64, u64, u64),
@@ -531,17 +520,17 @@ impl<'a> Rank<'a> {
         self.colls.clear();
         let (starts0, nulls0) = (self.starts, self.nulls);
         let calls0 = self.calls;
-        let (cpu0, wall0) = (thread_cpu_ns(), Instant::now());
+        let (cpu0, wall0) = (nccl_profiler_scorep::clock::thread_cpu_ns(), Instant::now());
         for _ in 0..n {
             self.app_stream();
         }
-        let (cpu1, wall1) = (thread_cpu_ns(), Instant::now());
+        let (cpu1, wall1) = (nccl_profiler_scorep::clock::thread_cpu_ns(), Instant::now());
         let calls1 = self.calls;
         for i in 0..n {
             let coll = self.colls[i];
             self.proxy_stream(coll);
         }
-        let (cpu2, wall2) = (thread_cpu_ns(), Instant::now());
+        let (cpu2, wall2) = (nccl_profiler_scorep::clock::thread_cpu_ns(), Instant::now());
         Batch {
             app: (
                 cpu1 - cpu0,

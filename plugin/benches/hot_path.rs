@@ -63,18 +63,6 @@ fn env_usize(name: &str, default: usize) -> usize {
 // ---------------------------------------------------------------------------------------
 // Clocks.
 
-/// CPU time of the calling thread, in nanoseconds: time spent waiting for a core (8
-/// threads time-sharing 2 cores) does not count.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid, writable timespec; the clock exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 // ---------------------------------------------------------------------------------------
 // The two plugins.
 
@@ -426,11 +414,11 @@ fn median(values: &[f64]) -> f64 {
 
 /// Times one batch and adds its (wall, cpu) ns per callback to `samples`.
 fn timed(rank: &Rank, mix: Mix, batch: usize, seq: &mut u64, samples: &mut Samples) {
-    let cpu0 = thread_cpu_ns();
+    let cpu0 = nccl_profiler_scorep::clock::thread_cpu_ns();
     let wall0 = Instant::now();
     let nulls = rank.run(mix, batch, seq);
     let wall = wall0.elapsed().as_nanos() as f64;
-    let cpu = (thread_cpu_ns() - cpu0) as f64;
+    let cpu = (nccl_profiler_scorep::clock::thread_cpu_ns() - cpu0) as f64;
     let callbacks = (batch * mix.callbacks()) as f64;
     samples.wall.push(wall / callbacks);
     samples.cpu.push(cpu / callbacks);

@@ -238,6 +238,12 @@ pub fn realtime_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// CPU time of the calling thread (time spent waiting for a core does not count), for
+/// benchmarks.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 #[inline]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
