@@ -7,7 +7,7 @@
 set -euo pipefail
 
 # Debian packages the demo needs beyond the Rust toolchain.
-DEBIAN_PACKAGES=(openmpi-bin)
+DEBIAN_PACKAGES=(openmpi-bin libotf2-trace-dev otf2-tools libclang-dev)
 
 if [[ $# -gt 1 ]]; then
     echo "usage: $0 [OUTDIR]" >&2
@@ -43,10 +43,12 @@ rm -rf "$outdir"
 mkdir -p "$outdir"
 export NCCL_SCOREP_OUTPUT_DIR="$outdir"
 export NCCL_SCOREP_EVENTS=default,steps
+# The summary below reads the JSON-lines event logs, written next to the OTF2 trace.
+export NCCL_SCOREP_JSONL=1
 # Open MPI refuses to run as root unless told; oversubscription lets 4 ranks share 2 cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -np 4 --oversubscribe --bind-to none \
-    -x NCCL_PROFILER_PLUGIN -x NCCL_SCOREP_OUTPUT_DIR -x NCCL_SCOREP_EVENTS \
+    -x NCCL_PROFILER_PLUGIN -x NCCL_SCOREP_OUTPUT_DIR -x NCCL_SCOREP_EVENTS -x NCCL_SCOREP_JSONL \
     "$target_root/release/nccl-sim" run \
     --scenario group --scenario p2p --iterations 20 --sizes 64K,1M,8M \
     --late-rank 2 --late-us 300 --pxn --truth-dir "$outdir/truth"
@@ -57,5 +59,8 @@ cargo run --quiet --release -p nccl-profiler-scorep --example event_report -- "$
 step "nccl-scorep summary: where the time went, and which rank was late"
 "$target_root/release/nccl-scorep" summary "$outdir"
 
-step "the event logs (one per process) are in $outdir"
-ls -l "$outdir"
+step "the trace: one OTF2 part per process (open any traces.otf2 in Vampir)"
+for part in "$outdir"/parts/*/traces.otf2; do
+    otf2-print -Werror --silent "$part" >/dev/null && echo "  $part"
+done
+echo "the event logs (one per process) are in $outdir"

@@ -16,6 +16,7 @@ fn summary_names_the_late_rank_and_counts_every_collective() {
     let out = dir.path().join("run");
     // The plugin reads its settings at its first init, below, on this thread.
     std::env::set_var("NCCL_SCOREP_OUTPUT_DIR", &out);
+    std::env::set_var("NCCL_SCOREP_JSONL", "1");
     let profiler = Arc::new(Profiler::new("2.32".parse().unwrap(), Some(lib.into())));
     let mut config = SimConfig::default();
     config.time.speedup = 10.0;

@@ -103,6 +103,7 @@ fn procs_forks_one_process_per_rank() {
         .args(sim_args(&out))
         .args(["--procs", "3"])
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_JSONL", "1")
         .status()
         .unwrap();
     assert!(status.success());
@@ -115,10 +116,11 @@ fn mpirun_launches_a_job() {
     let out = dir.path().join("out");
     let output = Command::new("mpirun")
         .args(["-np", "3", "--oversubscribe", "--bind-to", "none"])
-        .args(["-x", "NCCL_SCOREP_OUTPUT_DIR"])
+        .args(["-x", "NCCL_SCOREP_OUTPUT_DIR", "-x", "NCCL_SCOREP_JSONL"])
         .arg(env!("CARGO_BIN_EXE_nccl-sim"))
         .args(sim_args(&out))
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_JSONL", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
@@ -142,6 +144,7 @@ fn pxn_sends_are_progressed_by_the_other_process() {
         .args(sim_args(&out))
         .args(["--procs", "2", "--pxn"])
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_JSONL", "1")
         .env("NCCL_SCOREP_EVENTS", "all")
         .env("NCCL_SIM_SHM_DIR", dir.path())
         .status()
@@ -222,6 +225,7 @@ fn a_late_process_holds_back_the_others() {
         .arg("--plugin")
         .arg(our_plugin())
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_JSONL", "1")
         .env("NCCL_SIM_SHM_DIR", dir.path())
         .status()
         .unwrap();

@@ -47,6 +47,7 @@ fn run_with(
     // The plugin reads its settings at its first init, below, in this thread.
     std::env::set_var("NCCL_SCOREP_OUTPUT_DIR", &out);
     std::env::set_var("NCCL_SCOREP_EVENTS", events);
+    std::env::set_var("NCCL_SCOREP_JSONL", "1");
     let release: Release = release.parse().unwrap();
     let mut profiler = Profiler::new(release, Some(lib.into_os_string()));
     if let Some(version) = max_version {
@@ -72,7 +73,11 @@ fn run_with(
 fn lines(out: &Path) -> Vec<Value> {
     let mut all = Vec::new();
     for entry in std::fs::read_dir(out).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
         all.extend(
             text.lines()
                 .map(|l| serde_json::from_str::<Value>(l).unwrap()),

@@ -12,6 +12,7 @@ use crate::handle;
 use crate::log;
 use crate::ring::RingConsumer;
 use crate::sink::jsonl::JsonlSink;
+use crate::sink::otf2::{part_dir, OpenView, Otf2Options, Otf2Sink};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,6 +111,8 @@ pub struct FinishedEvent {
     pub closed: Closed,
     /// KernelCh and KernelPhase: the GPU interval on the host clock (see `gpu_clock`).
     pub gpu: Option<GpuInterval>,
+    /// KernelCh and ProxyOp: their task's event when the task was still open.
+    pub parent_event: Option<Event>,
 }
 
 /// A GPU interval converted to host CLOCK_MONOTONIC nanoseconds.
@@ -211,6 +214,7 @@ struct State {
     finalizing: Vec<u64>,
     comms: HashMap<u64, Option<Arc<ContextInfo>>>,
     sink: Option<JsonlSink>,
+    trace: Option<Otf2Sink>,
     clock: TickConverter,
     /// One GPU clock estimate per communicator rank (each rank drives one GPU).
     gpu_clocks: HashMap<u64, GpuClockEstimator>,
@@ -232,6 +236,11 @@ impl State {
         } else {
             None
         };
+        let trace = if rt.config.writes_otf2() {
+            open_trace(rt)
+        } else {
+            None
+        };
         State {
             rt,
             rings: Vec::new(),
@@ -248,6 +257,7 @@ impl State {
             finalizing: Vec::new(),
             comms: HashMap::default(),
             sink,
+            trace,
             clock: TickConverter::new(),
             gpu_clocks: HashMap::default(),
         }
@@ -284,9 +294,12 @@ impl State {
             record.time = self.clock.to_ns(record.time);
         }
         for gap in gaps {
+            let (first, last) = (self.clock.to_ns(gap.first), self.clock.to_ns(gap.last));
             if let Some(sink) = &mut self.sink {
-                let (first, last) = (self.clock.to_ns(gap.first), self.clock.to_ns(gap.last));
                 sink.gap(gap.tid, first, last.max(first), gap.dropped_total);
+            }
+            if let Some(trace) = &mut self.trace {
+                trace.gap(gap.tid, first, last.max(first), gap.dropped_total);
             }
         }
         batch.sort_by_key(|(_, record)| record.time);
@@ -300,6 +313,24 @@ impl State {
         if let Some(sink) = &mut self.sink {
             sink.flush_if_due();
         }
+        self.trace_pass();
+    }
+
+    /// Lets the trace writer place what no open event can precede any more.
+    fn trace_pass(&mut self) {
+        let Some(trace) = &mut self.trace else {
+            return;
+        };
+        let tids = &self.tids;
+        let open = self.open.values().map(|open| OpenView {
+            kind: open.kind,
+            owner: open.owner,
+            parent: open.parent,
+            start_ns: open.start_ns,
+            start_tid: tids.get(&open.start_thread).copied().unwrap_or(-1),
+            event: &open.event,
+        });
+        trace.end_of_pass(open, crate::clock::now_ns());
     }
 
     fn apply(&mut self, thread: u32, record: Record) {
@@ -322,8 +353,13 @@ impl State {
                 }
             }
             Action::Init { context } => {
-                if let (Some(info), Some(sink)) = (self.comm(context), self.sink.as_mut()) {
-                    sink.comm(context, &info);
+                if let Some(info) = self.comm(context) {
+                    if let Some(sink) = self.sink.as_mut() {
+                        sink.comm(context, &info);
+                    }
+                    if let Some(trace) = self.trace.as_mut() {
+                        trace.comm(context, &info);
+                    }
                 }
             }
             Action::Finalize { context } => self.finalizing.push(context),
@@ -351,6 +387,9 @@ impl State {
         }
         if kind == Kind::ProxyOp {
             self.track_stepless_op(handle, owner);
+            if let Some(trace) = &mut self.trace {
+                trace.proxy_op_started(handle, owner, &start.event);
+            }
         }
         if let Owner::Local(context) = owner {
             self.learn_comm_from(context, &start);
@@ -518,6 +557,9 @@ impl State {
         if let Some(sink) = &mut self.sink {
             sink.comm(context, &info);
         }
+        if let Some(trace) = &mut self.trace {
+            trace.comm(context, &info);
+        }
     }
 
     fn comm(&mut self, context: u64) -> Option<Arc<ContextInfo>> {
@@ -566,6 +608,12 @@ impl State {
             Owner::Local(context) => self.comm(context),
             _ => None,
         };
+        let parent_event = match (open.kind, open.parent) {
+            (Kind::KernelCh | Kind::ProxyOp, Parent::Local { handle, .. }) => {
+                self.open.get(&handle).map(|task| task.event)
+            }
+            _ => None,
+        };
         let finished = FinishedEvent {
             handle,
             kind: open.kind,
@@ -586,10 +634,14 @@ impl State {
             states: open.states,
             closed,
             gpu,
+            parent_event,
         };
         Counters::bump(&self.rt.counters.events_written);
         if let Some(sink) = &mut self.sink {
             sink.event(&finished);
+        }
+        if let Some(trace) = &mut self.trace {
+            trace.event(&finished);
         }
     }
 
@@ -724,6 +776,25 @@ impl State {
                 .orphan_records
                 .fetch_add(orphans, Ordering::Relaxed);
         }
+        if let Some(mut trace) = self.trace.take() {
+            let stats = trace.finish();
+            log::info(&format!(
+                "trace part written to {} ({} OTF2 events)",
+                trace.path().display(),
+                stats.events_written
+            ));
+            let repaired = [
+                ("otf2_failed_calls", stats.failed_calls),
+                ("otf2_raised_timestamps", stats.raised_timestamps),
+                ("otf2_clipped_intervals", stats.clipped_intervals),
+                ("otf2_late_children", stats.late_children),
+            ];
+            for (name, value) in repaired {
+                if value > 0 {
+                    log::warn(&format!("trace writer: {name}={value}"));
+                }
+            }
+        }
         let counters = self.rt.counters.snapshot();
         let losses = self.rt.counters.losses();
         if let Some(sink) = &mut self.sink {
@@ -749,6 +820,31 @@ impl State {
         }
         self.rt.counters.reset();
         self.rings
+    }
+}
+
+/// Opens this process's part of the trace; a failure is logged and the trace skipped.
+fn open_trace(rt: &Runtime) -> Option<Otf2Sink> {
+    let host = crate::job::hostname();
+    let rank = crate::job::launcher_rank();
+    let process_name = match rank {
+        Some(rank) => format!("process {rank} (pid {} on {host})", rt.pid),
+        None => format!("pid {} on {host}", rt.pid),
+    };
+    let options = Otf2Options {
+        scalasca_safe: rt.config.scalasca_safe,
+        kernel_channels: rt.config.event_mask & crate::abi::event_type::KERNEL_CH != 0,
+        process_index: rank.unwrap_or(rt.pid as u32),
+        process_name,
+        host: host.clone(),
+    };
+    let dir = part_dir(&rt.config.output_dir, &host, rt.pid);
+    match Otf2Sink::create(&dir, options) {
+        Ok(trace) => Some(trace),
+        Err(error) => {
+            log::warn(&format!("cannot write the trace: {error}"));
+            None
+        }
     }
 }
 

@@ -53,6 +53,8 @@ pub struct Config {
     /// Open events the plugin can track at once (slab size).
     pub max_open_events: usize,
     pub clock: ClockChoice,
+    /// Write the Scalasca-safe variant of the trace (CPU-thread locations only).
+    pub scalasca_safe: bool,
 }
 
 /// One problem found while reading the environment.
@@ -120,6 +122,7 @@ impl Default for Config {
             jsonl: false,
             max_open_events: DEFAULT_MAX_OPEN_EVENTS,
             clock: ClockChoice::Auto,
+            scalasca_safe: false,
         }
     }
 }
@@ -228,16 +231,29 @@ impl Config {
                 ),
             }
         }
+        if let Some(value) = get("NCCL_SCOREP_SCALASCA_SAFE") {
+            match parse_bool(&value) {
+                Some(on) => config.scalasca_safe = on,
+                None => warn(
+                    "NCCL_SCOREP_SCALASCA_SAFE",
+                    &value,
+                    "0/1, yes/no, on/off",
+                    "0",
+                ),
+            }
+        }
         (config, warnings)
     }
 
     /// Whether the JSON-lines log is written.
     pub fn writes_jsonl(&self) -> bool {
-        self.jsonl
-            || matches!(
-                self.mode,
-                Mode::Jsonl | Mode::Auto | Mode::Otf2 | Mode::Scorep
-            )
+        self.mode != Mode::Off && (self.jsonl || self.mode == Mode::Jsonl)
+    }
+
+    /// Whether the OTF2 trace is written (Score-P mode writes it too until it has its own
+    /// backend).
+    pub fn writes_otf2(&self) -> bool {
+        matches!(self.mode, Mode::Auto | Mode::Otf2 | Mode::Scorep)
     }
 }
 

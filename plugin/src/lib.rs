@@ -16,6 +16,7 @@ pub mod event;
 pub mod ffi;
 pub mod gpu_clock;
 pub mod handle;
+pub mod job;
 pub mod log;
 pub mod ring;
 pub mod sink;

@@ -306,8 +306,22 @@ fn init_after_the_last_finalize_starts_a_new_cycle() {
     let c = std::thread::scope(|s| s.spawn(|| all_reduce(&plugin, second, 0, 1)).join()).unwrap();
     plugin.finalize7(second);
 
-    let files: Vec<_> = std::fs::read_dir(plugin.out_dir()).unwrap().collect();
+    let files: Vec<_> = std::fs::read_dir(plugin.out_dir())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "jsonl")
+        })
+        .collect();
     assert_eq!(files.len(), 1, "one log per process, appended");
+    // The trace has one complete part per cycle.
+    let parts = std::fs::read_dir(plugin.out_dir().join("parts"))
+        .unwrap()
+        .count();
+    assert_eq!(parts, 2, "one trace part per init/finalize cycle");
     let types: Vec<String> = plugin
         .log_lines()
         .iter()

@@ -34,7 +34,7 @@ impl JsonlSink {
     /// Opens (appends to) `<dir>/nccl-scorep-<host>-<pid>.jsonl` and writes a header.
     pub fn create(dir: &Path, pid: i32) -> std::io::Result<JsonlSink> {
         std::fs::create_dir_all(dir)?;
-        let host = hostname();
+        let host = crate::job::hostname();
         let path = dir.join(format!("nccl-scorep-{host}-{pid}.jsonl"));
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         let mut sink = JsonlSink {
@@ -465,17 +465,6 @@ fn state_arg(state: &mut Obj, arg: StateArg) {
     }
 }
 
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is writable for its whole length.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    if rc == 0 && end > 0 {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "unknown-host".into()
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -92,6 +92,10 @@ impl Plugin {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        // These tests read the JSON-lines event log.
+        if !env.iter().any(|(k, _)| k == "NCCL_SCOREP_JSONL") {
+            env.push(("NCCL_SCOREP_JSONL".into(), "1".into()));
+        }
         if !env.iter().any(|(k, _)| k == "NCCL_SCOREP_OUTPUT_DIR") {
             env.push((
                 "NCCL_SCOREP_OUTPUT_DIR".into(),

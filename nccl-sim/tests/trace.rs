@@ -1,0 +1,407 @@
+//! The OTF2 trace our plugin writes for nccl-sim scenarios, checked with the real OTF2
+//! tools: `otf2-print -Werror --silent` (package otf2-tools) and the `otf2` Python reader
+//! (package python3-otf2, through `scripts/otf2-dump.py`), asserting on what the trace says
+//! and on its timing against nccl-sim's ground truth.
+
+use nccl_sim::nccl::{Nccl, SimConfig};
+use nccl_sim::profiler::Profiler;
+use nccl_sim::release::Release;
+use nccl_sim::scenario::{self, Params};
+use nccl_sim::time::TruthRecord;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+/// How close trace times must be to the simulator's ground truth (one host).
+const TIMING_BOUND_NS: i64 = 5_000;
+
+/// The plugin reads its settings from the environment at its first init.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+struct TraceRun {
+    _dir: tempfile::TempDir,
+    /// The first part (the only one unless communicators were all destroyed and new
+    /// ones created, which starts a new part).
+    anchor: PathBuf,
+    parts: Vec<PathBuf>,
+    truth: Vec<TruthRecord>,
+}
+
+fn run(name: &str, events: &str, ranks: i32, iterations: usize, env: &[(&str, &str)]) -> TraceRun {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir
+        .path()
+        .join(format!("libnccl-profiler-scorep-{name}.so"));
+    std::fs::copy(nccl_sim::our_plugin_for_tests(), &lib).unwrap();
+    let out = dir.path().join("out");
+    std::env::set_var("NCCL_SCOREP_OUTPUT_DIR", &out);
+    std::env::set_var("NCCL_SCOREP_EVENTS", events);
+    for (key, value) in env {
+        std::env::set_var(key, value);
+    }
+    let release: Release = "2.32".parse().unwrap();
+    let profiler = Arc::new(Profiler::new(release, Some(lib.into_os_string())));
+    let mut config = SimConfig::default();
+    config.time.speedup = 20.0;
+    let config = scenario::config_for(name, &config);
+    let nccl = Nccl::new(profiler, config);
+    let params = Params::single_process(ranks, iterations);
+    assert!(
+        scenario::run(name, &nccl, &params),
+        "unknown scenario {name}"
+    );
+    let truth = nccl.truth.records();
+    drop(nccl);
+    for (key, _) in env {
+        std::env::remove_var(key);
+    }
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(out.join("parts"))
+        .expect("the plugin wrote no trace parts")
+        .map(|e| e.unwrap().path().join("traces.otf2"))
+        .collect();
+    parts.sort();
+    TraceRun {
+        _dir: dir,
+        anchor: parts[0].clone(),
+        parts,
+        truth,
+    }
+}
+
+/// `otf2-print -Werror --silent` accepts the archive and OTF2 printed no complaint.
+fn assert_otf2_print_clean(anchor: &Path) {
+    let output = Command::new("otf2-print")
+        .args(["-Werror", "--silent"])
+        .arg(anchor)
+        .output()
+        .expect("otf2-print (Debian package otf2-tools) must be installed");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && !stderr.contains("[OTF2]"),
+        "otf2-print -Werror rejected {}: {stderr}",
+        anchor.display()
+    );
+}
+
+/// The archive as the `otf2` Python reader sees it (see scripts/otf2-dump.py).
+fn dump(anchor: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/otf2-dump.py");
+    let output = Command::new("/usr/bin/python3")
+        .arg(script)
+        .arg(anchor)
+        .output()
+        .expect("/usr/bin/python3 with the otf2 module (Debian package python3-otf2)");
+    assert!(
+        output.status.success(),
+        "the otf2 Python reader failed on {}: {}",
+        anchor.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let problems = value["problems"].as_array().unwrap();
+    assert!(
+        problems.is_empty(),
+        "the trace does not nest: {problems:#?}"
+    );
+    value
+}
+
+fn items<'a>(dump: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
+    dump[key].as_array().unwrap().iter()
+}
+
+fn intervals<'a>(dump: &'a Value, region: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    items(dump, "intervals").filter(move |i| i["region"] == region)
+}
+
+/// The clock offsets (time, offset) the archive's first location carries, from
+/// `otf2-print -C`: trace time = CLOCK_MONOTONIC + interpolated offset.
+fn clock_offsets(anchor: &Path) -> Vec<(i64, i64)> {
+    let output = Command::new("otf2-print")
+        .arg("-C")
+        .arg(anchor)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    let first_location = text
+        .lines()
+        .find(|l| l.starts_with("CLOCK_OFFSET"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .to_owned();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("CLOCK_OFFSET") && l.split_whitespace().nth(1) == Some(&first_location)
+        })
+        .map(|l| {
+            let number = |key: &str| -> i64 {
+                let rest = &l[l.find(key).unwrap() + key.len()..];
+                let value: String = rest
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '+' || *c == '-')
+                    .collect();
+                value.trim_start_matches('+').parse().unwrap()
+            };
+            (number("Time:"), number("Offset:"))
+        })
+        .collect()
+}
+
+/// CLOCK_MONOTONIC nanoseconds → the trace's time, as OTF2 readers convert.
+fn to_trace_time(offsets: &[(i64, i64)], t: u64) -> i64 {
+    let t = t as i64;
+    let ((m0, o0), (m1, o1)) = (offsets[0], offsets[offsets.len() - 1]);
+    let offset = if m1 == m0 {
+        o0
+    } else {
+        o0 + ((o1 - o0) as i128 * (t - m0) as i128 / (m1 - m0) as i128) as i64
+    };
+    t + offset
+}
+
+fn attr<'a>(interval: &'a Value, name: &str) -> &'a Value {
+    &interval["attrs"][name]
+}
+
+#[test]
+fn allreduce_on_four_ranks_gives_one_collective_per_rank_and_iteration() {
+    let iterations = 6;
+    let run = run("single", "all", 4, iterations, &[]);
+    assert_otf2_print_clean(&run.anchor);
+    let d = dump(&run.anchor);
+
+    // One communicator whose members are the four ranks' ops streams, in rank order.
+    let comms: Vec<&Value> = items(&d, "comms").collect();
+    assert_eq!(comms.len(), 1, "{comms:?}");
+    let members: Vec<&str> = comms[0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(members.len(), 4);
+    for (rank, member) in members.iter().enumerate() {
+        assert!(member.ends_with(&format!("rank {rank} ops")), "{members:?}");
+    }
+    // Every rank's ops stream has one AllReduce per iteration, in seq order, with the
+    // same (comm_hash, seq, func) on every rank.
+    let mut per_rank: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    for c in items(&d, "collectives") {
+        assert_eq!(c["op"], "ALLREDUCE");
+        assert_eq!(c["comm"], comms[0]["name"]);
+        assert_eq!(c["sent"], 1 << 20);
+        per_rank
+            .entry(c["loc"].as_str().unwrap().to_owned())
+            .or_default()
+            .push((c["begin"].as_u64().unwrap(), c["end"].as_u64().unwrap()));
+    }
+    assert_eq!(per_rank.len(), 4);
+    let mut identities: BTreeMap<String, Vec<(u64, String, u64)>> = BTreeMap::new();
+    for op in intervals(&d, "AllReduce") {
+        identities
+            .entry(op["loc"].as_str().unwrap().to_owned())
+            .or_default()
+            .push((
+                attr(op, "nccl.seq").as_u64().unwrap(),
+                attr(op, "nccl.func").as_str().unwrap().to_owned(),
+                attr(op, "nccl.comm_hash").as_u64().unwrap(),
+            ));
+        assert_eq!(attr(op, "nccl.bytes"), 1 << 20);
+        assert_eq!(attr(op, "nccl.nranks"), 4);
+        assert_eq!(attr(op, "nccl.algo"), "RING");
+    }
+    let expected: Vec<u64> = (0..iterations as u64).collect();
+    let first = identities.values().next().unwrap().clone();
+    for (loc, ids) in &identities {
+        assert_eq!(
+            ids.iter().map(|i| i.0).collect::<Vec<_>>(),
+            expected,
+            "{loc}"
+        );
+        assert_eq!(ids, &first, "{loc} differs from the first rank");
+    }
+    // Host API calls on CPU threads, kernel channels on accelerator streams.
+    assert_eq!(intervals(&d, "ncclAllReduce").count(), 4 * iterations);
+    for loc in items(&d, "locations") {
+        let name = loc["name"].as_str().unwrap();
+        if name.contains("channel") || name.ends_with("ops") {
+            assert_eq!(loc["type"], "GPU", "{loc}");
+            assert_eq!(loc["group_type"], "ACCELERATOR", "{loc}");
+        } else {
+            assert_eq!(loc["type"], "CPU_THREAD", "{loc}");
+        }
+    }
+    // Proxy steps nest in their operations, with their wait states inside.
+    assert!(intervals(&d, "send step").count() > 0);
+    assert!(intervals(&d, "send: network wait").all(|i| i["depth"].as_u64() >= Some(2)));
+    assert!(intervals(&d, "send step").all(|i| attr(i, "nccl.trans_size").as_u64() > Some(0)));
+}
+
+/// Per (rank, seq) of AllReduce: (earliest start, latest end, largest stated GPU clock
+/// error) over the operation's kernel channel intervals.
+fn kernel_spans(d: &Value) -> BTreeMap<(i64, u64), (i64, i64, i64)> {
+    let mut spans: BTreeMap<(i64, u64), (i64, i64, i64)> = BTreeMap::new();
+    for k in intervals(d, "AllReduce kernel") {
+        let key = (
+            attr(k, "nccl.rank").as_i64().unwrap(),
+            attr(k, "nccl.seq").as_u64().unwrap(),
+        );
+        let (s, e) = (k["start"].as_i64().unwrap(), k["end"].as_i64().unwrap());
+        let error = attr(k, "nccl.gpu_clock_error_ns")
+            .as_i64()
+            .unwrap_or(i64::MAX);
+        let span = spans.entry(key).or_insert((s, e, error));
+        *span = (span.0.min(s), span.1.max(e), span.2.max(error));
+    }
+    spans
+}
+
+/// GPU kernel times come from the GPU clock, converted by an estimate whose error bound
+/// the trace states with every kernel interval (it depends on how soon NCCL's host
+/// thread notices the GPU's work: microseconds with a real NCCL, longer with nccl-sim's
+/// sleeping threads on two cores). The converted times are never earlier than the truth
+/// and never later than the stated bound.
+#[test]
+fn kernel_times_match_the_ground_truth_within_their_stated_error() {
+    let run = run("single", "all", 4, 8, &[]);
+    assert_eq!(run.parts.len(), 1);
+    let d = dump(&run.anchor);
+    let offsets = clock_offsets(&run.anchor);
+    assert_eq!(
+        offsets.len(),
+        2,
+        "clock offsets at start and end: {offsets:?}"
+    );
+    let spans = kernel_spans(&d);
+    let truths: Vec<&TruthRecord> = run.truth.iter().filter(|t| t.func == "AllReduce").collect();
+    let missing: Vec<(i32, u64)> = truths
+        .iter()
+        .filter(|t| !spans.contains_key(&(i64::from(t.rank), t.seq)))
+        .map(|t| (t.rank, t.seq))
+        .collect();
+    let regions: Vec<&Value> = items(&d, "intervals")
+        .filter(|i| {
+            i["region"].as_str().unwrap().ends_with("kernel") && i["region"] != "AllReduce kernel"
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no kernel for {missing:?}; other kernels: {regions:?}"
+    );
+    for truth in truths {
+        let key = (i64::from(truth.rank), truth.seq);
+        let &(start, stop, bound) = spans
+            .get(&key)
+            .unwrap_or_else(|| panic!("no kernel for {key:?}"));
+        let start_error = start - to_trace_time(&offsets, truth.gpu_start_ns);
+        let stop_error = stop - to_trace_time(&offsets, truth.gpu_stop_ns);
+        for error in [start_error, stop_error] {
+            assert!(
+                (-TIMING_BOUND_NS..=bound + TIMING_BOUND_NS).contains(&error),
+                "{key:?}: kernel time off by {error} ns, stated bound {bound} ns"
+            );
+        }
+    }
+}
+
+/// Where completion is observed on the host (the last proxy operation's stop), the ops
+/// stream ends the operation within 5 µs of the truth.
+#[test]
+fn completion_times_match_the_ground_truth() {
+    let run = run("single", "api,tasks,proxy", 4, 8, &[]);
+    let d = dump(&run.anchor);
+    let offsets = clock_offsets(&run.anchor);
+    let ends: BTreeMap<(i64, u64), i64> = intervals(&d, "AllReduce")
+        .map(|o| {
+            (
+                (
+                    attr(o, "nccl.rank").as_i64().unwrap(),
+                    attr(o, "nccl.seq").as_u64().unwrap(),
+                ),
+                o["end"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let truths: Vec<&TruthRecord> = run.truth.iter().filter(|t| t.func == "AllReduce").collect();
+    assert_eq!(ends.len(), truths.len());
+    for truth in truths {
+        let key = (i64::from(truth.rank), truth.seq);
+        let error = ends[&key] - to_trace_time(&offsets, truth.completion_ns);
+        assert!(
+            error.abs() <= TIMING_BOUND_NS,
+            "{key:?}: completion off by {error} ns"
+        );
+    }
+}
+
+#[test]
+fn sends_and_receives_pair_up_as_messages() {
+    let run = run("p2p", "default", 4, 4, &[]);
+    assert_otf2_print_clean(&run.anchor);
+    let d = dump(&run.anchor);
+    let comm = items(&d, "comms").next().unwrap().clone();
+    let rank_of = |loc: &str| -> i64 {
+        let members = comm["members"].as_array().unwrap();
+        members.iter().position(|m| m == loc).unwrap() as i64
+    };
+    let mut sends: BTreeMap<(i64, i64), Vec<u64>> = BTreeMap::new();
+    let mut recvs: BTreeMap<(i64, i64), Vec<u64>> = BTreeMap::new();
+    for m in items(&d, "messages") {
+        let me = rank_of(m["loc"].as_str().unwrap());
+        let peer = m["peer"].as_i64().unwrap();
+        let bytes = m["bytes"].as_u64().unwrap();
+        if m["kind"] == "send" {
+            sends.entry((me, peer)).or_default().push(bytes);
+        } else {
+            recvs.entry((peer, me)).or_default().push(bytes);
+        }
+    }
+    assert!(!sends.is_empty());
+    assert_eq!(
+        sends, recvs,
+        "every send has its receive, same sizes, same order"
+    );
+}
+
+#[test]
+fn the_scalasca_safe_variant_has_cpu_threads_only_and_no_collective_records() {
+    let run = run("single", "all", 2, 3, &[("NCCL_SCOREP_SCALASCA_SAFE", "1")]);
+    assert_otf2_print_clean(&run.anchor);
+    let d = dump(&run.anchor);
+    let types: BTreeSet<&str> = items(&d, "locations")
+        .map(|l| l["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, BTreeSet::from(["CPU_THREAD"]));
+    assert_eq!(items(&d, "collectives").count(), 0);
+    assert_eq!(items(&d, "messages").count(), 0);
+    assert_eq!(items(&d, "comms").count(), 0);
+    // The API calls are there, with their attributes.
+    let calls: Vec<&Value> = intervals(&d, "ncclAllReduce").collect();
+    assert_eq!(calls.len(), 2 * 3);
+    assert!(calls.iter().all(|c| attr(c, "nccl.bytes") == 1 << 20));
+    let enqueues: Vec<&Value> = intervals(&d, "AllReduce enqueue").collect();
+    let seqs: BTreeSet<u64> = enqueues
+        .iter()
+        .map(|e| attr(e, "nccl.seq").as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, BTreeSet::from([0, 1, 2]));
+}
+
+#[test]
+fn every_scenario_gives_a_trace_the_otf2_tools_accept() {
+    for (name, _) in scenario::SCENARIOS {
+        let run = run(name, "all", 4, 3, &[]);
+        for part in &run.parts {
+            assert_otf2_print_clean(part);
+            let d = dump(part);
+            assert!(
+                d["event_counts"]["Enter"].as_u64() > Some(0),
+                "{name}: empty trace"
+            );
+        }
+    }
+}

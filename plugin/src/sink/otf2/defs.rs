@@ -1,0 +1,425 @@
+//! The definitions of one process's archive: strings, regions, locations, communicators and
+//! attributes, with dense local ids in first-use order. They are written when the archive
+//! closes (see `writer.rs`), and described for users in `docs/trace-schema.md`.
+
+use otf2_sys::*;
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
+use std::ffi::CString;
+
+/// The paradigm of every NCCL region and communicator. OTF2 has no NCCL paradigm; NONE is
+/// named "NCCL" by a Paradigm definition (Score-P never defines NONE's name).
+pub const PARADIGM: OTF2_Paradigm = OTF2_PARADIGM_NONE as OTF2_Paradigm;
+
+/// Generates the attribute table: an enum whose values are the attribute ids, and the
+/// (name, description, type) of each.
+macro_rules! attributes {
+    ($( $variant:ident = $name:literal, $ty:ident, $description:literal; )*) => {
+        /// The `nccl.*` attributes, ids 0.. in this order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u32)]
+        pub enum Attr { $( $variant, )* }
+
+        /// (name, description, OTF2 type) of each [`Attr`], in id order.
+        pub const ATTRIBUTES: &[(&str, &str, u32)] = &[
+            $( ($name, $description, $ty), )*
+        ];
+    };
+}
+
+attributes! {
+    CommHash = "nccl.comm_hash", OTF2_TYPE_UINT64, "NCCL communicator hash (commHash), equal on every rank";
+    Rank = "nccl.rank", OTF2_TYPE_INT64, "rank in the NCCL communicator";
+    NRanks = "nccl.nranks", OTF2_TYPE_INT64, "number of ranks of the NCCL communicator";
+    Seq = "nccl.seq", OTF2_TYPE_UINT64, "NCCL sequence number of the operation (per communicator and function)";
+    Func = "nccl.func", OTF2_TYPE_STRING, "NCCL function (AllReduce, Send, ...)";
+    Count = "nccl.count", OTF2_TYPE_UINT64, "element count as NCCL reports it";
+    Datatype = "nccl.datatype", OTF2_TYPE_STRING, "NCCL data type";
+    Bytes = "nccl.bytes", OTF2_TYPE_UINT64, "payload bytes of the operation (count x type size)";
+    Algo = "nccl.algo", OTF2_TYPE_STRING, "algorithm NCCL chose";
+    Proto = "nccl.proto", OTF2_TYPE_STRING, "protocol NCCL chose";
+    NChannels = "nccl.nchannels", OTF2_TYPE_UINT64, "channels the operation uses";
+    Root = "nccl.root", OTF2_TYPE_INT64, "root rank of a rooted collective";
+    Peer = "nccl.peer", OTF2_TYPE_INT64, "peer rank of a point-to-point or proxy operation";
+    Channel = "nccl.channel", OTF2_TYPE_UINT64, "NCCL channel";
+    Step = "nccl.step", OTF2_TYPE_UINT64, "proxy step number";
+    TransSize = "nccl.trans_size", OTF2_TYPE_UINT64, "bytes transferred by the step";
+    NSteps = "nccl.nsteps", OTF2_TYPE_UINT64, "steps of the proxy operation";
+    ChunkSize = "nccl.chunk_size", OTF2_TYPE_UINT64, "bytes per step of the proxy operation";
+    Pid = "nccl.pid", OTF2_TYPE_INT64, "process that created the proxy operation (PXN when not this one)";
+    ParentValue = "nccl.pxn_parent", OTF2_TYPE_UINT64, "the originating process's task handle of a PXN proxy operation";
+    EnqueueTime = "nccl.enqueue_ns", OTF2_TYPE_UINT64, "when the operation was enqueued (trace clock, before clock offsets)";
+    CompleteTime = "nccl.complete_ns", OTF2_TYPE_UINT64, "when its last kernel channel or proxy operation finished (trace clock, before clock offsets)";
+    GpuClockError = "nccl.gpu_clock_error_ns", OTF2_TYPE_UINT64, "bound of the GPU-to-host clock conversion error";
+    Closed = "nccl.closed", OTF2_TYPE_STRING, "why the interval ended when NCCL did not stop it";
+    Appended = "nccl.appended_ops", OTF2_TYPE_INT64, "proxy operations appended";
+    Lost = "nccl.lost_records", OTF2_TYPE_UINT64, "records this thread dropped so far (full ring)";
+    GraphCaptured = "nccl.graph_captured", OTF2_TYPE_UINT64, "1 when recorded during CUDA graph capture";
+    GroupDepth = "nccl.group_depth", OTF2_TYPE_INT64, "ncclGroup nesting depth";
+    Phase = "nccl.phase", OTF2_TYPE_STRING, "kernel phase";
+    NetInfo = "nccl.net", OTF2_TYPE_STRING, "net plugin event details";
+}
+
+/// What a location shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocationKind {
+    CpuThread,
+    /// Device-side activity (ops stream, kernel channels).
+    AcceleratorStream,
+}
+
+/// Roles of regions, named after what they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    Function,
+    CollOne2All,
+    CollAll2One,
+    CollAll2All,
+    CollOther,
+    Point2Point,
+    DataTransfer,
+    Code,
+    Artificial,
+}
+
+impl Role {
+    fn otf2(self) -> OTF2_RegionRole {
+        (match self {
+            Role::Function => OTF2_REGION_ROLE_FUNCTION,
+            Role::CollOne2All => OTF2_REGION_ROLE_COLL_ONE2ALL,
+            Role::CollAll2One => OTF2_REGION_ROLE_COLL_ALL2ONE,
+            Role::CollAll2All => OTF2_REGION_ROLE_COLL_ALL2ALL,
+            Role::CollOther => OTF2_REGION_ROLE_COLL_OTHER,
+            Role::Point2Point => OTF2_REGION_ROLE_POINT2POINT,
+            Role::DataTransfer => OTF2_REGION_ROLE_DATA_TRANSFER,
+            Role::Code => OTF2_REGION_ROLE_CODE,
+            Role::Artificial => OTF2_REGION_ROLE_ARTIFICIAL,
+        }) as OTF2_RegionRole
+    }
+}
+
+struct RegionDef {
+    name: u32,
+    description: u32,
+    role: Role,
+}
+
+struct LocationGroupDef {
+    name: u32,
+    accelerator: bool,
+}
+
+struct LocationDef {
+    id: u64,
+    name: u32,
+    kind: LocationKind,
+    group: u32,
+}
+
+struct CommDef {
+    name: u32,
+    /// NCCL rank → the location that writes this rank's operations.
+    members: BTreeMap<i32, u64>,
+}
+
+/// Everything defined so far, with local ids.
+pub struct Definitions {
+    strings: Vec<CString>,
+    string_ids: HashMap<String, u32>,
+    regions: Vec<RegionDef>,
+    region_ids: HashMap<String, u32>,
+    groups: Vec<LocationGroupDef>,
+    locations: Vec<LocationDef>,
+    comms: Vec<CommDef>,
+    comm_ids: HashMap<u64, u32>,
+    /// The low 32 bits of every location id (the process's index in the job, or its pid).
+    process_index: u32,
+    machine: u32,
+    node: u32,
+}
+
+impl Definitions {
+    /// `process` names the process's location group; `node` is the host name.
+    pub fn new(process_index: u32, process: &str, node: &str) -> Definitions {
+        let mut defs = Definitions {
+            strings: Vec::new(),
+            string_ids: HashMap::default(),
+            regions: Vec::new(),
+            region_ids: HashMap::default(),
+            groups: Vec::new(),
+            locations: Vec::new(),
+            comms: Vec::new(),
+            comm_ids: HashMap::default(),
+            process_index,
+            machine: 0,
+            node: 0,
+        };
+        defs.string("");
+        defs.intern_fixed();
+        defs.machine = defs.string("machine");
+        defs.node = defs.string(node);
+        let name = defs.string(process);
+        defs.groups.push(LocationGroupDef {
+            name,
+            accelerator: false,
+        });
+        defs
+    }
+
+    pub fn string(&mut self, text: &str) -> u32 {
+        if let Some(&id) = self.string_ids.get(text) {
+            return id;
+        }
+        let id = self.strings.len() as u32;
+        self.strings
+            .push(CString::new(text.replace('\0', "?")).unwrap_or_default());
+        self.string_ids.insert(text.to_owned(), id);
+        id
+    }
+
+    /// The region named `name` (names are unique within the archive).
+    pub fn region(&mut self, name: &str, role: Role, description: &str) -> u32 {
+        if let Some(&id) = self.region_ids.get(name) {
+            return id;
+        }
+        let id = self.regions.len() as u32;
+        let name_id = self.string(name);
+        let description = self.string(description);
+        self.regions.push(RegionDef {
+            name: name_id,
+            description,
+            role,
+        });
+        self.region_ids.insert(name.to_owned(), id);
+        id
+    }
+
+    /// The process's own location group.
+    pub const PROCESS_GROUP: u32 = 0;
+
+    /// A location group for one communicator rank's device activity.
+    pub fn accelerator_group(&mut self, name: &str) -> u32 {
+        let name = self.string(name);
+        self.groups.push(LocationGroupDef {
+            name,
+            accelerator: true,
+        });
+        self.groups.len() as u32 - 1
+    }
+
+    /// Adds a location; returns its 64-bit id, `(index << 32) | process index` as Score-P
+    /// does, so ids of different processes never collide.
+    pub fn add_location(&mut self, name: &str, kind: LocationKind, group: u32) -> u64 {
+        let id = ((self.locations.len() as u64) << 32) | u64::from(self.process_index);
+        let name = self.string(name);
+        self.locations.push(LocationDef {
+            id,
+            name,
+            kind,
+            group,
+        });
+        id
+    }
+
+    pub fn location_ids(&self) -> Vec<u64> {
+        self.locations.iter().map(|l| l.id).collect()
+    }
+
+    /// The communicator for `key` (the comm hash, or a per-context key when NCCL gave no
+    /// hash); created with `name` on first use.
+    pub fn comm(&mut self, key: u64, name: &str) -> u32 {
+        if let Some(&id) = self.comm_ids.get(&key) {
+            return id;
+        }
+        let id = self.comms.len() as u32;
+        let name = self.string(name);
+        self.comms.push(CommDef {
+            name,
+            members: BTreeMap::new(),
+        });
+        self.comm_ids.insert(key, id);
+        id
+    }
+
+    /// Records that `location` writes the operations of `rank` in `comm`.
+    pub fn comm_member(&mut self, comm: u32, rank: i32, location: u64) {
+        if let Some(def) = self.comms.get_mut(comm as usize) {
+            def.members.entry(rank).or_insert(location);
+        }
+    }
+
+    /// Writes every definition; `events` holds each location's number of events.
+    /// Returns the number of calls that failed.
+    ///
+    /// # Safety
+    /// `w` is the archive's open global definition writer.
+    pub unsafe fn write(&self, w: *mut OTF2_GlobalDefWriter, events: &[u64]) -> u64 {
+        let failed = std::cell::Cell::new(0u64);
+        let check = |code: OTF2_ErrorCode| {
+            if code != OTF2_SUCCESS {
+                failed.set(failed.get() + 1);
+            }
+        };
+        // SAFETY (whole block): `w` is open (caller); ids are dense and every referenced
+        // definition is written before its user: strings, paradigm, system tree, location
+        // groups, locations, regions, groups, comms, attributes.
+        unsafe {
+            for (id, text) in self.strings.iter().enumerate() {
+                check(OTF2_GlobalDefWriter_WriteString(
+                    w,
+                    id as u32,
+                    text.as_ptr(),
+                ));
+            }
+            let nccl = self.string_ids.get("NCCL").copied();
+            if let Some(nccl) = nccl {
+                check(OTF2_GlobalDefWriter_WriteParadigm(
+                    w,
+                    PARADIGM,
+                    nccl,
+                    OTF2_PARADIGM_CLASS_PROCESS as OTF2_ParadigmClass,
+                ));
+            }
+            let machine_class = self.string_ids["machine"];
+            let node_class = self
+                .string_ids
+                .get("node")
+                .copied()
+                .unwrap_or(machine_class);
+            check(OTF2_GlobalDefWriter_WriteSystemTreeNode(
+                w,
+                0,
+                self.machine,
+                machine_class,
+                OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+            ));
+            check(OTF2_GlobalDefWriter_WriteSystemTreeNode(
+                w, 1, self.node, node_class, 0,
+            ));
+            for (id, group) in self.groups.iter().enumerate() {
+                let (kind, creator) = if group.accelerator {
+                    (OTF2_LOCATION_GROUP_TYPE_ACCELERATOR, Self::PROCESS_GROUP)
+                } else {
+                    (
+                        OTF2_LOCATION_GROUP_TYPE_PROCESS,
+                        OTF2_UNDEFINED_LOCATION_GROUP,
+                    )
+                };
+                check(OTF2_GlobalDefWriter_WriteLocationGroup(
+                    w,
+                    id as u32,
+                    group.name,
+                    kind as OTF2_LocationGroupType,
+                    1,
+                    creator,
+                ));
+            }
+            for (index, location) in self.locations.iter().enumerate() {
+                let kind = match location.kind {
+                    LocationKind::CpuThread => OTF2_LOCATION_TYPE_CPU_THREAD,
+                    LocationKind::AcceleratorStream => OTF2_LOCATION_TYPE_ACCELERATOR_STREAM,
+                };
+                check(OTF2_GlobalDefWriter_WriteLocation(
+                    w,
+                    location.id,
+                    location.name,
+                    kind as OTF2_LocationType,
+                    events.get(index).copied().unwrap_or(0),
+                    location.group,
+                ));
+            }
+            for (id, region) in self.regions.iter().enumerate() {
+                check(OTF2_GlobalDefWriter_WriteRegion(
+                    w,
+                    id as u32,
+                    region.name,
+                    region.name,
+                    region.description,
+                    region.role.otf2(),
+                    PARADIGM,
+                    OTF2_REGION_FLAG_NONE as OTF2_RegionFlag,
+                    0,
+                    0,
+                    0,
+                ));
+            }
+            if !self.comms.is_empty() {
+                // One COMM_LOCATIONS group of every member location; each communicator's
+                // COMM_GROUP lists positions in it, in NCCL rank order.
+                let mut all: Vec<u64> = Vec::new();
+                let mut position: HashMap<u64, u64> = HashMap::default();
+                for comm in &self.comms {
+                    for &location in comm.members.values() {
+                        position.entry(location).or_insert_with(|| {
+                            all.push(location);
+                            all.len() as u64 - 1
+                        });
+                    }
+                }
+                let empty = self.string_ids[""];
+                let all_name = self.string_ids.get("NCCL ranks").copied().unwrap_or(empty);
+                check(OTF2_GlobalDefWriter_WriteGroup(
+                    w,
+                    0,
+                    all_name,
+                    OTF2_GROUP_TYPE_COMM_LOCATIONS as OTF2_GroupType,
+                    PARADIGM,
+                    OTF2_GROUP_FLAG_NONE as OTF2_GroupFlag,
+                    all.len() as u32,
+                    all.as_ptr(),
+                ));
+                for (id, comm) in self.comms.iter().enumerate() {
+                    let members: Vec<u64> = comm.members.values().map(|l| position[l]).collect();
+                    check(OTF2_GlobalDefWriter_WriteGroup(
+                        w,
+                        id as u32 + 1,
+                        comm.name,
+                        OTF2_GROUP_TYPE_COMM_GROUP as OTF2_GroupType,
+                        PARADIGM,
+                        OTF2_GROUP_FLAG_NONE as OTF2_GroupFlag,
+                        members.len() as u32,
+                        members.as_ptr(),
+                    ));
+                }
+                for (id, comm) in self.comms.iter().enumerate() {
+                    check(OTF2_GlobalDefWriter_WriteComm(
+                        w,
+                        id as u32,
+                        comm.name,
+                        id as u32 + 1,
+                        OTF2_UNDEFINED_COMM,
+                        OTF2_COMM_FLAG_NONE as OTF2_CommFlag,
+                    ));
+                }
+            }
+            for (id, (name, description, ty)) in ATTRIBUTES.iter().enumerate() {
+                let (Some(&name), Some(&description)) = (
+                    self.string_ids.get(*name),
+                    self.string_ids.get(*description),
+                ) else {
+                    failed.set(failed.get() + 1);
+                    continue;
+                };
+                check(OTF2_GlobalDefWriter_WriteAttribute(
+                    w,
+                    id as u32,
+                    name,
+                    description,
+                    *ty as OTF2_Type,
+                ));
+            }
+        }
+        failed.get()
+    }
+
+    /// Strings every archive needs, interned early so that `write` finds them.
+    fn intern_fixed(&mut self) {
+        for (name, description, _) in ATTRIBUTES {
+            self.string(name);
+            self.string(description);
+        }
+        self.string("NCCL");
+        self.string("NCCL ranks");
+        self.string("node");
+    }
+}

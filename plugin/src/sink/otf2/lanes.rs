@@ -1,0 +1,302 @@
+//! Lanes: turning finished intervals, which arrive in the order they *end*, into per-location
+//! Enter/Leave streams that nest and never go back in time.
+//!
+//! NCCL closes a parent after its children (GroupApi after CollApi), and proxy operations,
+//! steps and network requests overlap without nesting. A [`Lanes`] set keeps the finished
+//! intervals of one timeline (one thread, or one proxy connection) until no interval that
+//! is still open could start before them — the *watermark*, the earliest start among the
+//! timeline's open events — and then places them in start order: each goes to the first
+//! lane where it nests inside the innermost open interval (or where nothing is open), and
+//! a new lane is opened when none fits. Leaves are written when a later interval starts
+//! after them, or at the end.
+
+/// Something placed on a lane.
+pub trait Interval {
+    fn start(&self) -> u64;
+    fn stop(&self) -> u64;
+    /// Region id written with the Leave.
+    fn region(&self) -> u32;
+    /// A leaf is written whole (Enter, inner parts, Leave) and nothing nests inside it.
+    fn is_leaf(&self) -> bool;
+}
+
+/// Where placed intervals go.
+pub trait LaneOutput<T> {
+    /// Writes the Enter of `item` on `lane` at `start` (and, for a leaf, all of it up to
+    /// its Leave at `stop`). `start`/`stop` differ from the item's only when clipped.
+    fn open(&mut self, lane: usize, item: &T, start: u64, stop: u64);
+    /// Writes the Leave of a non-leaf interval.
+    fn close(&mut self, lane: usize, time: u64, region: u32);
+}
+
+#[derive(Default)]
+struct Lane {
+    /// Open (non-leaf) intervals: (stop, region), innermost last.
+    stack: Vec<(u64, u32)>,
+    /// The last time written on this lane.
+    last: u64,
+}
+
+/// The lanes of one timeline.
+pub struct Lanes<T> {
+    lanes: Vec<Lane>,
+    pending: Vec<T>,
+    max_lanes: usize,
+    /// Intervals squeezed into the last lane because all lanes were in use.
+    pub clipped: u64,
+}
+
+impl<T: Interval> Lanes<T> {
+    pub fn new(max_lanes: usize) -> Lanes<T> {
+        Lanes {
+            lanes: Vec::new(),
+            pending: Vec::new(),
+            max_lanes: max_lanes.max(1),
+            clipped: 0,
+        }
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.pending.push(item);
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Places every pending interval that starts before `watermark`.
+    pub fn flush(&mut self, watermark: u64, out: &mut impl LaneOutput<T>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        // Start order; at equal starts the longer first, so it can hold the shorter.
+        self.pending
+            .sort_by(|a, b| (a.start(), b.stop()).cmp(&(b.start(), a.stop())));
+        let ready = self
+            .pending
+            .partition_point(|item| item.start() < watermark);
+        let items: Vec<T> = self.pending.drain(..ready).collect();
+        for item in items {
+            self.place(item, out);
+        }
+    }
+
+    /// Places everything and closes every open interval.
+    pub fn finish(&mut self, out: &mut impl LaneOutput<T>) {
+        self.flush(u64::MAX, out);
+        for (index, lane) in self.lanes.iter_mut().enumerate() {
+            while let Some((stop, region)) = lane.stack.pop() {
+                let time = stop.max(lane.last);
+                out.close(index, time, region);
+                lane.last = time;
+            }
+        }
+    }
+
+    fn place(&mut self, item: T, out: &mut impl LaneOutput<T>) {
+        let (start, stop) = (item.start(), item.stop().max(item.start()));
+        for index in 0..self.lanes.len() {
+            pop_until(&mut self.lanes[index], index, start, out);
+            let lane = &self.lanes[index];
+            let fits =
+                lane.last <= start && lane.stack.last().is_none_or(|&(outer, _)| stop <= outer);
+            if fits {
+                self.write(index, &item, start, stop, out);
+                return;
+            }
+        }
+        if self.lanes.len() < self.max_lanes {
+            self.lanes.push(Lane::default());
+            self.write(self.lanes.len() - 1, &item, start, stop, out);
+            return;
+        }
+        // Every lane is taken: squeeze it into the last one.
+        self.clipped += 1;
+        let index = self.lanes.len() - 1;
+        let lane = &self.lanes[index];
+        let start = start.max(lane.last);
+        let stop = match lane.stack.last() {
+            Some(&(outer, _)) => stop.clamp(start, outer.max(start)),
+            None => stop.max(start),
+        };
+        self.write(index, &item, start, stop, out);
+    }
+
+    fn write(
+        &mut self,
+        index: usize,
+        item: &T,
+        start: u64,
+        stop: u64,
+        out: &mut impl LaneOutput<T>,
+    ) {
+        out.open(index, item, start, stop);
+        let lane = &mut self.lanes[index];
+        if item.is_leaf() {
+            lane.last = stop;
+        } else {
+            lane.stack.push((stop, item.region()));
+            lane.last = start;
+        }
+    }
+}
+
+/// Closes the intervals of `lane` that end by `time`.
+fn pop_until<T>(lane: &mut Lane, index: usize, time: u64, out: &mut impl LaneOutput<T>) {
+    while let Some(&(stop, region)) = lane.stack.last() {
+        if stop > time {
+            break;
+        }
+        lane.stack.pop();
+        let at = stop.max(lane.last);
+        out.close(index, at, region);
+        lane.last = at;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy, Debug)]
+    struct Span(u64, u64, u32, bool);
+
+    impl Interval for Span {
+        fn start(&self) -> u64 {
+            self.0
+        }
+        fn stop(&self) -> u64 {
+            self.1
+        }
+        fn region(&self) -> u32 {
+            self.2
+        }
+        fn is_leaf(&self) -> bool {
+            self.3
+        }
+    }
+
+    /// Records what was written, as (lane, "E"/"L", time, region).
+    #[derive(Default)]
+    struct Log(Vec<(usize, &'static str, u64, u32)>);
+
+    impl LaneOutput<Span> for Log {
+        fn open(&mut self, lane: usize, item: &Span, start: u64, stop: u64) {
+            self.0.push((lane, "E", start, item.2));
+            if item.3 {
+                self.0.push((lane, "L", stop, item.2));
+            }
+        }
+        fn close(&mut self, lane: usize, time: u64, region: u32) {
+            self.0.push((lane, "L", time, region));
+        }
+    }
+
+    /// Checks the written stream: per lane, time never decreases and Enter/Leave nest.
+    fn assert_well_formed(log: &Log) {
+        let lanes = log.0.iter().map(|e| e.0).max().map_or(0, |m| m + 1);
+        for lane in 0..lanes {
+            let mut last = 0;
+            let mut stack = Vec::new();
+            for &(l, what, time, region) in &log.0 {
+                if l != lane {
+                    continue;
+                }
+                assert!(time >= last, "lane {lane} goes back: {:?}", log.0);
+                last = time;
+                if what == "E" {
+                    stack.push(region);
+                } else {
+                    assert_eq!(stack.pop(), Some(region), "bad nesting: {:?}", log.0);
+                }
+            }
+            assert!(stack.is_empty());
+        }
+    }
+
+    #[test]
+    fn children_finishing_first_are_written_inside_their_parent() {
+        let mut lanes = Lanes::new(8);
+        let mut log = Log::default();
+        // CollApi (20..30) closes before its GroupApi (10..100).
+        lanes.push(Span(20, 30, 2, false));
+        lanes.push(Span(40, 50, 3, false));
+        lanes.push(Span(10, 100, 1, false));
+        lanes.flush(u64::MAX, &mut log);
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!(
+            log.0,
+            vec![
+                (0, "E", 10, 1),
+                (0, "E", 20, 2),
+                (0, "L", 30, 2),
+                (0, "E", 40, 3),
+                (0, "L", 50, 3),
+                (0, "L", 100, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn overlapping_intervals_take_other_lanes() {
+        let mut lanes = Lanes::new(8);
+        let mut log = Log::default();
+        for (start, stop) in [(0, 50), (10, 60), (20, 70), (55, 80)] {
+            lanes.push(Span(start, stop, start as u32, false));
+        }
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        let lane_of = |region: u32| {
+            log.0
+                .iter()
+                .find(|e| e.3 == region && e.1 == "E")
+                .unwrap()
+                .0
+        };
+        assert_eq!(
+            [lane_of(0), lane_of(10), lane_of(20), lane_of(55)],
+            [0, 1, 2, 0]
+        );
+    }
+
+    #[test]
+    fn nothing_before_the_watermark_is_held_back_and_nothing_after_is_written() {
+        let mut lanes = Lanes::new(8);
+        let mut log = Log::default();
+        lanes.push(Span(5, 8, 1, true));
+        lanes.push(Span(12, 14, 2, true));
+        lanes.flush(10, &mut log);
+        assert_eq!(log.0, vec![(0, "E", 5, 1), (0, "L", 8, 1)]);
+        assert_eq!(lanes.pending(), 1);
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!(log.0.len(), 4);
+    }
+
+    #[test]
+    fn a_late_interval_never_goes_back_in_time_on_a_lane() {
+        let mut lanes = Lanes::new(8);
+        let mut log = Log::default();
+        lanes.push(Span(100, 200, 1, true));
+        lanes.flush(u64::MAX, &mut log);
+        // Arrives after 100..200 was written, but starts before it ended.
+        lanes.push(Span(50, 150, 2, true));
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!(log.0[2], (1, "E", 50, 2));
+    }
+
+    #[test]
+    fn when_all_lanes_are_taken_intervals_are_clipped_and_counted() {
+        let mut lanes = Lanes::new(1);
+        let mut log = Log::default();
+        lanes.push(Span(0, 50, 1, false));
+        lanes.push(Span(10, 60, 2, false));
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!(lanes.clipped, 1);
+        assert_eq!(log.0[1], (0, "E", 10, 2));
+        assert_eq!(log.0[2], (0, "L", 50, 2));
+    }
+}

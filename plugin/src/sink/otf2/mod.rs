@@ -1,0 +1,1322 @@
+//! The OTF2 trace writer: the standalone mode's output.
+//!
+//! Each process writes one part of the job's trace, `<output dir>/parts/<host>.<pid>/`,
+//! a complete OTF2 archive with local ids (see `writer.rs`). What is written where is the
+//! trace schema, documented for users in `docs/trace-schema.md`:
+//!
+//! - **CPU threads** (one location per OS thread that called the plugin): the API calls
+//!   (`ncclGroup`, `ncclAllReduce`, …), kernel launches, the enqueue of each task, and
+//!   on proxy threads the proxy's idle, sleep and append intervals. Intervals that do not
+//!   nest (e.g. net-plugin requests) go to extra lanes of the thread.
+//! - per **communicator rank**, in a location group of its own:
+//!   - an **ops stream**: every collective and point-to-point operation in enqueue order
+//!     (the order NCCL runs them on the communicator's stream), from the start of its
+//!     execution (first kernel channel, else enqueue) to its last kernel channel or proxy
+//!     operation, with collective begin/end records on the NCCL communicator and message
+//!     records for sends and receives;
+//!   - a stream per **channel** with the GPU kernel intervals (GPU clock converted to host
+//!     time) and kernel phases;
+//!   - **proxy lanes** per (channel, peer, direction) with proxy operations, their steps
+//!     and the steps' wait states.
+//! - **gaps**: records a full ring dropped show as "NCCL records lost" intervals on the
+//!   thread that lost them.
+//!
+//! The Scalasca-safe variant writes only the CPU-thread locations, with plain Enter/Leave
+//! and attributes.
+
+mod defs;
+mod lanes;
+mod writer;
+
+pub use defs::{Attr, ATTRIBUTES};
+pub use writer::{ClockSample, EVENT_CHUNK_BYTES};
+
+use crate::abi::state;
+use crate::collector::{Closed, FinishedEvent, Owner, Parent};
+use crate::context::ContextInfo;
+use crate::event::{Event, Func, Kind, NetPayload, StateArg};
+use defs::{Definitions, LocationKind, Role};
+use lanes::{Interval, LaneOutput, Lanes};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use writer::{Loc, Writer};
+
+/// Lanes one timeline may open before intervals are squeezed (and counted).
+const MAX_LANES: usize = 64;
+/// An operation whose task has ended and that has no open child is complete once nothing
+/// happened to it for this long (children may still be on their way from another thread).
+const OP_QUIET_NS: u64 = 50_000_000;
+/// Finished intervals a timeline may hold back before they are placed regardless.
+const MAX_PENDING: usize = 1 << 16;
+
+/// What the sink needs to know beyond the events.
+#[derive(Clone, Debug)]
+pub struct Otf2Options {
+    /// Only CPU-thread locations, plain Enter/Leave with attributes.
+    pub scalasca_safe: bool,
+    /// NCCL will report KernelCh events (an operation then waits for all its channels).
+    pub kernel_channels: bool,
+    /// The process's index in the job (launcher rank), else its pid.
+    pub process_index: u32,
+    /// How the process is named in the trace.
+    pub process_name: String,
+    pub host: String,
+}
+
+/// An open event as the collector holds it (for watermarks and completion).
+pub struct OpenView<'a> {
+    pub kind: Kind,
+    pub owner: Owner,
+    pub parent: Parent,
+    pub start_ns: u64,
+    pub start_tid: i32,
+    pub event: &'a Event,
+}
+
+/// An attribute value.
+#[derive(Clone, Debug)]
+enum Val {
+    U(u64),
+    I(i64),
+    S(Cow<'static, str>),
+}
+
+/// One interval waiting for its lane.
+struct Item {
+    start: u64,
+    stop: u64,
+    region: u32,
+    leaf: bool,
+    attrs: Vec<(Attr, Val)>,
+    /// Consecutive parts inside a leaf (e.g. a proxy step's wait states).
+    inner: Vec<(u64, u64, u32)>,
+}
+
+impl Interval for Item {
+    fn start(&self) -> u64 {
+        self.start
+    }
+    fn stop(&self) -> u64 {
+        self.stop
+    }
+    fn region(&self) -> u32 {
+        self.region
+    }
+    fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+}
+
+/// The timelines whose intervals go through lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Family {
+    /// An OS thread (by tid).
+    Thread(i32),
+    /// One proxy connection of a communicator rank.
+    Proxy {
+        owner: Owner,
+        channel: u8,
+        peer: i32,
+        send: bool,
+    },
+    /// Proxy steps whose operation is unknown.
+    Steps(Owner),
+}
+
+struct Timeline {
+    lanes: Lanes<Item>,
+    locs: Vec<Loc>,
+    name: String,
+    group: u32,
+}
+
+/// Writes placed intervals of one timeline, opening lane locations on demand.
+struct Placer<'a> {
+    w: &'a mut Writer,
+    locs: &'a mut Vec<Loc>,
+    name: &'a str,
+    group: u32,
+}
+
+impl Placer<'_> {
+    fn loc(&mut self, lane: usize) -> Loc {
+        while self.locs.len() <= lane {
+            let name = match self.locs.len() {
+                0 => self.name.to_owned(),
+                n => format!("{} (lane {})", self.name, n + 1),
+            };
+            let loc = self
+                .w
+                .add_location(&name, LocationKind::CpuThread, self.group);
+            self.locs.push(loc);
+        }
+        self.locs[lane]
+    }
+}
+
+impl LaneOutput<Item> for Placer<'_> {
+    fn open(&mut self, lane: usize, item: &Item, start: u64, stop: u64) {
+        let loc = self.loc(lane);
+        put_attrs(self.w, &item.attrs);
+        self.w.enter(loc, start, item.region);
+        if item.leaf {
+            for &(s, e, region) in &item.inner {
+                let s = s.clamp(start, stop);
+                let e = e.clamp(s, stop);
+                self.w.enter(loc, s, region);
+                self.w.leave(loc, e, region);
+            }
+            self.w.leave(loc, stop, item.region);
+        }
+    }
+
+    fn close(&mut self, lane: usize, time: u64, region: u32) {
+        let loc = self.loc(lane);
+        self.w.leave(loc, time, region);
+    }
+}
+
+fn put_attrs(w: &mut Writer, attrs: &[(Attr, Val)]) {
+    for (attr, value) in attrs {
+        match value {
+            Val::U(v) => w.attr_u64(*attr, *v),
+            Val::I(v) => w.attr_i64(*attr, *v),
+            Val::S(v) => w.attr_str(*attr, v),
+        }
+    }
+}
+
+/// An operation on a communicator rank's ops stream, until it is complete.
+struct PendingOp {
+    handle: u64,
+    event: Event,
+    enqueue: u64,
+    task_stop: u64,
+    first_kernel: Option<u64>,
+    last_child: Option<u64>,
+    kernels: u32,
+    last_activity: u64,
+}
+
+/// The device-side locations of one communicator rank (one context).
+struct RankStreams {
+    info: Arc<ContextInfo>,
+    group: u32,
+    comm: u32,
+    ops_loc: Option<Loc>,
+    ops: VecDeque<PendingOp>,
+    last_end: u64,
+    channels: HashMap<u8, Loc>,
+}
+
+/// What children told us about a task before the task itself finished.
+#[derive(Default, Clone, Copy)]
+struct EarlyChild {
+    first_kernel: Option<u64>,
+    last_child: Option<u64>,
+    kernels: u32,
+}
+
+/// Counts of what the writer had to repair or leave out.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Otf2Stats {
+    pub events_written: u64,
+    pub failed_calls: u64,
+    pub raised_timestamps: u64,
+    pub clipped_intervals: u64,
+    pub late_children: u64,
+    pub held_back_overflow: u64,
+}
+
+pub struct Otf2Sink {
+    w: Writer,
+    options: Otf2Options,
+    timelines: HashMap<Family, Timeline>,
+    /// Open ProxyOps → the proxy timeline of their steps.
+    op_family: HashMap<u64, Family>,
+    ranks: HashMap<u64, RankStreams>,
+    /// Task handle → its context, while the operation waits on its ops stream.
+    task_context: HashMap<u64, u64>,
+    early_children: HashMap<u64, EarlyChild>,
+    /// KernelPhase intervals waiting for their KernelCh: (start, stop, region).
+    phases: HashMap<u64, Vec<(u64, u64, u32)>>,
+    /// Proxy threads that reported Idle and not yet Active: since when.
+    idle_since: HashMap<i32, u64>,
+    contexts: HashMap<u64, Arc<ContextInfo>>,
+    stats: Otf2Stats,
+    last_seen: u64,
+}
+
+/// Where a process's part goes: `<dir>/parts/<host>.<pid>` (with `.1`, `.2`, … when a
+/// part of that name exists, e.g. a second init/finalize cycle).
+pub fn part_dir(output_dir: &Path, host: &str, pid: i32) -> PathBuf {
+    let parts = output_dir.join("parts");
+    let base = format!("{host}.{pid}");
+    let mut candidate = parts.join(&base);
+    let mut n = 0;
+    while candidate.join("traces").exists() || candidate.join("traces.otf2").exists() {
+        n += 1;
+        candidate = parts.join(format!("{base}.{n}"));
+    }
+    candidate
+}
+
+impl Otf2Sink {
+    pub fn create(dir: &Path, options: Otf2Options) -> Result<Otf2Sink, String> {
+        let defs = Definitions::new(options.process_index, &options.process_name, &options.host);
+        let start = ClockSample {
+            monotonic_ns: crate::clock::now_ns(),
+            realtime_ns: crate::clock::realtime_ns(),
+        };
+        let w = Writer::open(dir, &options.host, defs, start).map_err(|e| e.0)?;
+        Ok(Otf2Sink {
+            w,
+            options,
+            timelines: HashMap::default(),
+            op_family: HashMap::default(),
+            ranks: HashMap::default(),
+            task_context: HashMap::default(),
+            early_children: HashMap::default(),
+            phases: HashMap::default(),
+            idle_since: HashMap::default(),
+            contexts: HashMap::default(),
+            stats: Otf2Stats::default(),
+            last_seen: 0,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.w.path()
+    }
+
+    /// A communicator rank was initialised (or learned its hash later).
+    pub fn comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
+        self.contexts.insert(context, Arc::clone(info));
+        if let Some(rank) = self.ranks.get_mut(&context) {
+            rank.info = Arc::clone(info);
+        }
+    }
+
+    /// A ProxyOp started: its steps will go to its connection's lanes.
+    pub fn proxy_op_started(&mut self, handle: u64, owner: Owner, event: &Event) {
+        if let Event::ProxyOp(op) = event {
+            self.op_family.insert(
+                handle,
+                Family::Proxy {
+                    owner,
+                    channel: op.channel,
+                    peer: op.peer,
+                    send: op.is_send,
+                },
+            );
+        }
+    }
+
+    /// Records a ring dropped on thread `tid` between `first` and `last`.
+    pub fn gap(&mut self, tid: i32, first: u64, last: u64, dropped_total: u64) {
+        let region = self.w.defs.region(
+            "NCCL records lost",
+            Role::Artificial,
+            "the plugin's buffer for this thread was full: records in this interval were dropped",
+        );
+        self.push(
+            Family::Thread(tid),
+            Item {
+                start: first,
+                stop: last.max(first),
+                region,
+                leaf: true,
+                attrs: vec![(Attr::Lost, Val::U(dropped_total))],
+                inner: Vec::new(),
+            },
+        );
+    }
+
+    /// One finished event.
+    pub fn event(&mut self, e: &FinishedEvent) {
+        self.last_seen = self.last_seen.max(e.stop_ns);
+        match e.kind {
+            Kind::GroupApi
+            | Kind::CollApi
+            | Kind::P2pApi
+            | Kind::KernelLaunch
+            | Kind::Group
+            | Kind::CeColl
+            | Kind::CeSync
+            | Kind::CeBatch
+            | Kind::NetPlugin => self.thread_interval(e),
+            Kind::Coll | Kind::P2p => {
+                self.thread_interval(e);
+                if !self.options.scalasca_safe {
+                    self.task(e);
+                }
+            }
+            Kind::ProxyCtrl => self.proxy_ctrl(e),
+            Kind::ProxyOp => {
+                let family = self.op_family.remove(&e.handle);
+                if !self.options.scalasca_safe {
+                    self.child_done(e.parent, e.stop_ns, None);
+                    if let Some(family) = family {
+                        let item = self.proxy_op_item(e);
+                        self.push(family, item);
+                    }
+                }
+            }
+            Kind::ProxyStep => {
+                if !self.options.scalasca_safe {
+                    let family = match e.parent {
+                        Parent::Local { handle, .. } => self.op_family.get(&handle).copied(),
+                        _ => None,
+                    }
+                    .unwrap_or(Family::Steps(e.owner));
+                    let item = self.step_item(e);
+                    self.push(family, item);
+                }
+            }
+            Kind::KernelCh => {
+                if !self.options.scalasca_safe {
+                    self.kernel(e);
+                }
+            }
+            Kind::KernelPhase => {
+                if !self.options.scalasca_safe {
+                    self.phase(e);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, family: Family, item: Item) {
+        let (name, group) = self.timeline_name(family);
+        let timeline = self.timelines.entry(family).or_insert_with(|| Timeline {
+            lanes: Lanes::new(MAX_LANES),
+            locs: Vec::new(),
+            name,
+            group,
+        });
+        timeline.lanes.push(item);
+        if timeline.lanes.pending() > MAX_PENDING {
+            // Something stays open far too long: place what we have rather than grow.
+            self.stats.held_back_overflow += 1;
+            let timeline = self.timelines.get_mut(&family).expect("just inserted");
+            let mut placer = Placer {
+                w: &mut self.w,
+                locs: &mut timeline.locs,
+                name: &timeline.name,
+                group: timeline.group,
+            };
+            timeline.lanes.flush(u64::MAX, &mut placer);
+        }
+    }
+
+    fn timeline_name(&mut self, family: Family) -> (String, u32) {
+        match family {
+            Family::Thread(tid) => (format!("thread {tid}"), Definitions::PROCESS_GROUP),
+            Family::Proxy {
+                owner,
+                channel,
+                peer,
+                send,
+            } => {
+                let (prefix, group) = self.owner_prefix(owner);
+                let direction = if send { "send to" } else { "recv from" };
+                (
+                    format!("{prefix} proxy ch{channel} {direction} {peer}"),
+                    group,
+                )
+            }
+            Family::Steps(owner) => {
+                let (prefix, group) = self.owner_prefix(owner);
+                (format!("{prefix} proxy steps"), group)
+            }
+        }
+    }
+
+    /// How the locations of an owner are named, and their location group.
+    fn owner_prefix(&mut self, owner: Owner) -> (String, u32) {
+        match owner {
+            Owner::Local(context) => {
+                let rank = self.rank_streams(context);
+                (rank_label(&rank.info), rank.group)
+            }
+            Owner::Foreign { pid, .. } => {
+                (format!("PXN for pid {pid}"), Definitions::PROCESS_GROUP)
+            }
+            Owner::Unknown => ("unknown comm".to_owned(), Definitions::PROCESS_GROUP),
+        }
+    }
+
+    fn rank_streams(&mut self, context: u64) -> &mut RankStreams {
+        if !self.ranks.contains_key(&context) {
+            let info = self
+                .contexts
+                .get(&context)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(ContextInfo::default()));
+            let label = rank_label(&info);
+            let group = self.w.defs.accelerator_group(&label);
+            let (key, name) = comm_key_and_name(context, &info);
+            let comm = self.w.defs.comm(key, &name);
+            self.ranks.insert(
+                context,
+                RankStreams {
+                    info,
+                    group,
+                    comm,
+                    ops_loc: None,
+                    ops: VecDeque::new(),
+                    last_end: 0,
+                    channels: HashMap::default(),
+                },
+            );
+        }
+        self.ranks.get_mut(&context).expect("inserted above")
+    }
+
+    fn thread_interval(&mut self, e: &FinishedEvent) {
+        let (name, role) = thread_region(e);
+        let region = self.w.defs.region(&name, role, describe(e.kind));
+        let mut attrs = self.attrs_of(e);
+        if e.closed != Closed::Stopped {
+            attrs.push((Attr::Closed, Val::S(Cow::Borrowed(e.closed.name()))));
+        }
+        if e.kind == Kind::GroupApi {
+            // From GroupEndApiStart to the stop: launching the group's work. It nests in
+            // the group (same stop), and the launches nest in it.
+            if let Some(s) = e
+                .states
+                .iter()
+                .find(|s| s.state == state::GROUP_END_API_START)
+            {
+                let launch = self.w.defs.region(
+                    "ncclGroupEnd launch",
+                    Role::Function,
+                    "from the outermost ncclGroupEnd to the end of the group's launches",
+                );
+                let start = s.time_ns.clamp(e.start_ns, e.stop_ns);
+                self.push(
+                    Family::Thread(e.start_tid),
+                    Item {
+                        start,
+                        stop: e.stop_ns,
+                        region: launch,
+                        leaf: false,
+                        attrs: Vec::new(),
+                        inner: Vec::new(),
+                    },
+                );
+            }
+        }
+        self.push(
+            Family::Thread(e.start_tid),
+            Item {
+                start: e.start_ns,
+                stop: e.stop_ns,
+                region,
+                leaf: false,
+                attrs,
+                inner: Vec::new(),
+            },
+        );
+    }
+
+    /// Attributes describing an event's operation and communicator.
+    fn attrs_of(&self, e: &FinishedEvent) -> Vec<(Attr, Val)> {
+        let mut attrs = Vec::with_capacity(12);
+        if let Some(comm) = &e.comm {
+            attrs.push((Attr::CommHash, Val::U(comm.comm_hash)));
+            attrs.push((Attr::Rank, Val::I(i64::from(e.rank))));
+            attrs.push((Attr::NRanks, Val::I(i64::from(comm.n_ranks))));
+        }
+        match e.event {
+            Event::Coll(c) => {
+                attrs.push((Attr::Seq, Val::U(c.seq)));
+                attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
+                attrs.push((Attr::Count, Val::U(c.count)));
+                attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
+                attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
+                attrs.push((Attr::Algo, Val::S(c.algo.as_str().into())));
+                attrs.push((Attr::Proto, Val::S(c.proto.as_str().into())));
+                attrs.push((Attr::NChannels, Val::U(u64::from(c.n_channels))));
+                if is_rooted(c.func) {
+                    attrs.push((Attr::Root, Val::I(i64::from(c.root))));
+                }
+            }
+            Event::P2p(p) => {
+                attrs.push((Attr::Func, Val::S(p.func.as_str().into())));
+                attrs.push((Attr::Count, Val::U(p.count)));
+                attrs.push((Attr::Datatype, Val::S(p.datatype.as_str().into())));
+                attrs.push((Attr::Bytes, Val::U(bytes_of(p.count, p.datatype))));
+                attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
+                if let Some(n) = p.n_channels {
+                    attrs.push((Attr::NChannels, Val::U(u64::from(n))));
+                }
+            }
+            Event::CollApi(c) => {
+                attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
+                attrs.push((Attr::Count, Val::U(c.count)));
+                attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
+                attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
+                if is_rooted(c.func) {
+                    attrs.push((Attr::Root, Val::I(i64::from(c.root))));
+                }
+                attrs.push((Attr::GraphCaptured, Val::U(u64::from(c.graph_captured))));
+            }
+            Event::P2pApi(p) => {
+                attrs.push((Attr::Func, Val::S(p.func.as_str().into())));
+                attrs.push((Attr::Count, Val::U(p.count)));
+                attrs.push((Attr::Datatype, Val::S(p.datatype.as_str().into())));
+                attrs.push((Attr::Bytes, Val::U(bytes_of(p.count, p.datatype))));
+                attrs.push((Attr::GraphCaptured, Val::U(u64::from(p.graph_captured))));
+            }
+            Event::GroupApi {
+                graph_captured,
+                depth,
+            } => {
+                attrs.push((Attr::GroupDepth, Val::I(i64::from(depth))));
+                attrs.push((Attr::GraphCaptured, Val::U(u64::from(graph_captured))));
+            }
+            Event::CeColl(c) => {
+                attrs.push((Attr::Seq, Val::U(c.seq)));
+                attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
+                attrs.push((Attr::Count, Val::U(c.count)));
+                attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
+                attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
+            }
+            Event::NetPlugin(n) => {
+                let text = match n.payload {
+                    NetPayload::IbQp {
+                        device,
+                        qp_num,
+                        opcode,
+                        length,
+                        ..
+                    } => format!("ib dev {device} qp {qp_num} opcode {opcode} {length} B"),
+                    NetPayload::Socket { fd, op, length } => {
+                        format!("socket fd {fd} op {op} {length} B")
+                    }
+                    NetPayload::Unknown => format!("net plugin id {:#x}", n.id),
+                };
+                attrs.push((Attr::NetInfo, Val::S(text.into())));
+            }
+            _ => {}
+        }
+        attrs
+    }
+
+    fn proxy_op_item(&mut self, e: &FinishedEvent) -> Item {
+        let Event::ProxyOp(op) = e.event else {
+            unreachable!("called for ProxyOps only")
+        };
+        let name = if op.is_send {
+            "proxy send"
+        } else {
+            "proxy recv"
+        };
+        let region = self.w.defs.region(
+            name,
+            Role::DataTransfer,
+            "a proxy operation: one channel's transfer with one peer for one NCCL operation",
+        );
+        let mut attrs = vec![
+            (Attr::Channel, Val::U(u64::from(op.channel))),
+            (Attr::Peer, Val::I(i64::from(op.peer))),
+            (Attr::NSteps, Val::U(op.n_steps.max(0) as u64)),
+            (Attr::ChunkSize, Val::U(op.chunk_size.max(0) as u64)),
+            (Attr::Pid, Val::I(i64::from(op.pid))),
+            (Attr::Rank, Val::I(i64::from(e.rank))),
+        ];
+        match e.parent {
+            Parent::Foreign { value, .. } => attrs.push((Attr::ParentValue, Val::U(value))),
+            Parent::Local { handle, .. } => {
+                let task = self
+                    .pending_op(handle)
+                    .map(|op| op.event)
+                    .or(e.parent_event);
+                if let Some(task) = task {
+                    push_op_identity(&mut attrs, &task);
+                }
+            }
+            _ => {}
+        }
+        if let Some(comm) = &e.comm {
+            attrs.push((Attr::CommHash, Val::U(comm.comm_hash)));
+        }
+        if e.closed != Closed::Stopped {
+            attrs.push((Attr::Closed, Val::S(Cow::Borrowed(e.closed.name()))));
+        }
+        Item {
+            start: e.start_ns,
+            stop: e.stop_ns,
+            region,
+            leaf: false,
+            attrs,
+            inner: Vec::new(),
+        }
+    }
+
+    fn pending_op(&self, task: u64) -> Option<&PendingOp> {
+        let context = self.task_context.get(&task)?;
+        self.ranks
+            .get(context)?
+            .ops
+            .iter()
+            .find(|op| op.handle == task)
+    }
+
+    fn step_item(&mut self, e: &FinishedEvent) -> Item {
+        let Event::ProxyStep { step } = e.event else {
+            unreachable!("called for ProxySteps only")
+        };
+        let send = e.states.iter().any(|s| {
+            matches!(
+                s.state,
+                state::PROXY_STEP_SEND_GPU_WAIT
+                    | state::PROXY_STEP_SEND_WAIT
+                    | state::PROXY_STEP_SEND_PEER_WAIT_V4
+            )
+        });
+        let region = self.w.defs.region(
+            if send { "send step" } else { "recv step" },
+            Role::DataTransfer,
+            "one proxy step (a slice of a proxy operation through the network)",
+        );
+        let mut attrs = vec![(Attr::Step, Val::U(step.max(0) as u64))];
+        // Only SendWait and RecvFlushWait carry this step's own size (ABI notes §3.7).
+        if let Some(size) = e.states.iter().find_map(|s| match (s.state, s.arg) {
+            (
+                state::PROXY_STEP_SEND_WAIT | state::PROXY_STEP_RECV_FLUSH_WAIT,
+                StateArg::TransSize(n),
+            ) => Some(n),
+            _ => None,
+        }) {
+            attrs.push((Attr::TransSize, Val::U(size)));
+        }
+        if e.closed != Closed::Stopped {
+            attrs.push((Attr::Closed, Val::S(Cow::Borrowed(e.closed.name()))));
+        }
+        // Each state lasts until the next different one, the last until the stop.
+        let mut inner: Vec<(u64, u64, u32)> = Vec::new();
+        let mut current: Option<(i32, u64)> = None;
+        for s in &e.states {
+            if current.is_some_and(|(c, _)| c == s.state) {
+                continue;
+            }
+            if let Some((c, since)) = current {
+                if let Some(region) = self.wait_region(c) {
+                    inner.push((since, s.time_ns, region));
+                }
+            }
+            current = Some((s.state, s.time_ns));
+        }
+        if let Some((c, since)) = current {
+            if let Some(region) = self.wait_region(c) {
+                inner.push((since, e.stop_ns, region));
+            }
+        }
+        Item {
+            start: e.start_ns,
+            stop: e.stop_ns,
+            region,
+            leaf: true,
+            attrs,
+            inner,
+        }
+    }
+
+    fn wait_region(&mut self, step_state: i32) -> Option<u32> {
+        let (name, description) = match step_state {
+            state::PROXY_STEP_SEND_GPU_WAIT => {
+                ("send: GPU wait", "waiting for the GPU to fill the buffer")
+            }
+            state::PROXY_STEP_SEND_PEER_WAIT_V4 => (
+                "send: peer wait",
+                "data ready; waiting for the receiver's credit",
+            ),
+            state::PROXY_STEP_SEND_WAIT => (
+                "send: network wait",
+                "send posted; waiting for the network to complete it",
+            ),
+            state::PROXY_STEP_RECV_WAIT => {
+                ("recv: network wait", "receive posted; waiting for data")
+            }
+            state::PROXY_STEP_RECV_FLUSH_WAIT => {
+                ("recv: flush", "data received; flushing it to the GPU")
+            }
+            state::PROXY_STEP_RECV_GPU_WAIT => {
+                ("recv: GPU wait", "waiting for the GPU to consume the data")
+            }
+            _ => return None,
+        };
+        Some(self.w.defs.region(name, Role::DataTransfer, description))
+    }
+
+    fn proxy_ctrl(&mut self, e: &FinishedEvent) {
+        let tid = e.start_tid;
+        let find = |wanted: i32| e.states.iter().find(|s| s.state == wanted);
+        if let (Some(sleep), wakeup) = (
+            find(state::PROXY_CTRL_SLEEP),
+            find(state::PROXY_CTRL_WAKEUP),
+        ) {
+            let region = self.w.defs.region(
+                "proxy sleep",
+                Role::Artificial,
+                "the proxy thread waits for work",
+            );
+            let stop = wakeup.map_or(e.stop_ns, |w| w.time_ns);
+            self.push(
+                Family::Thread(tid),
+                leaf_item(sleep.time_ns, stop, region, Vec::new()),
+            );
+        }
+        if let Some(append) = find(state::PROXY_CTRL_APPEND) {
+            let region = self.w.defs.region(
+                "proxy append",
+                Role::Artificial,
+                "the proxy thread takes posted operations",
+            );
+            let end = find(state::PROXY_CTRL_APPEND_END);
+            let appended = end.map_or(0, |s| match s.arg {
+                StateArg::Appended(n) => n,
+                _ => 0,
+            });
+            let stop = end.map_or(e.stop_ns, |s| s.time_ns);
+            self.push(
+                Family::Thread(tid),
+                leaf_item(
+                    append.time_ns,
+                    stop,
+                    region,
+                    vec![(Attr::Appended, Val::I(i64::from(appended)))],
+                ),
+            );
+        }
+        if let Some(idle) = find(state::PROXY_CTRL_IDLE) {
+            self.idle_since.entry(tid).or_insert(idle.time_ns);
+        }
+        if let Some(active) = find(state::PROXY_CTRL_ACTIVE) {
+            if let Some(since) = self.idle_since.remove(&tid) {
+                self.push_idle(tid, since, active.time_ns);
+            }
+        }
+    }
+
+    fn push_idle(&mut self, tid: i32, since: u64, until: u64) {
+        let region = self.w.defs.region(
+            "proxy idle",
+            Role::Artificial,
+            "the proxy thread has no operation in progress",
+        );
+        self.push(
+            Family::Thread(tid),
+            Item {
+                start: since,
+                stop: until.max(since),
+                region,
+                leaf: false,
+                attrs: Vec::new(),
+                inner: Vec::new(),
+            },
+        );
+    }
+
+    /// A Coll or P2p task: the operation joins its communicator rank's ops stream.
+    fn task(&mut self, e: &FinishedEvent) {
+        let Owner::Local(context) = e.owner else {
+            return;
+        };
+        let early = self.early_children.remove(&e.handle).unwrap_or_default();
+        let rank = self.rank_streams(context);
+        rank.ops.push_back(PendingOp {
+            handle: e.handle,
+            event: e.event,
+            enqueue: e.start_ns,
+            task_stop: e.stop_ns,
+            first_kernel: early.first_kernel,
+            last_child: early.last_child,
+            kernels: early.kernels,
+            last_activity: e.stop_ns.max(early.last_child.unwrap_or(0)),
+        });
+        self.task_context.insert(e.handle, context);
+    }
+
+    /// A child (ProxyOp or KernelCh) of a task finished.
+    fn child_done(&mut self, parent: Parent, stop: u64, kernel_start: Option<u64>) {
+        let Parent::Local { handle, kind } = parent else {
+            return;
+        };
+        if !matches!(kind, Kind::Coll | Kind::P2p) {
+            return;
+        }
+        let apply = |first: &mut Option<u64>, last: &mut Option<u64>, kernels: &mut u32| {
+            *last = Some(last.map_or(stop, |l| l.max(stop)));
+            if let Some(k) = kernel_start {
+                *first = Some(first.map_or(k, |f| f.min(k)));
+                *kernels += 1;
+            }
+        };
+        if let Some(&context) = self.task_context.get(&handle) {
+            if let Some(op) = self
+                .ranks
+                .get_mut(&context)
+                .and_then(|r| r.ops.iter_mut().find(|op| op.handle == handle))
+            {
+                apply(&mut op.first_kernel, &mut op.last_child, &mut op.kernels);
+                op.last_activity = op.last_activity.max(stop);
+                return;
+            }
+        }
+        if self.early_children.len() < MAX_PENDING {
+            let early = self.early_children.entry(handle).or_default();
+            apply(
+                &mut early.first_kernel,
+                &mut early.last_child,
+                &mut early.kernels,
+            );
+        } else {
+            self.stats.late_children += 1;
+        }
+    }
+
+    fn kernel(&mut self, e: &FinishedEvent) {
+        let Owner::Local(context) = e.owner else {
+            return;
+        };
+        let Event::KernelCh { channel, .. } = e.event else {
+            return;
+        };
+        let (start, stop) = e
+            .gpu
+            .map_or((e.start_ns, e.stop_ns), |g| (g.start_ns, g.stop_ns));
+        self.child_done(e.parent, stop, Some(start));
+        let identity = match e.parent {
+            Parent::Local { handle, .. } => self.pending_op(handle).map(|op| op.event),
+            _ => None,
+        }
+        .or(e.parent_event);
+        let func = identity.map_or("NCCL", |ev| func_of(&ev).as_str());
+        let region = self.w.defs.region(
+            &format!("{func} kernel"),
+            Role::Code,
+            "GPU time of one channel of an NCCL kernel (GPU clock converted to host time)",
+        );
+        let phases = self.phases.remove(&e.handle).unwrap_or_default();
+        let rank = self.rank_streams(context);
+        let (group, label) = (rank.group, rank_label(&rank.info));
+        let loc = match rank.channels.get(&channel) {
+            Some(&loc) => loc,
+            None => {
+                let loc = self.w.add_location(
+                    &format!("{label} channel {channel}"),
+                    LocationKind::AcceleratorStream,
+                    group,
+                );
+                self.rank_streams(context).channels.insert(channel, loc);
+                loc
+            }
+        };
+        let last = self.w.last_time(loc);
+        let s = start.max(last);
+        let t = stop.max(s);
+        if s != start {
+            self.stats.clipped_intervals += 1;
+        }
+        let mut attrs = vec![
+            (Attr::Channel, Val::U(u64::from(channel))),
+            (Attr::Rank, Val::I(i64::from(e.rank))),
+        ];
+        if let Some(ev) = identity {
+            push_op_identity(&mut attrs, &ev);
+        }
+        if let Some(error) = e.gpu.and_then(|g| g.error_ns) {
+            attrs.push((Attr::GpuClockError, Val::U(error)));
+        }
+        put_attrs(&mut self.w, &attrs);
+        self.w.enter(loc, s, region);
+        let mut at = s;
+        for (ps, pe, pregion) in phases {
+            let ps = ps.clamp(at, t);
+            let pe = pe.clamp(ps, t);
+            self.w.enter(loc, ps, pregion);
+            self.w.leave(loc, pe, pregion);
+            at = pe;
+        }
+        self.w.leave(loc, t, region);
+    }
+
+    fn phase(&mut self, e: &FinishedEvent) {
+        let Event::KernelPhase { phase, .. } = e.event else {
+            return;
+        };
+        let Some(gpu) = e.gpu else {
+            return;
+        };
+        let Parent::Local { handle, .. } = e.parent else {
+            return;
+        };
+        let name = match phase {
+            crate::event::Phase::InitialSync => "kernel phase: initial sync",
+            crate::event::Phase::Compute => "kernel phase: compute",
+            crate::event::Phase::FinalSync => "kernel phase: final sync",
+            crate::event::Phase::Unknown => "kernel phase",
+        };
+        let region =
+            self.w
+                .defs
+                .region(name, Role::Code, "a phase of a kernel channel (NCCL 2.31+)");
+        let phases = self.phases.entry(handle).or_default();
+        if phases.len() < 16 {
+            phases.push((gpu.start_ns, gpu.stop_ns, region));
+        }
+    }
+
+    /// After each collector pass: places what no open event can precede any more, and
+    /// writes the operations that completed.
+    pub fn end_of_pass<'a>(&mut self, open: impl Iterator<Item = OpenView<'a>>, now: u64) {
+        let mut watermarks: HashMap<Family, u64> = HashMap::default();
+        let mut busy_tasks: HashSet<u64> = HashSet::default();
+        for view in open {
+            let family = match view.kind {
+                Kind::ProxyOp => match view.event {
+                    Event::ProxyOp(op) => Some(Family::Proxy {
+                        owner: view.owner,
+                        channel: op.channel,
+                        peer: op.peer,
+                        send: op.is_send,
+                    }),
+                    _ => None,
+                },
+                Kind::ProxyStep => Some(match view.parent {
+                    Parent::Local { handle, .. } => self
+                        .op_family
+                        .get(&handle)
+                        .copied()
+                        .unwrap_or(Family::Steps(view.owner)),
+                    _ => Family::Steps(view.owner),
+                }),
+                Kind::KernelCh | Kind::KernelPhase | Kind::ProxyCtrl => None,
+                _ => Some(Family::Thread(view.start_tid)),
+            };
+            if let Some(family) = family {
+                let mark = watermarks.entry(family).or_insert(u64::MAX);
+                *mark = (*mark).min(view.start_ns);
+            }
+            if matches!(view.kind, Kind::ProxyOp | Kind::KernelCh) {
+                if let Parent::Local { handle, .. } = view.parent {
+                    busy_tasks.insert(handle);
+                }
+            }
+        }
+        for (&tid, &since) in &self.idle_since {
+            let mark = watermarks.entry(Family::Thread(tid)).or_insert(u64::MAX);
+            *mark = (*mark).min(since);
+        }
+        for (family, timeline) in &mut self.timelines {
+            let mark = watermarks.get(family).copied().unwrap_or(u64::MAX);
+            let mut placer = Placer {
+                w: &mut self.w,
+                locs: &mut timeline.locs,
+                name: &timeline.name,
+                group: timeline.group,
+            };
+            timeline.lanes.flush(mark, &mut placer);
+        }
+        self.write_completed_ops(&busy_tasks, now, false);
+    }
+
+    fn write_completed_ops(&mut self, busy: &HashSet<u64>, now: u64, finishing: bool) {
+        let kernel_channels = self.options.kernel_channels;
+        let contexts: Vec<u64> = self.ranks.keys().copied().collect();
+        for context in contexts {
+            loop {
+                let rank = self.ranks.get_mut(&context).expect("listed");
+                let Some(op) = rank.ops.front() else {
+                    break;
+                };
+                let expected = match op.event {
+                    Event::Coll(c) if kernel_channels && c.n_channels > 0 => {
+                        Some(u32::from(c.n_channels))
+                    }
+                    _ => None,
+                };
+                let complete = finishing
+                    || (!busy.contains(&op.handle)
+                        && (expected.is_some_and(|n| op.kernels >= n)
+                            || now.saturating_sub(op.last_activity) >= OP_QUIET_NS));
+                if !complete {
+                    break;
+                }
+                let op = rank.ops.pop_front().expect("front exists");
+                self.task_context.remove(&op.handle);
+                self.write_op(context, op);
+            }
+        }
+    }
+
+    fn write_op(&mut self, context: u64, op: PendingOp) {
+        let (group, label, comm, info) = {
+            let rank = self.rank_streams(context);
+            (
+                rank.group,
+                rank_label(&rank.info),
+                rank.comm,
+                Arc::clone(&rank.info),
+            )
+        };
+        let loc = match self.ranks[&context].ops_loc {
+            Some(loc) => loc,
+            None => {
+                let loc = self.w.add_location(
+                    &format!("{label} ops"),
+                    LocationKind::AcceleratorStream,
+                    group,
+                );
+                let id = self.w.defs.location_ids()[loc.0 as usize];
+                self.w.defs.comm_member(comm, info.rank, id);
+                self.rank_streams(context).ops_loc = Some(loc);
+                loc
+            }
+        };
+        let last_end = self.ranks[&context].last_end;
+        // Execution starts with the first kernel channel (never before the enqueue), and
+        // ends with the last kernel channel or proxy operation (the enqueue's end without).
+        let begin = op.first_kernel.map_or(op.enqueue, |k| k.max(op.enqueue));
+        let end = op.last_child.unwrap_or(op.task_stop);
+        let s = begin.max(last_end);
+        let t = end.max(s);
+        self.rank_streams(context).last_end = t;
+        let func = func_of(&op.event);
+        let region = self.w.defs.region(func.as_str(), op_role(func), "an NCCL operation on its communicator's stream, from the start of its execution to its completion");
+        let mut attrs = vec![
+            (Attr::CommHash, Val::U(info.comm_hash)),
+            (Attr::Rank, Val::I(i64::from(info.rank))),
+            (Attr::NRanks, Val::I(i64::from(info.n_ranks))),
+        ];
+        push_op_identity(&mut attrs, &op.event);
+        attrs.push((Attr::EnqueueTime, Val::U(op.enqueue)));
+        attrs.push((Attr::CompleteTime, Val::U(end)));
+        put_attrs(&mut self.w, &attrs);
+        self.w.enter(loc, s, region);
+        let n = info.n_ranks.max(1) as u64;
+        match op.event {
+            Event::Coll(c) => {
+                let b = bytes_of(c.count, c.datatype);
+                let root_rank = u32::try_from(c.root).ok();
+                let (sent, received) = match c.func {
+                    Func::AllGather => (b, b * n),
+                    Func::ReduceScatter => (b * n, b),
+                    Func::AlltoAll | Func::Gather | Func::Scatter => (b * n, b * n),
+                    Func::Broadcast => {
+                        if c.root == info.rank {
+                            (b, b)
+                        } else {
+                            (0, b)
+                        }
+                    }
+                    Func::Reduce => {
+                        if c.root == info.rank {
+                            (b, b)
+                        } else {
+                            (b, 0)
+                        }
+                    }
+                    _ => (b, b),
+                };
+                let root = if is_rooted(c.func) {
+                    root_rank.unwrap_or(otf2_sys::OTF2_COLLECTIVE_ROOT_NONE)
+                } else {
+                    otf2_sys::OTF2_COLLECTIVE_ROOT_NONE
+                };
+                self.w.collective_begin(loc, s);
+                self.w
+                    .collective_end(loc, t, collective_op(c.func), comm, root, sent, received);
+            }
+            Event::P2p(p) => {
+                let b = bytes_of(p.count, p.datatype);
+                let peer = p.peer.max(0) as u32;
+                if p.func == Func::Recv {
+                    self.w.recv(loc, t, peer, comm, b);
+                } else {
+                    self.w.send(loc, s, peer, comm, b);
+                }
+            }
+            _ => {}
+        }
+        self.w.leave(loc, t, region);
+    }
+
+    /// Places everything, writes what is left and closes the archive.
+    pub fn finish(&mut self) -> Otf2Stats {
+        let now = self.last_seen;
+        let idle: Vec<(i32, u64)> = self.idle_since.drain().collect();
+        for (tid, since) in idle {
+            self.push_idle(tid, since, now.max(since));
+        }
+        self.write_completed_ops(&HashSet::default(), u64::MAX, true);
+        for timeline in self.timelines.values_mut() {
+            let mut placer = Placer {
+                w: &mut self.w,
+                locs: &mut timeline.locs,
+                name: &timeline.name,
+                group: timeline.group,
+            };
+            timeline.lanes.finish(&mut placer);
+            self.stats.clipped_intervals += timeline.lanes.clipped;
+        }
+        let end = ClockSample {
+            monotonic_ns: crate::clock::now_ns(),
+            realtime_ns: crate::clock::realtime_ns(),
+        };
+        self.stats.events_written = self.w.close(end);
+        self.stats.failed_calls = self.w.failed_calls;
+        self.stats.raised_timestamps = self.w.raised_timestamps;
+        self.stats
+    }
+}
+
+fn leaf_item(start: u64, stop: u64, region: u32, attrs: Vec<(Attr, Val)>) -> Item {
+    Item {
+        start,
+        stop: stop.max(start),
+        region,
+        leaf: true,
+        attrs,
+        inner: Vec::new(),
+    }
+}
+
+/// `(nccl.seq, nccl.func)` and the rest of an operation's identity.
+fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
+    match event {
+        Event::Coll(c) => {
+            attrs.push((Attr::Seq, Val::U(c.seq)));
+            attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
+            attrs.push((Attr::Count, Val::U(c.count)));
+            attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
+            attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
+            attrs.push((Attr::Algo, Val::S(c.algo.as_str().into())));
+            attrs.push((Attr::Proto, Val::S(c.proto.as_str().into())));
+            attrs.push((Attr::NChannels, Val::U(u64::from(c.n_channels))));
+            if is_rooted(c.func) {
+                attrs.push((Attr::Root, Val::I(i64::from(c.root))));
+            }
+        }
+        Event::P2p(p) => {
+            attrs.push((Attr::Func, Val::S(p.func.as_str().into())));
+            attrs.push((Attr::Count, Val::U(p.count)));
+            attrs.push((Attr::Datatype, Val::S(p.datatype.as_str().into())));
+            attrs.push((Attr::Bytes, Val::U(bytes_of(p.count, p.datatype))));
+            attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
+            if let Some(n) = p.n_channels {
+                attrs.push((Attr::NChannels, Val::U(u64::from(n))));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn func_of(event: &Event) -> Func {
+    match event {
+        Event::Coll(c) => c.func,
+        Event::P2p(p) => p.func,
+        Event::CollApi(c) => c.func,
+        Event::P2pApi(p) => p.func,
+        Event::CeColl(c) => c.func,
+        _ => Func::Unknown,
+    }
+}
+
+fn bytes_of(count: u64, datatype: crate::event::DataType) -> u64 {
+    count.saturating_mul(datatype.size().unwrap_or(1))
+}
+
+fn is_rooted(func: Func) -> bool {
+    matches!(
+        func,
+        Func::Broadcast | Func::Reduce | Func::Gather | Func::Scatter
+    )
+}
+
+fn op_role(func: Func) -> Role {
+    match func {
+        Func::Broadcast | Func::Scatter => Role::CollOne2All,
+        Func::Reduce | Func::Gather => Role::CollAll2One,
+        Func::AllReduce | Func::AllGather | Func::ReduceScatter | Func::AlltoAll => {
+            Role::CollAll2All
+        }
+        Func::Send | Func::Recv | Func::SendRecv => Role::Point2Point,
+        _ => Role::CollOther,
+    }
+}
+
+fn collective_op(func: Func) -> u8 {
+    use otf2_sys::*;
+    (match func {
+        Func::AllReduce => OTF2_COLLECTIVE_OP_ALLREDUCE,
+        Func::Broadcast => OTF2_COLLECTIVE_OP_BCAST,
+        Func::Reduce => OTF2_COLLECTIVE_OP_REDUCE,
+        Func::AllGather => OTF2_COLLECTIVE_OP_ALLGATHER,
+        Func::ReduceScatter => OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK,
+        Func::AlltoAll => OTF2_COLLECTIVE_OP_ALLTOALL,
+        Func::Gather => OTF2_COLLECTIVE_OP_GATHER,
+        Func::Scatter => OTF2_COLLECTIVE_OP_SCATTER,
+        _ => OTF2_COLLECTIVE_OP_BARRIER,
+    }) as u8
+}
+
+/// The region of a host-side event, named after the NCCL API or what the thread does.
+fn thread_region(e: &FinishedEvent) -> (String, Role) {
+    match e.event {
+        Event::GroupApi { .. } => ("ncclGroup".into(), Role::Function),
+        Event::CollApi(c) => (format!("nccl{}", c.func.as_str()), op_role(c.func)),
+        Event::P2pApi(p) => (format!("nccl{}", p.func.as_str()), Role::Point2Point),
+        Event::KernelLaunch => ("NCCL kernel launch".into(), Role::Function),
+        Event::Group => ("NCCL plan enqueue".into(), Role::Function),
+        Event::Coll(c) => (format!("{} enqueue", c.func.as_str()), Role::Function),
+        Event::P2p(p) => (format!("{} enqueue", p.func.as_str()), Role::Function),
+        Event::CeColl(c) => (
+            format!("{} copy-engine enqueue", c.func.as_str()),
+            Role::Function,
+        ),
+        Event::CeSync { .. } => ("NCCL copy-engine sync".into(), Role::Function),
+        Event::CeBatch { .. } => ("NCCL copy-engine batch".into(), Role::Function),
+        Event::NetPlugin(_) => ("net plugin request".into(), Role::DataTransfer),
+        _ => (e.kind.name().into(), Role::Function),
+    }
+}
+
+fn describe(kind: Kind) -> &'static str {
+    match kind {
+        Kind::GroupApi => "an NCCL group: from its first operation to the end of its launches",
+        Kind::CollApi => "an NCCL collective API call",
+        Kind::P2pApi => "an NCCL point-to-point API call",
+        Kind::KernelLaunch => "launching an NCCL kernel",
+        Kind::Group => "enqueueing one kernel plan's tasks",
+        Kind::Coll | Kind::P2p => "enqueueing one task for the GPU and the proxy",
+        Kind::NetPlugin => "a request of the network plugin",
+        _ => "",
+    }
+}
+
+fn rank_label(info: &ContextInfo) -> String {
+    let comm = match &info.comm_name {
+        Some(name) if !name.is_empty() => name.clone(),
+        _ => format!("comm {:#x}", info.comm_hash),
+    };
+    format!("{comm} rank {}", info.rank)
+}
+
+fn comm_key_and_name(context: u64, info: &ContextInfo) -> (u64, String) {
+    let name = match &info.comm_name {
+        Some(name) if !name.is_empty() => format!("{name} ({:#x})", info.comm_hash),
+        _ => format!("NCCL comm {:#x}", info.comm_hash),
+    };
+    if info.comm_hash != 0 {
+        (info.comm_hash, name)
+    } else {
+        (context, format!("NCCL comm of context {context:#x}"))
+    }
+}
