@@ -98,6 +98,10 @@ struct RunArgs {
     /// thread, which calls its own plugin with this process's pid, context and handles.
     #[arg(long)]
     pxn: bool,
+    /// Never destroy the communicators (the profiler gets no finalize), as applications
+    /// that simply exit do.
+    #[arg(long)]
+    skip_destroy: bool,
 }
 
 /// `nccl-sim --help`: where the plugin comes from, and the scenarios.
@@ -200,6 +204,7 @@ fn run(args: RunArgs) -> ExitCode {
         transport: args.transport,
         net_plugin: args.net_plugin,
         seed: args.seed ^ job.rank as u64,
+        skip_destroy: args.skip_destroy,
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,
         },

@@ -63,6 +63,9 @@ pub struct SimConfig {
     pub peer_wait_repeats: u32,
     /// Steps per ProxyOp.
     pub steps: i32,
+    /// `destroy` only waits for the work and never finalizes the profiler, like an
+    /// application that exits without ncclCommDestroy.
+    pub skip_destroy: bool,
 }
 
 impl Default for SimConfig {
@@ -81,6 +84,7 @@ impl Default for SimConfig {
             recv_restart_every: 3,
             peer_wait_repeats: 2,
             steps: 4,
+            skip_destroy: false,
         }
     }
 }
@@ -793,6 +797,9 @@ impl Comm {
     /// its last user, then the profiler's `finalize`.
     pub fn destroy(self) {
         self.0.proxy.drain();
+        if self.0.nccl.config.skip_destroy {
+            return;
+        }
         if self.0.proxy.users.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.proxy.shutdown();
         }

@@ -405,3 +405,38 @@ fn every_scenario_gives_a_trace_the_otf2_tools_accept() {
         }
     }
 }
+
+/// Applications often exit without ncclCommDestroy: the plugin then gets no finalize, and
+/// the trace is finished when the process exits.
+#[test]
+fn a_process_that_exits_without_destroying_its_communicators_leaves_a_complete_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let status = Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args([
+            "run",
+            "--scenario",
+            "single",
+            "--ranks",
+            "2",
+            "--iterations",
+            "3",
+        ])
+        .arg("--skip-destroy")
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let parts: Vec<PathBuf> = std::fs::read_dir(out.join("parts"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("traces.otf2"))
+        .collect();
+    assert_eq!(parts.len(), 1);
+    assert_otf2_print_clean(&parts[0]);
+    let d = dump(&parts[0]);
+    assert_eq!(items(&d, "collectives").count(), 2 * 3);
+    // Nothing was cut short: every operation completed normally.
+    assert!(items(&d, "intervals").all(|i| i["attrs"].get("nccl.closed").is_none()));
+}

@@ -44,6 +44,16 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
+/// At process exit: drains, closes what is open and finishes the outputs, as the last
+/// finalize would.
+extern "C" fn stop_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(rt) = RUNTIME.get() {
+            rt.stop_collector();
+        }
+    });
+}
+
 thread_local! {
     static RING: RefCell<Option<RingProducer>> = const { RefCell::new(None) };
 }
@@ -173,6 +183,16 @@ impl Runtime {
     }
 
     fn ensure_collector(&'static self) {
+        // Many applications exit without ncclCommDestroy: the trace is then finished at
+        // exit. (Registered from this library, the handler also runs, as a no-op, when
+        // the library is unloaded after the last finalize.)
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        AT_EXIT.call_once(|| {
+            // SAFETY: registers a plain `extern "C" fn()` that catches its panics.
+            if unsafe { libc::atexit(stop_at_exit) } != 0 {
+                log::warn("cannot register the exit handler: end the job with ncclCommDestroy for a complete trace");
+            }
+        });
         let mut collector = self.collector.lock().unwrap_or_else(|e| e.into_inner());
         if collector.is_none() {
             match Collector::start(self) {
