@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod otf2_tools;
+
 fn our_plugin() -> PathBuf {
     nccl_sim::our_plugin_for_tests()
 }
@@ -199,6 +201,39 @@ fn pxn_sends_are_progressed_by_the_other_process() {
             .map(|l| l["counters"]["pxn_foreign_ops"].as_u64().unwrap())
             .sum();
         assert_eq!(counted, foreign.len() as u64);
+
+        // The trace parts of this process show the same foreign operations, on locations
+        // of their own, carrying the originator's pid and task handle for the merge.
+        let pid = pid_of(lines);
+        let mut traced = 0;
+        for part in std::fs::read_dir(out.join("parts")).unwrap() {
+            let part = part.unwrap().path();
+            let name = part.file_name().unwrap().to_string_lossy().into_owned();
+            if name.split('.').nth(1) != Some(pid.to_string().as_str()) {
+                continue;
+            }
+            let anchor = part.join("traces.otf2");
+            otf2_tools::assert_otf2_print_clean(&anchor);
+            let trace = otf2_tools::dump(&anchor);
+            for interval in trace["intervals"].as_array().unwrap() {
+                let location = interval["loc"].as_str().unwrap();
+                if interval["region"] == "proxy send" && location.starts_with("PXN for pid") {
+                    assert!(location.starts_with(&format!("PXN for pid {other_pid} ")));
+                    assert_eq!(interval["attrs"]["nccl.pid"], other_pid);
+                    let parent = format!(
+                        "{:#x}",
+                        interval["attrs"]["nccl.pxn_parent"].as_u64().unwrap()
+                    );
+                    assert!(other_ids.contains(parent.as_str()), "{parent}");
+                    traced += 1;
+                }
+            }
+        }
+        assert_eq!(
+            traced,
+            foreign.len(),
+            "process {i}: foreign ops in the trace"
+        );
     }
 }
 
