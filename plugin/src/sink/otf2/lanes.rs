@@ -18,6 +18,12 @@ pub trait Interval {
     fn region(&self) -> u32;
     /// A leaf is written whole (Enter, inner parts, Leave) and nothing nests inside it.
     fn is_leaf(&self) -> bool;
+    /// Siblings that overlap by nature (NCCL starts all tasks of a plan, then stops them
+    /// all): when one starts inside another that ends before it, the earlier is shown to
+    /// end where the later starts, rather than the later going to another lane.
+    fn chains(&self) -> bool {
+        false
+    }
 }
 
 /// Where placed intervals go.
@@ -31,8 +37,8 @@ pub trait LaneOutput<T> {
 
 #[derive(Default)]
 struct Lane {
-    /// Open (non-leaf) intervals: (stop, region), innermost last.
-    stack: Vec<(u64, u32)>,
+    /// Open (non-leaf) intervals: (stop, region, chains), innermost last.
+    stack: Vec<(u64, u32, bool)>,
     /// The last time written on this lane.
     last: u64,
 }
@@ -85,7 +91,7 @@ impl<T: Interval> Lanes<T> {
     pub fn finish(&mut self, out: &mut impl LaneOutput<T>) {
         self.flush(u64::MAX, out);
         for (index, lane) in self.lanes.iter_mut().enumerate() {
-            while let Some((stop, region)) = lane.stack.pop() {
+            while let Some((stop, region, _)) = lane.stack.pop() {
                 let time = stop.max(lane.last);
                 out.close(index, time, region);
                 lane.last = time;
@@ -97,9 +103,20 @@ impl<T: Interval> Lanes<T> {
         let (start, stop) = (item.start(), item.stop().max(item.start()));
         for index in 0..self.lanes.len() {
             pop_until(&mut self.lanes[index], index, start, out);
+            let lane = &mut self.lanes[index];
+            if item.chains() {
+                if let Some(&(outer, region, true)) = lane.stack.last() {
+                    if stop > outer && lane.last <= start {
+                        // The earlier sibling ends where this one starts.
+                        lane.stack.pop();
+                        out.close(index, start, region);
+                        lane.last = start;
+                    }
+                }
+            }
             let lane = &self.lanes[index];
             let fits =
-                lane.last <= start && lane.stack.last().is_none_or(|&(outer, _)| stop <= outer);
+                lane.last <= start && lane.stack.last().is_none_or(|&(outer, _, _)| stop <= outer);
             if fits {
                 self.write(index, &item, start, stop, out);
                 return;
@@ -116,7 +133,7 @@ impl<T: Interval> Lanes<T> {
         let lane = &self.lanes[index];
         let start = start.max(lane.last);
         let stop = match lane.stack.last() {
-            Some(&(outer, _)) => stop.clamp(start, outer.max(start)),
+            Some(&(outer, _, _)) => stop.clamp(start, outer.max(start)),
             None => stop.max(start),
         };
         self.write(index, &item, start, stop, out);
@@ -135,7 +152,7 @@ impl<T: Interval> Lanes<T> {
         if item.is_leaf() {
             lane.last = stop;
         } else {
-            lane.stack.push((stop, item.region()));
+            lane.stack.push((stop, item.region(), item.chains()));
             lane.last = start;
         }
     }
@@ -143,7 +160,7 @@ impl<T: Interval> Lanes<T> {
 
 /// Closes the intervals of `lane` that end by `time`.
 fn pop_until<T>(lane: &mut Lane, index: usize, time: u64, out: &mut impl LaneOutput<T>) {
-    while let Some(&(stop, region)) = lane.stack.last() {
+    while let Some(&(stop, region, _)) = lane.stack.last() {
         if stop > time {
             break;
         }
@@ -160,6 +177,60 @@ mod tests {
 
     #[derive(Clone, Copy, Debug)]
     struct Span(u64, u64, u32, bool);
+
+    /// A span that chains with its siblings.
+    #[derive(Clone, Copy, Debug)]
+    struct Task(u64, u64, u32);
+
+    impl Interval for Task {
+        fn start(&self) -> u64 {
+            self.0
+        }
+        fn stop(&self) -> u64 {
+            self.1
+        }
+        fn region(&self) -> u32 {
+            self.2
+        }
+        fn is_leaf(&self) -> bool {
+            false
+        }
+        fn chains(&self) -> bool {
+            true
+        }
+    }
+
+    impl LaneOutput<Task> for Log {
+        fn open(&mut self, lane: usize, item: &Task, start: u64, _stop: u64) {
+            self.0.push((lane, "E", start, item.2));
+        }
+        fn close(&mut self, lane: usize, time: u64, region: u32) {
+            self.0.push((lane, "L", time, region));
+        }
+    }
+
+    #[test]
+    fn overlapping_siblings_that_chain_follow_each_other_on_one_lane() {
+        let mut lanes = Lanes::new(8);
+        let mut log = Log::default();
+        // Three tasks started back to back and stopped together, as NCCL does per plan.
+        lanes.push(Task(10, 50, 1));
+        lanes.push(Task(20, 52, 2));
+        lanes.push(Task(30, 54, 3));
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!(
+            log.0,
+            vec![
+                (0, "E", 10, 1),
+                (0, "L", 20, 1),
+                (0, "E", 20, 2),
+                (0, "L", 30, 2),
+                (0, "E", 30, 3),
+                (0, "L", 54, 3)
+            ]
+        );
+    }
 
     impl Interval for Span {
         fn start(&self) -> u64 {

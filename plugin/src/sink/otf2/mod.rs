@@ -90,6 +90,8 @@ struct Item {
     stop: u64,
     region: u32,
     leaf: bool,
+    /// Coll/P2p enqueues of one plan (see [`Interval::chains`]).
+    chains: bool,
     attrs: Vec<(Attr, Val)>,
     /// Consecutive parts inside a leaf (e.g. a proxy step's wait states).
     inner: Vec<(u64, u64, u32)>,
@@ -107,6 +109,9 @@ impl Interval for Item {
     }
     fn is_leaf(&self) -> bool {
         self.leaf
+    }
+    fn chains(&self) -> bool {
+        self.chains
     }
 }
 
@@ -329,6 +334,7 @@ impl Otf2Sink {
                 stop: last.max(first),
                 region,
                 leaf: true,
+                chains: false,
                 attrs: vec![(Attr::Lost, Val::U(dropped_total))],
                 inner: Vec::new(),
             },
@@ -504,6 +510,7 @@ impl Otf2Sink {
                         stop: e.stop_ns,
                         region: launch,
                         leaf: false,
+                        chains: false,
                         attrs: Vec::new(),
                         inner: Vec::new(),
                     },
@@ -517,6 +524,7 @@ impl Otf2Sink {
                 stop: e.stop_ns,
                 region,
                 leaf: false,
+                chains: matches!(e.kind, Kind::Coll | Kind::P2p),
                 attrs,
                 inner: Vec::new(),
             },
@@ -653,6 +661,7 @@ impl Otf2Sink {
             stop: e.stop_ns,
             region,
             leaf: false,
+            chains: false,
             attrs,
             inner: Vec::new(),
         }
@@ -722,6 +731,7 @@ impl Otf2Sink {
             stop: e.stop_ns,
             region,
             leaf: true,
+            chains: false,
             attrs,
             inner,
         }
@@ -817,6 +827,7 @@ impl Otf2Sink {
                 stop: until.max(since),
                 region,
                 leaf: false,
+                chains: false,
                 attrs: Vec::new(),
                 inner: Vec::new(),
             },
@@ -997,7 +1008,7 @@ impl Otf2Sink {
                         .unwrap_or(Family::Steps(view.owner)),
                     _ => Family::Steps(view.owner),
                 }),
-                Kind::KernelCh | Kind::KernelPhase | Kind::ProxyCtrl => None,
+                Kind::KernelCh | Kind::KernelPhase => None,
                 _ => Some(Family::Thread(view.start_tid)),
             };
             if let Some(family) = family {
@@ -1183,6 +1194,7 @@ fn leaf_item(start: u64, stop: u64, region: u32, attrs: Vec<(Attr, Val)>) -> Ite
         stop: stop.max(start),
         region,
         leaf: true,
+        chains: false,
         attrs,
         inner: Vec::new(),
     }
