@@ -645,6 +645,23 @@ fn a_full_ring_drops_counts_and_reports_gaps() {
         assert!(total >= previous_total && total <= ring_full, "{gap}");
         previous_total = total;
     }
+    // The trace shows each gap on the thread that lost the records.
+    let parts: Vec<_> = std::fs::read_dir(plugin.out_dir().join("parts"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("traces.otf2"))
+        .collect();
+    assert_eq!(parts.len(), 1);
+    let printed = std::process::Command::new("otf2-print")
+        .arg(&parts[0])
+        .output()
+        .expect("otf2-print (Debian package otf2-tools)");
+    assert!(printed.status.success());
+    let text = String::from_utf8_lossy(&printed.stdout);
+    let lost_enters = text
+        .lines()
+        .filter(|l| l.starts_with("ENTER") && l.contains("\"NCCL records lost\""))
+        .count();
+    assert_eq!(lost_enters, gaps.len(), "one gap interval per reported gap");
 }
 
 /// The same tiny ring with NCCL_SCOREP_ON_FULL=wait: the thread waits for the collector
