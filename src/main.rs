@@ -5,6 +5,7 @@ mod libsearch;
 
 mod probe;
 mod summary;
+mod validate;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -51,6 +52,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check an OTF2 trace: references resolve, time never goes back, Enter/Leave nest,
+    /// collectives pair up, event counts match the definitions (docs/validate.md).
+    ///
+    /// Exit status: 0 when there is no error (warnings allowed), 1 when there are errors,
+    /// 2 when the archive cannot be opened.
+    Validate {
+        /// The archive's anchor file (traces.otf2), or the directory that holds it.
+        archive: std::path::PathBuf,
+        /// Print a JSON summary instead of the text report.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -76,6 +89,29 @@ fn main() -> ExitCode {
             Err(error) => {
                 eprintln!("nccl-scorep summary: {error}");
                 return ExitCode::FAILURE;
+            }
+        },
+        Command::Validate { archive, json } => match validate::validate(&archive) {
+            Ok(report) => {
+                let text = if json {
+                    serde_json::to_string_pretty(&report).map_err(io::Error::from)
+                } else {
+                    Ok(validate::render(&report))
+                };
+                let written = text.and_then(|text| {
+                    let mut out = io::stdout().lock();
+                    writeln!(out, "{text}").and_then(|()| out.flush())
+                });
+                match written {
+                    Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error),
+                    // The verdict is the exit status, also when `| head` stopped reading.
+                    _ if !report.valid => return ExitCode::from(1),
+                    _ => Ok(()),
+                }
+            }
+            Err(error) => {
+                eprintln!("nccl-scorep validate: {error}");
+                return ExitCode::from(2);
             }
         },
     };

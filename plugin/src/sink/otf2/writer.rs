@@ -477,9 +477,11 @@ impl Writer {
             let now = correct(end.monotonic_ns);
             return (now, 1);
         }
-        let first = correct(self.first_time);
-        let last = correct(self.last_time);
-        (first, last.saturating_sub(first) + 1)
+        // One tick of margin each side: readers interpolate the offsets in floating point
+        // and may round a timestamp one tick differently.
+        let first = correct(self.first_time).saturating_sub(1);
+        let last = correct(self.last_time) + 1;
+        (first, last - first + 1)
     }
 }
 

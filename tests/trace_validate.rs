@@ -1,0 +1,50 @@
+//! `nccl-scorep validate` on the traces our plugin writes for every nccl-sim scenario:
+//! no error and no warning.
+
+use nccl_sim::nccl::{Nccl, SimConfig};
+use nccl_sim::profiler::Profiler;
+use nccl_sim::scenario::{self, Params};
+use serde_json::Value;
+use std::process::Command;
+use std::sync::Arc;
+
+#[test]
+fn every_scenario_gives_a_trace_that_validates_without_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    std::env::set_var("NCCL_SCOREP_OUTPUT_DIR", &out);
+    std::env::set_var("NCCL_SCOREP_EVENTS", "all");
+    for (name, _) in scenario::SCENARIOS {
+        // A fresh copy of the library per scenario: fresh statics, as in a new process.
+        let lib = dir.path().join(format!("libnccl-profiler-scorep-{name}.so"));
+        std::fs::copy(nccl_sim::our_plugin_for_tests(), &lib).unwrap();
+        let profiler = Arc::new(Profiler::new("2.32".parse().unwrap(), Some(lib.into())));
+        let mut config = SimConfig::default();
+        config.time.speedup = 20.0;
+        let config = scenario::config_for(name, &config);
+        let nccl = Nccl::new(profiler, config);
+        assert!(scenario::run(name, &nccl, &Params::single_process(4, 3)));
+    }
+    let mut checked = 0;
+    for part in std::fs::read_dir(out.join("parts")).unwrap() {
+        let part = part.unwrap().path();
+        let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+            .arg("validate")
+            .arg(&part)
+            .arg("--json")
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{}: no JSON report ({e}): {}",
+                part.display(),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        assert!(output.status.success(), "{}: {report:#}", part.display());
+        assert_eq!(report["errors"], 0, "{}: {report:#}", part.display());
+        assert_eq!(report["warnings"], 0, "{}: {report:#}", part.display());
+        checked += 1;
+    }
+    assert!(checked >= scenario::SCENARIOS.len(), "one part per scenario at least");
+}
