@@ -16,7 +16,9 @@ fn every_scenario_gives_a_trace_that_validates_without_findings() {
     std::env::set_var("NCCL_SCOREP_EVENTS", "all");
     for (name, _) in scenario::SCENARIOS {
         // A fresh copy of the library per scenario: fresh statics, as in a new process.
-        let lib = dir.path().join(format!("libnccl-profiler-scorep-{name}.so"));
+        let lib = dir
+            .path()
+            .join(format!("libnccl-profiler-scorep-{name}.so"));
         std::fs::copy(nccl_sim::our_plugin_for_tests(), &lib).unwrap();
         let profiler = Arc::new(Profiler::new("2.32".parse().unwrap(), Some(lib.into())));
         let mut config = SimConfig::default();
@@ -46,5 +48,8 @@ fn every_scenario_gives_a_trace_that_validates_without_findings() {
         assert_eq!(report["warnings"], 0, "{}: {report:#}", part.display());
         checked += 1;
     }
-    assert!(checked >= scenario::SCENARIOS.len(), "one part per scenario at least");
+    assert!(
+        checked >= scenario::SCENARIOS.len(),
+        "one part per scenario at least"
+    );
 }

@@ -465,7 +465,6 @@ fn state_arg(state: &mut Obj, arg: StateArg) {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
