@@ -59,8 +59,8 @@ cargo run --quiet --release -p nccl-profiler-scorep --example event_report -- "$
 step "nccl-scorep summary: where the time went, and which rank was late"
 "$target_root/release/nccl-scorep" summary "$outdir"
 
-step "the trace: one OTF2 part per process (open any traces.otf2 in Vampir)"
-for part in "$outdir"/parts/*/traces.otf2; do
-    otf2-print -Werror --silent "$part" >/dev/null && echo "  $part"
-done
-echo "the event logs (one per process) are in $outdir"
+step "nccl-scorep merge: the processes' trace parts joined into one OTF2 archive"
+"$target_root/release/nccl-scorep" merge "$outdir"
+"$target_root/release/nccl-scorep" validate "$outdir" | tail -n 1
+echo
+echo "open $outdir/traces.otf2 in Vampir; the event logs (one per process) are in $outdir"

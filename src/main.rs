@@ -2,6 +2,7 @@
 
 mod doctor;
 mod libsearch;
+mod merge;
 
 mod probe;
 mod summary;
@@ -52,6 +53,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Join the trace parts of a run's processes (<run-dir>/parts/*/traces.otf2) into one
+    /// OTF2 archive, <run-dir>/traces.otf2, that Vampir opens.
+    ///
+    /// Definitions are unified and mapped; events are linked, not rewritten. Parts without
+    /// traces.otf2 (a killed process) are reported and left out. An earlier merged archive
+    /// is replaced.
+    Merge {
+        /// The directory the processes wrote their parts to (NCCL_SCOREP_OUTPUT_DIR).
+        run_dir: std::path::PathBuf,
+        /// Where to write traces.otf2, traces.def and traces/ (default: the run directory).
+        #[arg(long)]
+        output: Option<std::path::PathBuf>,
+    },
     /// Check an OTF2 trace: references resolve, time never goes back, Enter/Leave nest,
     /// collectives pair up, event counts match the definitions (docs/validate.md).
     ///
@@ -88,6 +102,16 @@ fn main() -> ExitCode {
             }
             Err(error) => {
                 eprintln!("nccl-scorep summary: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Command::Merge { run_dir, output } => match merge::merge(&run_dir, output.as_deref()) {
+            Ok(report) => {
+                let mut out = io::stdout().lock();
+                writeln!(out, "{}", merge::render(&report)).and_then(|()| out.flush())
+            }
+            Err(error) => {
+                eprintln!("nccl-scorep merge: {error}");
                 return ExitCode::FAILURE;
             }
         },

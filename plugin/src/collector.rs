@@ -788,6 +788,7 @@ impl State {
                 ("otf2_raised_timestamps", stats.raised_timestamps),
                 ("otf2_clipped_intervals", stats.clipped_intervals),
                 ("otf2_late_children", stats.late_children),
+                ("otf2_held_back_overflow", stats.held_back_overflow),
             ];
             for (name, value) in repaired {
                 if value > 0 {

@@ -6,6 +6,7 @@ use otf2_sys::*;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The paradigm of every NCCL region and communicator. OTF2 has no NCCL paradigm; NONE is
 /// named "NCCL" by a Paradigm definition (Score-P never defines NONE's name).
@@ -210,7 +211,11 @@ impl Definitions {
     /// Adds a location; returns its 64-bit id, `(index << 32) | process index` as Score-P
     /// does, so ids of different processes never collide.
     pub fn add_location(&mut self, name: &str, kind: LocationKind, group: u32) -> u64 {
-        let id = ((self.locations.len() as u64) << 32) | u64::from(self.process_index);
+        // Counted per process, not per part: a second part of the process (a new
+        // init/finalize cycle) continues the numbering, so ids never repeat in a job.
+        static NEXT_INDEX: AtomicU64 = AtomicU64::new(0);
+        let index = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);
+        let id = (index << 32) | u64::from(self.process_index);
         let name = self.string(name);
         self.locations.push(LocationDef {
             id,

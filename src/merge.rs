@@ -1,0 +1,1094 @@
+//! `nccl-scorep merge <run-dir>`: joins the trace parts of a job's processes
+//! (`<run-dir>/parts/<host>.<pid>[.N]/traces.otf2`, each a complete archive with local
+//! definition ids) into one archive, `<run-dir>/traces.otf2`, without rewriting events
+//! (pattern B of the OTF2 notes, §1.7):
+//!
+//! 1. every part's global definitions and each location's clock offsets are read;
+//! 2. definitions are unified: strings by content, regions by (name, role, paradigm),
+//!    attributes by (name, type), paradigms by value, system tree nodes by (name, class,
+//!    parent), location groups by (name, type, parent, creator) — so the parts of one
+//!    process share its process group —, communicators by their commHash (carried in
+//!    their name), locations keep their 64-bit ids (see [`unify`] for a collision);
+//! 3. the merged archive gets the unified global definitions, and each location a local
+//!    definition file with the mapping tables from its part's ids to the global ones and
+//!    its part's clock offsets; its `.evt` file is hard-linked (or copied) unchanged.
+//!
+//! Each communicator's COMM_GROUP lists the ops streams (`<comm> rank <r> ops`) of all its
+//! ranks in NCCL rank order. A part's COMM_GROUP holds only the ranks of its process, so
+//! the rank of each member is taken from its location name, which the plugin writes as
+//! `... rank <r> ops` (the last ` rank ` of the name, so a communicator name containing
+//! " rank " does not confuse it); only a location whose name does not have that form gets
+//! its position in the part's COMM_GROUP (exact when the part holds every rank).
+//!
+//! This file is plain Rust: the part model, the unification, the files and the report.
+//! The child module `otf2` (`merge/otf2.rs`) is the only code that touches the C library.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use otf2_sys::{
+    OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_UNDEFINED_COMM,
+    OTF2_UNDEFINED_LOCATION_GROUP, OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+};
+use serde::Serialize;
+
+mod otf2;
+
+// ---------------------------------------------------------------------------------------
+// One part's definitions, with the ids written in the part (also used, with global ids,
+// for the merged definitions)
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Clock {
+    pub resolution: u64,
+    pub offset: u64,
+    pub length: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClockOffset {
+    pub time: u64,
+    pub offset: i64,
+    pub standard_deviation: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Paradigm {
+    pub paradigm: u8,
+    pub name: u32,
+    pub class: u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SystemTreeNode {
+    pub id: u32,
+    pub name: u32,
+    pub class_name: u32,
+    pub parent: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LocationGroup {
+    pub id: u32,
+    pub name: u32,
+    pub group_type: u8,
+    pub system_tree_parent: u32,
+    pub creating_location_group: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Location {
+    pub id: u64,
+    pub name: u32,
+    pub location_type: u8,
+    pub number_of_events: u64,
+    pub location_group: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Region {
+    pub id: u32,
+    pub name: u32,
+    pub canonical_name: u32,
+    pub description: u32,
+    pub role: u8,
+    pub paradigm: u8,
+    pub flags: u32,
+    pub source_file: u32,
+    pub begin_line: u32,
+    pub end_line: u32,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    pub id: u32,
+    pub name: u32,
+    pub group_type: u8,
+    pub paradigm: u8,
+    pub flags: u32,
+    pub members: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Comm {
+    pub id: u32,
+    pub name: u32,
+    pub group: u32,
+    pub parent: u32,
+    pub flags: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Attribute {
+    pub id: u32,
+    pub name: u32,
+    pub description: u32,
+    pub attribute_type: u8,
+}
+
+/// What the merge reads from one part: its global definitions in file order, and each
+/// location's clock offsets.
+#[derive(Debug, Default)]
+pub(crate) struct PartDefs {
+    pub event_chunk: u64,
+    pub definition_chunk: u64,
+    pub clock: Option<Clock>,
+    pub strings: BTreeMap<u32, String>,
+    pub paradigms: Vec<Paradigm>,
+    pub nodes: Vec<SystemTreeNode>,
+    pub location_groups: Vec<LocationGroup>,
+    pub locations: Vec<Location>,
+    pub regions: Vec<Region>,
+    pub groups: Vec<Group>,
+    pub comms: Vec<Comm>,
+    pub attributes: Vec<Attribute>,
+    pub clock_offsets: HashMap<u64, Vec<ClockOffset>>,
+}
+
+/// A part's ids → the merged archive's ids, per kind (what its mapping tables say).
+#[derive(Debug, Default)]
+pub(crate) struct IdMaps {
+    pub strings: BTreeMap<u64, u64>,
+    pub attributes: BTreeMap<u64, u64>,
+    pub locations: BTreeMap<u64, u64>,
+    pub regions: BTreeMap<u64, u64>,
+    pub groups: BTreeMap<u64, u64>,
+    pub comms: BTreeMap<u64, u64>,
+    pub location_groups: BTreeMap<u64, u64>,
+}
+
+impl IdMaps {
+    /// The merged id of the part's location `id`.
+    pub fn location(&self, id: u64) -> u64 {
+        self.locations.get(&id).copied().unwrap_or(id)
+    }
+}
+
+/// The merged archive's definitions, with dense global ids (the index in each list; the
+/// records' own `id` fields are unused, except a location's).
+#[derive(Debug, Default)]
+pub(crate) struct Unified {
+    pub event_chunk: u64,
+    pub definition_chunk: u64,
+    pub machine: String,
+    pub clock: Clock,
+    pub strings: Vec<String>,
+    pub paradigms: Vec<Paradigm>,
+    pub nodes: Vec<SystemTreeNode>,
+    pub location_groups: Vec<LocationGroup>,
+    pub locations: Vec<Location>,
+    pub regions: Vec<Region>,
+    pub groups: Vec<Group>,
+    pub comms: Vec<Comm>,
+    pub attributes: Vec<Attribute>,
+}
+
+// ---------------------------------------------------------------------------------------
+// The report
+// ---------------------------------------------------------------------------------------
+
+/// A part that was not merged.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkippedPart {
+    /// The part's directory name (`<host>.<pid>[.N]`).
+    pub part: String,
+    /// True when the part has no anchor file: its process did not finish its trace.
+    pub incomplete: bool,
+    pub reason: String,
+}
+
+/// One communicator of the merged archive.
+#[derive(Clone, Debug, Serialize)]
+pub struct CommSummary {
+    pub name: String,
+    /// Ranks with an ops stream in the merged archive.
+    pub members: usize,
+    /// Ranks below the highest one that no merged part has.
+    pub missing_ranks: Vec<u32>,
+}
+
+/// A location given a new id because an earlier part used its id.
+#[derive(Clone, Debug, Serialize)]
+pub struct Renumbered {
+    pub part: String,
+    pub name: String,
+    pub old_id: u64,
+    pub new_id: u64,
+}
+
+/// What `nccl-scorep merge` did.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The merged anchor file.
+    pub archive: PathBuf,
+    /// The merged parts (directory names).
+    pub parts: Vec<String>,
+    pub skipped: Vec<SkippedPart>,
+    pub locations: usize,
+    pub events: u64,
+    pub comms: Vec<CommSummary>,
+    pub renumbered: Vec<Renumbered>,
+    /// Mapping tables written, all locations together.
+    pub mapping_tables: u64,
+    /// Event files hard-linked, and copied (where linking failed).
+    pub linked: usize,
+    pub copied: usize,
+    /// Anything else worth knowing (e.g. a rank found twice).
+    pub notes: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Unification
+// ---------------------------------------------------------------------------------------
+
+/// Interning of one kind of definition by key: the dense global id of each key.
+struct Interner<K, V> {
+    ids: HashMap<K, u32>,
+    values: Vec<V>,
+}
+
+impl<K: std::hash::Hash + Eq, V> Interner<K, V> {
+    fn new() -> Self {
+        Interner {
+            ids: HashMap::new(),
+            values: Vec::new(),
+        }
+    }
+
+    fn get_or_insert(&mut self, key: K, value: impl FnOnce() -> V) -> u32 {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(value());
+        self.ids.insert(key, id);
+        id
+    }
+}
+
+/// Looks up a part's 32-bit reference in a map; UNDEFINED stays UNDEFINED.
+fn map32(map: &BTreeMap<u64, u64>, id: u32, what: &str) -> Result<u32, String> {
+    if id == u32::MAX {
+        return Ok(id);
+    }
+    map.get(&u64::from(id))
+        .map(|&g| g as u32)
+        .ok_or_else(|| format!("references {what} {id}, which it does not define"))
+}
+
+/// The communicator's identity: the commHash in its name (`<name> (0x<hash>)` or
+/// `NCCL comm 0x<hash>`), else the whole name.
+fn comm_key(name: &str) -> String {
+    let hash = name
+        .strip_suffix(')')
+        .and_then(|n| n.rsplit_once(" (0x"))
+        .map(|(_, h)| h)
+        .or_else(|| name.strip_prefix("NCCL comm 0x"));
+    match hash {
+        Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            format!("0x{}", h.to_ascii_lowercase())
+        }
+        _ => name.to_owned(),
+    }
+}
+
+/// The NCCL rank of an ops stream, from its name `... rank <r> ops`.
+fn ops_rank(name: &str) -> Option<u32> {
+    name.strip_suffix(" ops")?
+        .rsplit_once(" rank ")?
+        .1
+        .parse()
+        .ok()
+}
+
+/// A communicator being assembled from the parts.
+struct CommEntry {
+    name: u32,
+    paradigm: u8,
+    flags: u32,
+    /// (part index, the part's parent comm id) of the first definition.
+    parent: (usize, u32),
+    /// NCCL rank → global location id.
+    members: BTreeMap<u32, u64>,
+}
+
+/// The outcome of [`unify`].
+pub(crate) struct Unification {
+    pub unified: Unified,
+    pub maps: Vec<IdMaps>,
+    pub comms: Vec<CommSummary>,
+    pub renumbered: Vec<Renumbered>,
+    pub notes: Vec<String>,
+}
+
+/// Unifies the parts' definitions (`names` name the parts in messages).
+///
+/// Locations keep their ids: the plugin numbers them `(index << 32) | process index`, so
+/// the parts of different processes never collide. The parts of one process (`.1`, `.2`,
+/// … after its communicators were all destroyed and new ones created) restart at index 0,
+/// though: a location whose id an earlier part already used gets the next free index of
+/// the same process index, and its part's local definitions map the old id to the new
+/// one. Its `.evt` file is linked under the new id; event files do not contain their
+/// location's id.
+pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification, String> {
+    let mut u = Unified::default();
+    let mut maps: Vec<IdMaps> = parts.iter().map(|_| IdMaps::default()).collect();
+    let mut notes = Vec::new();
+    let ctx = |p: usize, message: String| format!("part {}: {message}", names[p]);
+
+    // Chunk sizes and clock.
+    u.event_chunk = parts[0].event_chunk;
+    for (p, part) in parts.iter().enumerate() {
+        if part.event_chunk != u.event_chunk {
+            return Err(ctx(
+                p,
+                format!(
+                    "its event chunk size is {} bytes, not {} as in part {}: the event files \
+                     cannot share one archive",
+                    part.event_chunk, u.event_chunk, names[0]
+                ),
+            ));
+        }
+        u.definition_chunk = u.definition_chunk.max(part.definition_chunk);
+    }
+    let mut range: Option<(u64, u64, u64)> = None;
+    for (p, part) in parts.iter().enumerate() {
+        let Some(clock) = part.clock else {
+            return Err(ctx(p, "it has no ClockProperties".to_owned()));
+        };
+        let end = clock.offset.saturating_add(clock.length);
+        range = Some(match range {
+            None => (clock.resolution, clock.offset, end),
+            Some((resolution, start, stop)) => {
+                if resolution != clock.resolution {
+                    return Err(ctx(
+                        p,
+                        format!(
+                            "its timer resolution is {} ticks/s, not {resolution}",
+                            clock.resolution
+                        ),
+                    ));
+                }
+                (resolution, start.min(clock.offset), stop.max(end))
+            }
+        });
+    }
+    let (resolution, start, stop) = range.unwrap_or_default();
+    u.clock = Clock {
+        resolution,
+        offset: start,
+        length: stop.saturating_sub(start).max(1),
+    };
+
+    // Strings, by content ("" first, as usual).
+    let mut strings: Interner<String, ()> = Interner::new();
+    strings.get_or_insert(String::new(), || ());
+    let mut string_texts = vec![String::new()];
+    for (p, part) in parts.iter().enumerate() {
+        for (&id, text) in &part.strings {
+            let global = strings.get_or_insert(text.clone(), || string_texts.push(text.clone()));
+            maps[p].strings.insert(u64::from(id), u64::from(global));
+        }
+    }
+    u.strings = string_texts;
+
+    // Paradigms, by value (the first name wins).
+    let mut seen_paradigms = HashSet::new();
+    for (p, part) in parts.iter().enumerate() {
+        for paradigm in &part.paradigms {
+            if seen_paradigms.insert(paradigm.paradigm) {
+                let name =
+                    map32(&maps[p].strings, paradigm.name, "string").map_err(|e| ctx(p, e))?;
+                u.paradigms.push(Paradigm { name, ..*paradigm });
+            }
+        }
+    }
+
+    // System tree nodes, by (name, class, parent); parents first.
+    let mut nodes: Interner<(u32, u32, u32), SystemTreeNode> = Interner::new();
+    let mut node_maps: Vec<HashMap<u32, u32>> = vec![HashMap::new(); parts.len()];
+    for (p, part) in parts.iter().enumerate() {
+        let mut pending: Vec<&SystemTreeNode> = part.nodes.iter().collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut later = Vec::new();
+            for node in pending {
+                let parent = if node.parent == OTF2_UNDEFINED_SYSTEM_TREE_NODE {
+                    Some(node.parent)
+                } else {
+                    node_maps[p].get(&node.parent).copied()
+                };
+                let Some(parent) = parent else {
+                    later.push(node);
+                    continue;
+                };
+                let name = map32(&maps[p].strings, node.name, "string").map_err(|e| ctx(p, e))?;
+                let class_name =
+                    map32(&maps[p].strings, node.class_name, "string").map_err(|e| ctx(p, e))?;
+                let global = nodes.get_or_insert((name, class_name, parent), || SystemTreeNode {
+                    id: 0,
+                    name,
+                    class_name,
+                    parent,
+                });
+                node_maps[p].insert(node.id, global);
+            }
+            if later.len() == before {
+                return Err(ctx(
+                    p,
+                    format!(
+                        "system tree node {} has a parent it does not define",
+                        later[0].id
+                    ),
+                ));
+            }
+            pending = later;
+        }
+    }
+    u.nodes = nodes.values;
+
+    // Location groups, by (name, type, parent, creator): groups without a creator (the
+    // processes) first, so that every creator precedes the groups it created. The parts
+    // of one process share its group.
+    let mut location_groups: Interner<(u32, u8, u32, u32), LocationGroup> = Interner::new();
+    for creators in [true, false] {
+        for (p, part) in parts.iter().enumerate() {
+            for group in &part.location_groups {
+                let undefined = group.creating_location_group == OTF2_UNDEFINED_LOCATION_GROUP;
+                if undefined != creators {
+                    continue;
+                }
+                let name = map32(&maps[p].strings, group.name, "string").map_err(|e| ctx(p, e))?;
+                let parent = if group.system_tree_parent == OTF2_UNDEFINED_SYSTEM_TREE_NODE {
+                    group.system_tree_parent
+                } else {
+                    *node_maps[p]
+                        .get(&group.system_tree_parent)
+                        .ok_or_else(|| ctx(p, "a location group has no parent node".into()))?
+                };
+                let creator = map32(
+                    &maps[p].location_groups,
+                    group.creating_location_group,
+                    "location group",
+                )
+                .map_err(|e| ctx(p, e))?;
+                let global = location_groups.get_or_insert(
+                    (name, group.group_type, parent, creator),
+                    || LocationGroup {
+                        id: 0,
+                        name,
+                        group_type: group.group_type,
+                        system_tree_parent: parent,
+                        creating_location_group: creator,
+                    },
+                );
+                maps[p]
+                    .location_groups
+                    .insert(u64::from(group.id), u64::from(global));
+            }
+        }
+    }
+    u.location_groups = location_groups.values;
+
+    // Locations keep their ids unless an earlier part took them.
+    let mut next_index: HashMap<u32, u64> = HashMap::new();
+    for part in parts {
+        for location in &part.locations {
+            let next = next_index.entry(location.id as u32).or_default();
+            *next = (*next).max((location.id >> 32) + 1);
+        }
+    }
+    let mut taken: HashSet<u64> = HashSet::new();
+    let mut renumbered = Vec::new();
+    for (p, part) in parts.iter().enumerate() {
+        let mut own = HashSet::new();
+        for location in &part.locations {
+            if !own.insert(location.id) {
+                return Err(ctx(p, format!("location {} is defined twice", location.id)));
+            }
+            let mut global = location.id;
+            if taken.contains(&global) {
+                let low = location.id as u32;
+                let next = next_index.entry(low).or_default();
+                if *next > u64::from(u32::MAX) {
+                    return Err(ctx(p, format!("no free id for location {}", location.id)));
+                }
+                global = (*next << 32) | u64::from(low);
+                *next += 1;
+                renumbered.push(Renumbered {
+                    part: names[p].clone(),
+                    name: part
+                        .strings
+                        .get(&location.name)
+                        .cloned()
+                        .unwrap_or_default(),
+                    old_id: location.id,
+                    new_id: global,
+                });
+            }
+            taken.insert(global);
+            maps[p].locations.insert(location.id, global);
+            let name = map32(&maps[p].strings, location.name, "string").map_err(|e| ctx(p, e))?;
+            let group = map32(
+                &maps[p].location_groups,
+                location.location_group,
+                "location group",
+            )
+            .map_err(|e| ctx(p, e))?;
+            u.locations.push(Location {
+                id: global,
+                name,
+                location_group: group,
+                ..*location
+            });
+        }
+    }
+
+    // Regions by (name, role, paradigm); attributes by (name, type).
+    let mut regions: Interner<(u32, u8, u8), Region> = Interner::new();
+    let mut attributes: Interner<(u32, u8), Attribute> = Interner::new();
+    for (p, part) in parts.iter().enumerate() {
+        let s = |id: u32| map32(&maps[p].strings, id, "string").map_err(|e| ctx(p, e));
+        let mut region_map = BTreeMap::new();
+        for region in &part.regions {
+            let name = s(region.name)?;
+            let canonical_name = s(region.canonical_name)?;
+            let description = s(region.description)?;
+            let source_file = s(region.source_file)?;
+            let global = regions.get_or_insert((name, region.role, region.paradigm), || Region {
+                name,
+                canonical_name,
+                description,
+                source_file,
+                ..*region
+            });
+            region_map.insert(u64::from(region.id), u64::from(global));
+        }
+        let mut attribute_map = BTreeMap::new();
+        for attribute in &part.attributes {
+            let name = s(attribute.name)?;
+            let description = s(attribute.description)?;
+            let global = attributes.get_or_insert((name, attribute.attribute_type), || Attribute {
+                name,
+                description,
+                ..*attribute
+            });
+            attribute_map.insert(u64::from(attribute.id), u64::from(global));
+        }
+        maps[p].regions = region_map;
+        maps[p].attributes = attribute_map;
+    }
+    u.regions = regions.values;
+    u.attributes = attributes.values;
+
+    // Communicators, by commHash; members by NCCL rank.
+    let mut comm_ids: HashMap<(u8, String), usize> = HashMap::new();
+    let mut comms: Vec<CommEntry> = Vec::new();
+    // Per paradigm: the COMM_LOCATIONS group's name, and locations listed there that are
+    // no communicator's member (kept in the merged group).
+    let mut comm_locations: BTreeMap<u8, (u32, Vec<u64>)> = BTreeMap::new();
+    let mut comm_group_of: Vec<HashMap<u32, usize>> = vec![HashMap::new(); parts.len()];
+    for (p, part) in parts.iter().enumerate() {
+        let groups: HashMap<u32, &Group> = part.groups.iter().map(|g| (g.id, g)).collect();
+        for group in &part.groups {
+            let t = group.group_type as u32;
+            if t != OTF2_GROUP_TYPE_COMM_LOCATIONS && t != OTF2_GROUP_TYPE_COMM_GROUP {
+                return Err(ctx(
+                    p,
+                    format!(
+                        "group {} is of type {t}; the merge handles the communicator groups \
+                         the plugin writes (COMM_LOCATIONS, COMM_GROUP)",
+                        group.id
+                    ),
+                ));
+            }
+            if t == OTF2_GROUP_TYPE_COMM_LOCATIONS {
+                let name = map32(&maps[p].strings, group.name, "string").map_err(|e| ctx(p, e))?;
+                let entry = comm_locations
+                    .entry(group.paradigm)
+                    .or_insert((name, Vec::new()));
+                entry
+                    .1
+                    .extend(group.members.iter().map(|&l| maps[p].location(l)));
+            }
+        }
+        for comm in &part.comms {
+            let group = groups
+                .get(&comm.group)
+                .filter(|g| g.group_type as u32 == OTF2_GROUP_TYPE_COMM_GROUP)
+                .ok_or_else(|| {
+                    ctx(
+                        p,
+                        format!("communicator {} has no COMM_GROUP group", comm.id),
+                    )
+                })?;
+            let all = part
+                .groups
+                .iter()
+                .find(|g| {
+                    g.group_type as u32 == OTF2_GROUP_TYPE_COMM_LOCATIONS
+                        && g.paradigm == group.paradigm
+                })
+                .ok_or_else(|| ctx(p, "a COMM_GROUP without COMM_LOCATIONS group".into()))?;
+            let name_text = part.strings.get(&comm.name).cloned().unwrap_or_default();
+            let key = (group.paradigm, comm_key(&name_text));
+            let index = *comm_ids.entry(key).or_insert_with(|| {
+                comms.push(CommEntry {
+                    name: maps[p]
+                        .strings
+                        .get(&u64::from(comm.name))
+                        .copied()
+                        .unwrap_or(0) as u32,
+                    paradigm: group.paradigm,
+                    flags: comm.flags,
+                    parent: (p, comm.parent),
+                    members: BTreeMap::new(),
+                });
+                comms.len() - 1
+            });
+            comm_group_of[p].insert(comm.group, index);
+            maps[p].comms.insert(u64::from(comm.id), index as u64);
+            for (position, &member) in group.members.iter().enumerate() {
+                let Some(&local) = all.members.get(member as usize) else {
+                    return Err(ctx(
+                        p,
+                        format!("communicator {name_text:?} lists member {member}, out of range"),
+                    ));
+                };
+                let location = part.locations.iter().find(|l| l.id == local);
+                let location_name = location
+                    .and_then(|l| part.strings.get(&l.name))
+                    .cloned()
+                    .unwrap_or_default();
+                let rank = match ops_rank(&location_name) {
+                    Some(rank) => rank,
+                    None => {
+                        notes.push(ctx(
+                            p,
+                            format!(
+                                "the rank of {location_name:?} in {name_text:?} is not in its \
+                                 name; its position {position} in the part is used"
+                            ),
+                        ));
+                        position as u32
+                    }
+                };
+                let global = maps[p].location(local);
+                let members = &mut comms[index].members;
+                match members.get(&rank) {
+                    Some(&other) if other != global => notes.push(ctx(
+                        p,
+                        format!(
+                            "rank {rank} of {name_text:?} is already location {other}; \
+                             location {global} is left out of the communicator"
+                        ),
+                    )),
+                    _ => {
+                        members.insert(rank, global);
+                    }
+                }
+            }
+        }
+    }
+
+    // Groups: per paradigm one COMM_LOCATIONS (every member, communicator by
+    // communicator in rank order, then other listed locations), then one COMM_GROUP per
+    // communicator (positions in its paradigm's COMM_LOCATIONS, in rank order).
+    for comm in &comms {
+        comm_locations
+            .entry(comm.paradigm)
+            .or_insert((comm.name, Vec::new()));
+    }
+    let mut positions: HashMap<u8, (u32, HashMap<u64, u64>)> = HashMap::new();
+    for (&paradigm, (name, listed)) in &comm_locations {
+        let mut members: Vec<u64> = Vec::new();
+        let mut position: HashMap<u64, u64> = HashMap::new();
+        let ordered = comms
+            .iter()
+            .filter(|c| c.paradigm == paradigm)
+            .flat_map(|c| c.members.values().copied())
+            .chain(listed.iter().copied());
+        for location in ordered {
+            position.entry(location).or_insert_with(|| {
+                members.push(location);
+                members.len() as u64 - 1
+            });
+        }
+        let id = u.groups.len() as u32;
+        u.groups.push(Group {
+            id,
+            name: *name,
+            group_type: OTF2_GROUP_TYPE_COMM_LOCATIONS as u8,
+            paradigm,
+            flags: 0,
+            members,
+        });
+        positions.insert(paradigm, (id, position));
+    }
+    let mut comm_group_ids = Vec::with_capacity(comms.len());
+    for comm in &comms {
+        let (_, position) = &positions[&comm.paradigm];
+        comm_group_ids.push(u.groups.len() as u32);
+        u.groups.push(Group {
+            id: 0,
+            name: comm.name,
+            group_type: OTF2_GROUP_TYPE_COMM_GROUP as u8,
+            paradigm: comm.paradigm,
+            flags: 0,
+            members: comm.members.values().map(|l| position[l]).collect(),
+        });
+    }
+    for (p, part) in parts.iter().enumerate() {
+        for group in &part.groups {
+            let global = if group.group_type as u32 == OTF2_GROUP_TYPE_COMM_LOCATIONS {
+                Some(positions[&group.paradigm].0)
+            } else {
+                comm_group_of[p]
+                    .get(&group.id)
+                    .map(|&comm| comm_group_ids[comm])
+            };
+            if let Some(global) = global {
+                maps[p]
+                    .groups
+                    .insert(u64::from(group.id), u64::from(global));
+            }
+        }
+    }
+    let mut summaries = Vec::new();
+    for (index, comm) in comms.iter().enumerate() {
+        let (p, parent) = comm.parent;
+        let parent = if parent == OTF2_UNDEFINED_COMM {
+            parent
+        } else {
+            map32(&maps[p].comms, parent, "communicator").map_err(|e| ctx(p, e))?
+        };
+        u.comms.push(Comm {
+            id: 0,
+            name: comm.name,
+            group: comm_group_ids[index],
+            parent,
+            flags: comm.flags,
+        });
+        let highest = comm.members.keys().next_back().copied().unwrap_or(0);
+        let missing: Vec<u32> = (0..highest)
+            .filter(|r| !comm.members.contains_key(r))
+            .collect();
+        summaries.push(CommSummary {
+            name: u.strings[comm.name as usize].clone(),
+            members: comm.members.len(),
+            missing_ranks: missing,
+        });
+    }
+    if u.strings.len() as u64 >= u64::from(OTF2_UNDEFINED_STRING) {
+        return Err("too many strings for one archive".to_owned());
+    }
+    Ok(Unification {
+        unified: u,
+        maps,
+        comms: summaries,
+        renumbered,
+        notes,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------------------
+
+/// The part directories under `<run-dir>/parts`, in name order (`host.pid` before
+/// `host.pid.1`).
+fn part_dirs(run_dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
+    let parts = run_dir.join("parts");
+    let entries = std::fs::read_dir(&parts).map_err(|e| {
+        format!(
+            "cannot read {}: {e} (is {} a run directory, NCCL_SCOREP_OUTPUT_DIR of the job?)",
+            parts.display(),
+            run_dir.display()
+        )
+    })?;
+    let mut dirs: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
+    dirs.sort_by_key(|a| natural_key(&a.0));
+    Ok(dirs)
+}
+
+/// Sorts `host.99` before `host.100`: numbers compare as numbers.
+fn natural_key(name: &str) -> Vec<(String, u64)> {
+    name.split('.')
+        .map(|piece| match piece.parse::<u64>() {
+            Ok(n) => (String::new(), n),
+            Err(_) => (piece.to_owned(), 0),
+        })
+        .collect()
+}
+
+/// The host of a part named `<host>.<pid>[.N]`.
+fn host_of(part: &str) -> &str {
+    let mut host = part;
+    for _ in 0..2 {
+        match host.rsplit_once('.') {
+            Some((rest, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) => {
+                host = rest
+            }
+            _ => break,
+        }
+    }
+    host
+}
+
+/// Hard-links `from` to `to`, or copies it where linking fails (another file system).
+/// Returns whether it was linked.
+fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<bool> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(true),
+        Err(_) => std::fs::copy(from, to).map(|_| false),
+    }
+}
+
+/// Removes the temporary directory unless the merge finished.
+struct TempDir(Option<PathBuf>);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Merges the parts of `run_dir` into `<output>/traces.otf2` (`output` defaults to
+/// `run_dir`), replacing an earlier merged archive there.
+pub fn merge(run_dir: &Path, output: Option<&Path>) -> Result<Report, String> {
+    otf2_sys::install_error_handler(otf2_sys::error::ignore);
+    let mut names = Vec::new();
+    let mut dirs = Vec::new();
+    let mut parts = Vec::new();
+    let mut skipped = Vec::new();
+    for (name, dir) in part_dirs(run_dir)? {
+        let anchor = dir.join("traces.otf2");
+        if !anchor.exists() {
+            let events = std::fs::read_dir(dir.join("traces"))
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter(|e| e.path().extension().is_some_and(|x| x == "evt"))
+                        .count()
+                })
+                .unwrap_or(0);
+            skipped.push(SkippedPart {
+                part: name,
+                incomplete: true,
+                reason: format!(
+                    "no traces.otf2: its process did not finish the trace (killed?); \
+                     {events} event files without definitions left out"
+                ),
+            });
+            continue;
+        }
+        match otf2::read_part(&anchor) {
+            Ok(defs) => {
+                names.push(name);
+                dirs.push(dir);
+                parts.push(defs);
+            }
+            Err(why) => skipped.push(SkippedPart {
+                part: name,
+                incomplete: false,
+                reason: format!("cannot be read: {why}"),
+            }),
+        }
+    }
+    if parts.is_empty() {
+        let mut message = format!(
+            "no complete trace part in {}",
+            run_dir.join("parts").display()
+        );
+        for skip in &skipped {
+            let _ = write!(message, "\n  {}: {}", skip.part, skip.reason);
+        }
+        return Err(message);
+    }
+    let Unification {
+        mut unified,
+        maps,
+        comms,
+        renumbered,
+        notes,
+    } = unify(&parts, &names)?;
+    unified.machine = host_of(&names[0]).to_owned();
+
+    let out = output.unwrap_or(run_dir);
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let temp = out.join(format!(".traces.merging.{}", std::process::id()));
+    if temp.exists() {
+        std::fs::remove_dir_all(&temp)
+            .map_err(|e| format!("cannot remove {}: {e}", temp.display()))?;
+    }
+    std::fs::create_dir(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+    let mut guard = TempDir(Some(temp.clone()));
+
+    let mapping_tables = otf2::write_archive(&temp, &unified, &parts, &maps)?;
+    let (mut linked, mut copied) = (0, 0);
+    for (p, part) in parts.iter().enumerate() {
+        for location in &part.locations {
+            let from = dirs[p].join("traces").join(format!("{}.evt", location.id));
+            let to = temp
+                .join("traces")
+                .join(format!("{}.evt", maps[p].location(location.id)));
+            if !from.exists() && location.number_of_events == 0 {
+                continue;
+            }
+            match link_or_copy(&from, &to) {
+                Ok(true) => linked += 1,
+                Ok(false) => copied += 1,
+                Err(e) => {
+                    return Err(format!(
+                        "cannot link or copy {} to {}: {e}",
+                        from.display(),
+                        to.display()
+                    ))
+                }
+            }
+        }
+    }
+    install(&temp, out)?;
+    drop(guard.0.take().map(std::fs::remove_dir_all));
+
+    Ok(Report {
+        archive: out.join("traces.otf2"),
+        parts: names,
+        skipped,
+        locations: unified.locations.len(),
+        events: unified.locations.iter().map(|l| l.number_of_events).sum(),
+        comms,
+        renumbered,
+        mapping_tables,
+        linked,
+        copied,
+        notes,
+    })
+}
+
+/// Moves the archive written in `temp` into `out`, replacing an earlier one. The old
+/// anchor goes first and the new anchor comes last, so that an interrupted replacement
+/// never leaves an anchor beside definitions or events that are not its own.
+fn install(temp: &Path, out: &Path) -> Result<(), String> {
+    let anchor = out.join("traces.otf2");
+    let defs = out.join("traces.def");
+    let events = out.join("traces");
+    let fail = |what: &str, path: &Path, e: std::io::Error| {
+        format!("cannot {what} {}: {e}", path.display())
+    };
+    if anchor.exists() {
+        std::fs::remove_file(&anchor).map_err(|e| fail("remove", &anchor, e))?;
+    }
+    if events.exists() {
+        let old = temp.join("old-traces");
+        std::fs::rename(&events, &old).map_err(|e| fail("move away", &events, e))?;
+    }
+    std::fs::rename(temp.join("traces"), &events).map_err(|e| fail("create", &events, e))?;
+    std::fs::rename(temp.join("traces.def"), &defs).map_err(|e| fail("create", &defs, e))?;
+    std::fs::rename(temp.join("traces.otf2"), &anchor).map_err(|e| fail("create", &anchor, e))
+}
+
+/// The report as text.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "merged {} part{} into {}: {} locations, {} events, {} communicator{}",
+        report.parts.len(),
+        if report.parts.len() == 1 { "" } else { "s" },
+        report.archive.display(),
+        report.locations,
+        report.events,
+        report.comms.len(),
+        if report.comms.len() == 1 { "" } else { "s" },
+    );
+    for comm in &report.comms {
+        let _ = write!(out, "  {}: {} ranks", comm.name, comm.members);
+        if !comm.missing_ranks.is_empty() {
+            let _ = write!(out, " (no part has rank {:?})", comm.missing_ranks);
+        }
+        out.push('\n');
+    }
+    let incomplete: Vec<&SkippedPart> = report.skipped.iter().filter(|s| s.incomplete).collect();
+    if !incomplete.is_empty() {
+        let _ = writeln!(
+            out,
+            "skipped {} incomplete part{}:",
+            incomplete.len(),
+            if incomplete.len() == 1 { "" } else { "s" }
+        );
+        for skip in incomplete {
+            let _ = writeln!(out, "  {}: {}", skip.part, skip.reason);
+        }
+    }
+    let unreadable: Vec<&SkippedPart> = report.skipped.iter().filter(|s| !s.incomplete).collect();
+    if !unreadable.is_empty() {
+        let _ = writeln!(out, "skipped {} unreadable part(s):", unreadable.len());
+        for skip in unreadable {
+            let _ = writeln!(out, "  {}: {}", skip.part, skip.reason);
+        }
+    }
+    if !report.renumbered.is_empty() {
+        let parts: BTreeSet<&str> = report.renumbered.iter().map(|r| r.part.as_str()).collect();
+        let mut listed: Vec<&str> = parts.iter().copied().take(3).collect();
+        if parts.len() > listed.len() {
+            listed.push("...");
+        }
+        let _ = writeln!(
+            out,
+            "renumbered {} locations in {} part{} ({}): their ids were used by an earlier \
+             part of the same process",
+            report.renumbered.len(),
+            parts.len(),
+            if parts.len() == 1 { "" } else { "s" },
+            listed.join(", ")
+        );
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comm_keys_are_the_hash() {
+        assert_eq!(comm_key("train (0xAB12)"), "0xab12");
+        assert_eq!(comm_key("NCCL comm 0xab12"), "0xab12");
+        assert_eq!(comm_key("plain"), "plain");
+        assert_eq!(comm_key("odd (0xzz)"), "odd (0xzz)");
+    }
+
+    #[test]
+    fn ranks_come_from_ops_stream_names() {
+        assert_eq!(ops_rank("train rank 3 ops"), Some(3));
+        assert_eq!(ops_rank("a rank b rank 12 ops"), Some(12));
+        assert_eq!(ops_rank("train rank 3 channel 0"), None);
+        assert_eq!(ops_rank("thread 7"), None);
+    }
+
+    #[test]
+    fn hosts_of_part_names() {
+        assert_eq!(host_of("node1.cluster.org.1234"), "node1.cluster.org");
+        assert_eq!(host_of("vm.1234.1"), "vm");
+        assert_eq!(host_of("vm"), "vm");
+    }
+
+    #[test]
+    fn part_names_sort_naturally() {
+        let mut names = vec!["h.100", "h.99.1", "h.99", "g.5"];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(names, ["g.5", "h.99", "h.99.1", "h.100"]);
+    }
+}
