@@ -396,18 +396,23 @@ impl Otf2Sink {
     }
 
     fn push(&mut self, family: Family, item: Item) {
-        let (name, group) = self.timeline_name(family);
-        let timeline = self.timelines.entry(family).or_insert_with(|| Timeline {
-            lanes: Lanes::new(MAX_LANES),
-            locs: Vec::new(),
-            name,
-            group,
-        });
+        if !self.timelines.contains_key(&family) {
+            let (name, group) = self.timeline_name(family);
+            self.timelines.insert(
+                family,
+                Timeline {
+                    lanes: Lanes::new(MAX_LANES),
+                    locs: Vec::new(),
+                    name,
+                    group,
+                },
+            );
+        }
+        let timeline = self.timelines.get_mut(&family).expect("inserted above");
         timeline.lanes.push(item);
         if timeline.lanes.pending() > MAX_PENDING {
             // Something stays open far too long: place what we have rather than grow.
             self.stats.held_back_overflow += 1;
-            let timeline = self.timelines.get_mut(&family).expect("just inserted");
             let mut placer = Placer {
                 w: &mut self.w,
                 locs: &mut timeline.locs,
@@ -448,9 +453,11 @@ impl Otf2Sink {
                 let rank = self.rank_streams(context);
                 (rank_label(&rank.info), rank.group)
             }
-            Owner::Foreign { pid, .. } => {
-                (format!("PXN for pid {pid}"), Definitions::PROCESS_GROUP)
-            }
+            // Another process's communicator rank, known by its context value.
+            Owner::Foreign { pid, context } => (
+                format!("PXN for pid {pid} ctx {context:#x}"),
+                Definitions::PROCESS_GROUP,
+            ),
             Owner::Unknown => ("unknown comm".to_owned(), Definitions::PROCESS_GROUP),
         }
     }
