@@ -170,7 +170,7 @@ impl Collector {
             .spawn(move || {
                 let mut state = state;
                 while !stop_flag.load(Ordering::Acquire) {
-                    state.pass();
+                    state.pass(false);
                     std::thread::park_timeout(POLL_INTERVAL);
                 }
                 state.finish()
@@ -199,6 +199,10 @@ struct State {
     rings: Vec<RingConsumer>,
     tids: HashMap<u32, i32>,
     batch: Vec<(u32, Record)>,
+    /// Records stamped after the last pass began, for the next pass.
+    later: Vec<(u32, Record)>,
+    /// Everything stamped before this time (CLOCK_MONOTONIC ns) has been processed.
+    processed_until: u64,
     open: HashMap<u64, OpenEvent>,
     known: HashMap<u64, Known>,
     known_order: VecDeque<u64>,
@@ -246,6 +250,8 @@ impl State {
             rings: Vec::new(),
             tids: HashMap::default(),
             batch: Vec::new(),
+            later: Vec::new(),
+            processed_until: 0,
             open: HashMap::default(),
             known: HashMap::default(),
             known_order: VecDeque::new(),
@@ -264,7 +270,12 @@ impl State {
     }
 
     /// One round: adopt new rings, drain all, process in time order.
-    fn pass(&mut self) {
+    ///
+    /// Records stamped after the pass began wait for the next one (unless `last`): another
+    /// thread may have stamped an earlier record that its ring did not hold yet when it was
+    /// drained (a Coll start behind the proxy thread's first KernelCh of it).
+    fn pass(&mut self, last: bool) {
+        let cutoff = if last { u64::MAX } else { crate::clock::ticks() };
         for ring in self.rt.take_new_rings() {
             self.tids
                 .insert(ring.shared.thread_index, ring.shared.os_tid);
@@ -274,6 +285,7 @@ impl State {
         // threads pushed before them has been drained by now.
         let finalizing = std::mem::take(&mut self.finalizing);
         let mut batch = std::mem::take(&mut self.batch);
+        batch.append(&mut self.later);
         let mut gaps = Vec::new();
         for ring in &mut self.rings {
             ring.drain_into(&mut batch);
@@ -290,6 +302,10 @@ impl State {
         // Everything drained was stamped before this calibration: it converts by
         // interpolation between two calibrations.
         self.clock.calibrate();
+        let (now, later): (Vec<_>, Vec<_>) =
+            batch.drain(..).partition(|(_, record)| record.time <= cutoff);
+        batch = now;
+        self.later = later;
         for (_, record) in &mut batch {
             record.time = self.clock.to_ns(record.time);
         }
@@ -302,6 +318,11 @@ impl State {
                 trace.gap(gap.tid, first, last.max(first), gap.dropped_total);
             }
         }
+        self.processed_until = if last {
+            u64::MAX
+        } else {
+            self.clock.to_ns(cutoff)
+        };
         batch.sort_by_key(|(_, record)| record.time);
         for (thread, record) in batch.drain(..) {
             self.apply(thread, record);
@@ -330,7 +351,9 @@ impl State {
             start_tid: tids.get(&open.start_thread).copied().unwrap_or(-1),
             event: &open.event,
         });
-        trace.end_of_pass(open, crate::clock::now_ns());
+        // Operations are judged quiet by the time the records processed have reached, not
+        // by the wall clock: a collector that lags must not close them early.
+        trace.end_of_pass(open, self.processed_until);
     }
 
     fn apply(&mut self, thread: u32, record: Record) {
@@ -761,8 +784,8 @@ impl State {
 
     /// The last round: drain, close everything, report.
     fn finish(mut self) -> Vec<RingConsumer> {
-        self.pass();
-        self.pass();
+        self.pass(true);
+        self.pass(true);
         let rings = std::mem::take(&mut self.rings);
         for ring in &rings {
             self.count_ring_drops(ring);
