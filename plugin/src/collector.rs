@@ -275,7 +275,11 @@ impl State {
     /// thread may have stamped an earlier record that its ring did not hold yet when it was
     /// drained (a Coll start behind the proxy thread's first KernelCh of it).
     fn pass(&mut self, last: bool) {
-        let cutoff = if last { u64::MAX } else { crate::clock::ticks() };
+        let cutoff = if last {
+            u64::MAX
+        } else {
+            crate::clock::ticks()
+        };
         for ring in self.rt.take_new_rings() {
             self.tids
                 .insert(ring.shared.thread_index, ring.shared.os_tid);
@@ -302,8 +306,9 @@ impl State {
         // Everything drained was stamped before this calibration: it converts by
         // interpolation between two calibrations.
         self.clock.calibrate();
-        let (now, later): (Vec<_>, Vec<_>) =
-            batch.drain(..).partition(|(_, record)| record.time <= cutoff);
+        let (now, later): (Vec<_>, Vec<_>) = batch
+            .drain(..)
+            .partition(|(_, record)| record.time <= cutoff);
         batch = now;
         self.later = later;
         for (_, record) in &mut batch {
