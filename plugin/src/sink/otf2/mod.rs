@@ -34,7 +34,7 @@ pub use writer::{ClockSample, EVENT_CHUNK_BYTES};
 use crate::abi::state;
 use crate::collector::{Closed, FinishedEvent, Owner, Parent};
 use crate::context::ContextInfo;
-use crate::event::{Event, Func, Kind, NetPayload, StateArg};
+use crate::event::{DataType, Event, Func, Kind, NetPayload, StateArg};
 use defs::{Definitions, LocationKind, Role};
 use lanes::{Interval, LaneOutput, Lanes};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -547,44 +547,16 @@ impl Otf2Sink {
             attrs.push((Attr::NRanks, Val::I(i64::from(comm.n_ranks))));
         }
         match e.event {
-            Event::Coll(c) => {
-                attrs.push((Attr::Seq, Val::U(c.seq)));
-                attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
-                attrs.push((Attr::Count, Val::U(c.count)));
-                attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
-                attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
-                attrs.push((Attr::Algo, Val::S(c.algo.as_str().into())));
-                attrs.push((Attr::Proto, Val::S(c.proto.as_str().into())));
-                attrs.push((Attr::NChannels, Val::U(u64::from(c.n_channels))));
-                if is_rooted(c.func) {
-                    attrs.push((Attr::Root, Val::I(i64::from(c.root))));
-                }
-            }
-            Event::P2p(p) => {
-                attrs.push((Attr::Func, Val::S(p.func.as_str().into())));
-                attrs.push((Attr::Count, Val::U(p.count)));
-                attrs.push((Attr::Datatype, Val::S(p.datatype.as_str().into())));
-                attrs.push((Attr::Bytes, Val::U(bytes_of(p.count, p.datatype))));
-                attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
-                if let Some(n) = p.n_channels {
-                    attrs.push((Attr::NChannels, Val::U(u64::from(n))));
-                }
-            }
+            Event::Coll(_) | Event::P2p(_) => push_op_identity(&mut attrs, &e.event),
             Event::CollApi(c) => {
-                attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
-                attrs.push((Attr::Count, Val::U(c.count)));
-                attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
-                attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
+                push_payload(&mut attrs, c.func, c.count, c.datatype);
                 if is_rooted(c.func) {
                     attrs.push((Attr::Root, Val::I(i64::from(c.root))));
                 }
                 attrs.push((Attr::GraphCaptured, Val::U(u64::from(c.graph_captured))));
             }
             Event::P2pApi(p) => {
-                attrs.push((Attr::Func, Val::S(p.func.as_str().into())));
-                attrs.push((Attr::Count, Val::U(p.count)));
-                attrs.push((Attr::Datatype, Val::S(p.datatype.as_str().into())));
-                attrs.push((Attr::Bytes, Val::U(bytes_of(p.count, p.datatype))));
+                push_payload(&mut attrs, p.func, p.count, p.datatype);
                 attrs.push((Attr::GraphCaptured, Val::U(u64::from(p.graph_captured))));
             }
             Event::GroupApi {
@@ -596,10 +568,7 @@ impl Otf2Sink {
             }
             Event::CeColl(c) => {
                 attrs.push((Attr::Seq, Val::U(c.seq)));
-                attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
-                attrs.push((Attr::Count, Val::U(c.count)));
-                attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
-                attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
+                push_payload(&mut attrs, c.func, c.count, c.datatype);
             }
             Event::NetPlugin(n) => {
                 let text = match n.payload {
@@ -1212,10 +1181,7 @@ fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
     match event {
         Event::Coll(c) => {
             attrs.push((Attr::Seq, Val::U(c.seq)));
-            attrs.push((Attr::Func, Val::S(c.func.as_str().into())));
-            attrs.push((Attr::Count, Val::U(c.count)));
-            attrs.push((Attr::Datatype, Val::S(c.datatype.as_str().into())));
-            attrs.push((Attr::Bytes, Val::U(bytes_of(c.count, c.datatype))));
+            push_payload(attrs, c.func, c.count, c.datatype);
             attrs.push((Attr::Algo, Val::S(c.algo.as_str().into())));
             attrs.push((Attr::Proto, Val::S(c.proto.as_str().into())));
             attrs.push((Attr::NChannels, Val::U(u64::from(c.n_channels))));
@@ -1224,10 +1190,7 @@ fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
             }
         }
         Event::P2p(p) => {
-            attrs.push((Attr::Func, Val::S(p.func.as_str().into())));
-            attrs.push((Attr::Count, Val::U(p.count)));
-            attrs.push((Attr::Datatype, Val::S(p.datatype.as_str().into())));
-            attrs.push((Attr::Bytes, Val::U(bytes_of(p.count, p.datatype))));
+            push_payload(attrs, p.func, p.count, p.datatype);
             attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
             if let Some(n) = p.n_channels {
                 attrs.push((Attr::NChannels, Val::U(u64::from(n))));
@@ -1235,6 +1198,14 @@ fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
         }
         _ => {}
     }
+}
+
+/// `nccl.func`, `nccl.count`, `nccl.datatype` and `nccl.bytes`.
+fn push_payload(attrs: &mut Vec<(Attr, Val)>, func: Func, count: u64, datatype: DataType) {
+    attrs.push((Attr::Func, Val::S(func.as_str().into())));
+    attrs.push((Attr::Count, Val::U(count)));
+    attrs.push((Attr::Datatype, Val::S(datatype.as_str().into())));
+    attrs.push((Attr::Bytes, Val::U(bytes_of(count, datatype))));
 }
 
 fn func_of(event: &Event) -> Func {
@@ -1248,7 +1219,7 @@ fn func_of(event: &Event) -> Func {
     }
 }
 
-fn bytes_of(count: u64, datatype: crate::event::DataType) -> u64 {
+fn bytes_of(count: u64, datatype: DataType) -> u64 {
     count.saturating_mul(datatype.size().unwrap_or(1))
 }
 
