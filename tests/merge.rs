@@ -7,6 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
+mod otf2_tools;
+use otf2_tools::{assert_otf2_print_clean, dump};
+
 /// The nccl-sim binary beside this test's build (`cargo test --workspace` builds it).
 fn nccl_sim() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -53,45 +57,6 @@ fn parts(run_dir: &Path) -> Vec<PathBuf> {
         .collect();
     parts.sort();
     parts
-}
-
-/// `otf2-print -Werror --silent` accepts the archive and OTF2 printed no complaint.
-fn assert_otf2_print_clean(anchor: &Path) {
-    let output = Command::new("otf2-print")
-        .args(["-Werror", "--silent"])
-        .arg(anchor)
-        .output()
-        .expect("otf2-print (Debian package otf2-tools) must be installed");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && !stderr.contains("[OTF2]"),
-        "otf2-print -Werror rejected {}: {stderr}",
-        anchor.display()
-    );
-}
-
-/// The archive as the `otf2` Python reader sees it (scripts/otf2-dump.py), with no
-/// nesting or time-order problem.
-fn dump(anchor: &Path) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/otf2-dump.py");
-    let output = Command::new("/usr/bin/python3")
-        .arg(script)
-        .arg(anchor)
-        .output()
-        .expect("/usr/bin/python3 with the otf2 module (Debian package python3-otf2)");
-    assert!(
-        output.status.success(),
-        "the otf2 Python reader failed on {}: {}",
-        anchor.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let value: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let problems = value["problems"].as_array().unwrap();
-    assert!(
-        problems.is_empty(),
-        "the trace does not nest: {problems:#?}"
-    );
-    value
 }
 
 /// Communicator name → its members' location names, in rank order.

@@ -1,5 +1,6 @@
 //! The real OTF2 tools as test oracles: `otf2-print` (package otf2-tools) and the `otf2`
-//! Python reader (package python3-otf2, through `scripts/otf2-dump.py`).
+//! Python reader (package python3-otf2, through `scripts/otf2-dump.py`). Shared by the
+//! tests of nccl-sim and of the root package (included there by path).
 
 use serde_json::Value;
 use std::path::Path;
@@ -22,7 +23,13 @@ pub fn assert_otf2_print_clean(anchor: &Path) {
 
 /// The archive as the `otf2` Python reader sees it (see scripts/otf2-dump.py).
 pub fn dump(anchor: &Path) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/otf2-dump.py");
+    // The including package is the workspace root or one of its members.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = [manifest, manifest.parent().unwrap_or(manifest)]
+        .iter()
+        .map(|dir| dir.join("scripts/otf2-dump.py"))
+        .find(|path| path.exists())
+        .expect("scripts/otf2-dump.py in the workspace");
     let output = Command::new("/usr/bin/python3")
         .arg(script)
         .arg(anchor)
