@@ -3,6 +3,7 @@
 mod doctor;
 mod libsearch;
 mod merge;
+mod otf2_callbacks;
 
 mod probe;
 mod summary;

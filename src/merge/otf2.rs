@@ -11,16 +11,16 @@
 //! collected by `otf2_sys`'s error handler and turned into errors after each step.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-use std::any::Any;
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CString};
 use std::os::unix::ffi::OsStrExt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr;
 
 use otf2_sys::error::drain_thread_error_reports;
 use otf2_sys::*;
+
+use crate::otf2_callbacks::{code_name, first_failure, guarded, text, CallbackState};
 
 use super::{
     Attribute, Clock, ClockOffset, Comm, Group, IdMaps, Location, LocationGroup, Paradigm,
@@ -30,18 +30,6 @@ use super::{
 /// How often `OTF2_Reader_ReadAllLocalDefinitions` is called again for one location after
 /// it stopped at a duplicate mapping table (as `otf2-print` does).
 const MAX_DEFINITION_PASSES: usize = 64;
-
-fn code_name(code: OTF2_ErrorCode) -> String {
-    // SAFETY: OTF2_Error_GetName accepts any code and returns a static string or NULL.
-    let name = unsafe { OTF2_Error_GetName(code) };
-    if name.is_null() {
-        return format!("error {code}");
-    }
-    // SAFETY: non-NULL, a NUL-terminated static string of OTF2.
-    unsafe { CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// The errors OTF2 reported on this thread since the last drain, as one line (warnings are
 /// dropped).
@@ -247,10 +235,6 @@ fn read_local_definitions(
 
 // ---- Callbacks --------------------------------------------------------------------
 
-trait CallbackState {
-    fn record_panic(&mut self, message: String);
-}
-
 struct DefState {
     defs: PartDefs,
     /// Records the callbacks took.
@@ -276,39 +260,6 @@ impl CallbackState for LocalState {
     }
 }
 
-fn panic_text(payload: &(dyn Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic".to_owned()
-    }
-}
-
-/// Runs `body` on the state behind `user_data`; a panic becomes `OTF2_CALLBACK_ERROR`.
-///
-/// # Safety
-/// `user_data` is NULL or the `*mut S` registered with the callbacks, alive and not
-/// accessed otherwise for the duration of the call.
-unsafe fn guarded<S: CallbackState>(
-    user_data: *mut c_void,
-    body: impl FnOnce(&mut S),
-) -> OTF2_CallbackCode {
-    if user_data.is_null() {
-        return OTF2_CALLBACK_ERROR as OTF2_CallbackCode;
-    }
-    // SAFETY: the caller guarantees an exclusive, live `S` behind `user_data`.
-    let state = unsafe { &mut *user_data.cast::<S>() };
-    match catch_unwind(AssertUnwindSafe(|| body(&mut *state))) {
-        Ok(()) => OTF2_CALLBACK_SUCCESS as OTF2_CallbackCode,
-        Err(payload) => {
-            state.record_panic(panic_text(payload.as_ref()));
-            OTF2_CALLBACK_ERROR as OTF2_CallbackCode
-        }
-    }
-}
-
 /// Runs `body` on the part definitions behind `user_data`.
 ///
 /// # Safety
@@ -321,28 +272,6 @@ unsafe fn with_defs(user_data: *mut c_void, body: impl FnOnce(&mut PartDefs)) ->
             body(&mut state.defs)
         })
     }
-}
-
-/// A string from OTF2 that may be NULL.
-///
-/// # Safety
-/// `text` is NULL or a NUL-terminated string valid for the call.
-unsafe fn text(text: *const c_char) -> String {
-    if text.is_null() {
-        return String::new();
-    }
-    // SAFETY: non-NULL and NUL-terminated, per the caller.
-    unsafe { CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn first_failure(codes: &[OTF2_ErrorCode]) -> OTF2_ErrorCode {
-    codes
-        .iter()
-        .copied()
-        .find(|c| *c != OTF2_SUCCESS)
-        .unwrap_or(OTF2_SUCCESS)
 }
 
 /// Registers the global definition callbacks with `state` as their user data.

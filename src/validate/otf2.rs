@@ -11,14 +11,14 @@
 //! problems after each step.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-use std::any::Any;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CString};
 use std::os::unix::ffi::OsStrExt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use otf2_sys::error::{drain_thread_error_reports, ErrorReport};
 use otf2_sys::*;
+
+use crate::otf2_callbacks::{code_name, first_failure, guarded, text, CallbackState};
 
 use super::{
     Attribute, Check, ClockProperties, Comm, Definitions, Event, EventsRead, Group, Location,
@@ -44,18 +44,6 @@ impl Drop for Archive {
             unsafe { OTF2_Reader_Close(self.reader) };
         }
     }
-}
-
-fn code_name(code: OTF2_ErrorCode) -> String {
-    // SAFETY: OTF2_Error_GetName accepts any code and returns a static string or NULL.
-    let name = unsafe { OTF2_Error_GetName(code) };
-    if name.is_null() {
-        return format!("error {code}");
-    }
-    // SAFETY: non-NULL, a NUL-terminated static string of OTF2.
-    unsafe { CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// OTF2's reports about one failure as one line: innermost first, as OTF2 makes them.
@@ -390,11 +378,6 @@ impl Archive {
 
 // ---- Callbacks ------------------------------------------------------------------
 
-/// A callback's state: where a caught panic is kept.
-trait CallbackState {
-    fn record_panic(&mut self, message: String);
-}
-
 #[derive(Default)]
 struct DefState {
     defs: Definitions,
@@ -416,53 +399,6 @@ impl CallbackState for EvtState<'_> {
     fn record_panic(&mut self, message: String) {
         self.panic.get_or_insert(message);
     }
-}
-
-fn panic_text(payload: &(dyn Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic".to_owned()
-    }
-}
-
-/// Runs `body` on the state behind `user_data`; a panic becomes `OTF2_CALLBACK_ERROR`.
-///
-/// # Safety
-/// `user_data` is NULL or the `*mut S` registered with the callbacks, alive and not
-/// accessed otherwise for the duration of the call.
-unsafe fn guarded<S: CallbackState>(
-    user_data: *mut c_void,
-    body: impl FnOnce(&mut S),
-) -> OTF2_CallbackCode {
-    if user_data.is_null() {
-        return OTF2_CALLBACK_ERROR;
-    }
-    // SAFETY: the caller guarantees an exclusive, live `S` behind `user_data`.
-    let state = unsafe { &mut *user_data.cast::<S>() };
-    match catch_unwind(AssertUnwindSafe(|| body(&mut *state))) {
-        Ok(()) => OTF2_CALLBACK_SUCCESS,
-        Err(payload) => {
-            state.record_panic(panic_text(payload.as_ref()));
-            OTF2_CALLBACK_ERROR
-        }
-    }
-}
-
-/// A string from OTF2 that may be NULL.
-///
-/// # Safety
-/// `text` is NULL or a NUL-terminated string valid for the call.
-unsafe fn text(text: *const c_char) -> String {
-    if text.is_null() {
-        return String::new();
-    }
-    // SAFETY: non-NULL and NUL-terminated, per the caller.
-    unsafe { CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// Registers the global definition callbacks with `state` as their user data.
@@ -505,14 +441,6 @@ unsafe fn register_def_callbacks(
         OTF2_GlobalDefReaderCallbacks_Delete(c);
         first_failure(&codes)
     }
-}
-
-fn first_failure(codes: &[OTF2_ErrorCode]) -> OTF2_ErrorCode {
-    codes
-        .iter()
-        .copied()
-        .find(|c| *c != OTF2_SUCCESS)
-        .unwrap_or(OTF2_SUCCESS)
 }
 
 /// Runs `body` on the [`DefState`] behind `user_data`.
