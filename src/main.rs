@@ -2,8 +2,6 @@
 
 mod doctor;
 mod libsearch;
-mod merge;
-mod otf2_callbacks;
 
 mod probe;
 mod summary;
@@ -106,10 +104,10 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
-        Command::Merge { run_dir, output } => match merge::merge(&run_dir, output.as_deref()) {
+        Command::Merge { run_dir, output } => match nccl_scorep_merge::merge(&run_dir, output.as_deref()) {
             Ok(report) => {
                 let mut out = io::stdout().lock();
-                writeln!(out, "{}", merge::render(&report)).and_then(|()| out.flush())
+                writeln!(out, "{}", nccl_scorep_merge::render(&report)).and_then(|()| out.flush())
             }
             Err(error) => {
                 eprintln!("nccl-scorep merge: {error}");

@@ -106,6 +106,7 @@ pub mod bindings {
     )]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
+pub mod callbacks;
 mod consts;
 pub mod error;
 

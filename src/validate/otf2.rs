@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use otf2_sys::error::{drain_thread_error_reports, ErrorReport};
 use otf2_sys::*;
 
-use crate::otf2_callbacks::{code_name, first_failure, guarded, text, CallbackState};
+use otf2_sys::callbacks::{code_name, first_failure, guarded, text, CallbackState};
 
 use super::{
     Attribute, Check, ClockProperties, Comm, Definitions, Event, EventsRead, Group, Location,

@@ -1,13 +1,14 @@
-//! Plumbing shared by the OTF2 readers of `validate` and `merge`: error-code names, and
-//! the guard every C callback goes through (the Rust state behind OTF2's user-data
-//! pointer, panics caught and turned into `OTF2_CALLBACK_ERROR`).
+//! Plumbing for Rust code that reads archives through OTF2's callbacks (the `validate`
+//! and `merge` readers): error-code names, and the guard every C callback goes through
+//! (the Rust state behind OTF2's user-data pointer, panics caught and turned into
+//! `OTF2_CALLBACK_ERROR`).
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use std::any::Any;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use otf2_sys::*;
+use crate::*;
 
 /// `OTF2_Error_GetName`, or the number.
 pub fn code_name(code: OTF2_ErrorCode) -> String {

@@ -20,7 +20,7 @@ use std::ptr;
 use otf2_sys::error::drain_thread_error_reports;
 use otf2_sys::*;
 
-use crate::otf2_callbacks::{code_name, first_failure, guarded, text, CallbackState};
+use otf2_sys::callbacks::{code_name, first_failure, guarded, text, CallbackState};
 
 use super::{
     Attribute, Clock, ClockOffset, Comm, Group, IdMaps, Location, LocationGroup, Paradigm,
