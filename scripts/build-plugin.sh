@@ -5,8 +5,9 @@
 #
 # Cargo cannot put a hyphen in a library name, so the build's libnccl_profiler_scorep.so is
 # copied to libnccl-profiler-scorep.so (found by NCCL_PROFILER_PLUGIN=scorep), and
-# libnccl-profiler.so points to it (found with NCCL_PROFILER_PLUGIN unset). With --prefix,
-# both go to DIR/lib and the nccl-scorep tool to DIR/bin.
+# libnccl-profiler.so points to it (found with NCCL_PROFILER_PLUGIN unset), and so does
+# libnccl_scorep.so (the Score-P metric plugin SCOREP_METRIC_PLUGINS=nccl_scorep loads). With
+# --prefix, all go to DIR/lib and the nccl-scorep tool to DIR/bin.
 set -euo pipefail
 
 usage() {
@@ -67,6 +68,9 @@ out_dir="$target_root/$profile"
 built="$out_dir/libnccl_profiler_scorep.so"
 plugin_name=libnccl-profiler-scorep.so
 default_name=libnccl-profiler.so
+# Score-P loads metric plugin <name> as lib<name>.so; a link keeps it the same library as
+# the one NCCL loads, so both share one state.
+metric_plugin_name=libnccl_scorep.so
 
 if [[ ! -f "$built" ]]; then
     echo "error: cargo finished but $built is missing" >&2
@@ -77,12 +81,14 @@ fi
 # old library mapped keeps working.
 install -m 0755 "$built" "$out_dir/$plugin_name"
 ln -sfn "$plugin_name" "$out_dir/$default_name"
+ln -sfn "$plugin_name" "$out_dir/$metric_plugin_name"
 plugin="$out_dir/$plugin_name"
 
 if [[ -n "$prefix" ]]; then
     install -d "$prefix/lib" "$prefix/bin"
     install -m 0755 "$built" "$prefix/lib/$plugin_name"
     ln -sfn "$plugin_name" "$prefix/lib/$default_name"
+    ln -sfn "$plugin_name" "$prefix/lib/$metric_plugin_name"
     install -m 0755 "$out_dir/nccl-scorep" "$prefix/bin/nccl-scorep"
     plugin="$prefix/lib/$plugin_name"
     echo "installed: $prefix/lib/$plugin_name, $prefix/lib/$default_name -> $plugin_name, $prefix/bin/nccl-scorep"

@@ -61,9 +61,18 @@ enum Command {
     Merge {
         /// The directory the processes wrote their parts to (NCCL_SCOREP_OUTPUT_DIR).
         run_dir: std::path::PathBuf,
-        /// Where to write traces.otf2, traces.def and traces/ (default: the run directory).
+        /// Where to write traces.otf2, traces.def and traces/ (default: the run directory;
+        /// with --scorep, <experiment-dir>/nccl-combined).
         #[arg(long)]
         output: Option<std::path::PathBuf>,
+        /// The directory is a Score-P experiment directory: add the NCCL parts of
+        /// <experiment-dir>/nccl/parts to Score-P's traces.otf2 in a combined archive, on
+        /// Score-P's clock (docs/scorep-merge.md). Score-P's files are left as they are.
+        #[arg(long)]
+        scorep: bool,
+        /// With --scorep: print the report as JSON.
+        #[arg(long, requires = "scorep")]
+        json: bool,
     },
     /// Check an OTF2 trace: references resolve, time never goes back, Enter/Leave nest,
     /// collectives pair up, event counts match the definitions (docs/validate.md).
@@ -104,16 +113,51 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
-        Command::Merge { run_dir, output } => match nccl_scorep_merge::merge(&run_dir, output.as_deref()) {
+        Command::Merge {
+            run_dir,
+            output,
+            scorep: true,
+            json,
+        } => match nccl_scorep_merge::scorep::merge_scorep(&run_dir, output.as_deref()) {
             Ok(report) => {
-                let mut out = io::stdout().lock();
-                writeln!(out, "{}", nccl_scorep_merge::render(&report)).and_then(|()| out.flush())
+                let text = if json {
+                    serde_json::to_string_pretty(&report).map_err(io::Error::from)
+                } else {
+                    Ok(nccl_scorep_merge::scorep::render(&report))
+                };
+                text.and_then(|text| {
+                    let mut out = io::stdout().lock();
+                    writeln!(out, "{text}").and_then(|()| out.flush())
+                })
             }
             Err(error) => {
-                eprintln!("nccl-scorep merge: {error}");
+                eprintln!("nccl-scorep merge --scorep: {error}");
                 return ExitCode::FAILURE;
             }
         },
+        Command::Merge {
+            run_dir, output, ..
+        } => {
+            let bar = MergeBar::new();
+            let options = nccl_scorep_merge::MergeOptions {
+                output: output.as_deref(),
+                progress: Some(&|step| bar.show(step)),
+                ..Default::default()
+            };
+            let merged = nccl_scorep_merge::merge_with(&run_dir, &options);
+            bar.finish();
+            match merged {
+                Ok(report) => {
+                    let mut out = io::stdout().lock();
+                    writeln!(out, "{}", nccl_scorep_merge::render(&report))
+                        .and_then(|()| out.flush())
+                }
+                Err(error) => {
+                    eprintln!("nccl-scorep merge: {error}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
         Command::Validate { archive, json } => match validate::validate(&archive) {
             Ok(report) => {
                 let text = if json {
@@ -146,5 +190,45 @@ fn main() -> ExitCode {
             eprintln!("nccl-scorep: cannot write the report: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A progress bar on stderr for merges of many parts (drawn only on a terminal).
+struct MergeBar(indicatif::ProgressBar);
+
+impl MergeBar {
+    /// Merges of fewer parts are over before a bar would help.
+    const MIN_PARTS: usize = 16;
+
+    fn new() -> MergeBar {
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:8} [{bar:40}] {pos}/{len} parts")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        MergeBar(bar)
+    }
+
+    fn show(&self, step: nccl_scorep_merge::Progress) {
+        use nccl_scorep_merge::Progress;
+        let (message, done, total) = match step {
+            Progress::Reading { done, total } => ("reading", done, total),
+            Progress::Linking { done, total } => ("linking", done, total),
+        };
+        if total < Self::MIN_PARTS {
+            return;
+        }
+        if self.0.is_hidden() {
+            self.0
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        self.0.set_message(message);
+        self.0.set_length(total as u64);
+        self.0.set_position(done as u64);
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
     }
 }

@@ -1,11 +1,14 @@
-//! `nccl-scorep summary <run-dir>`: where NCCL time went and which rank was late, from
-//! the event logs every process of a run wrote.
+//! `nccl-scorep summary <run-dir or archive>`: where NCCL time went and which rank was
+//! late, from a job's OTF2 trace (the merged `traces.otf2` of a run directory, any
+//! archive, or else each process's part) or, without one, from the processes' JSON-lines
+//! event logs.
 //!
 //! Collectives are matched across ranks (and processes) by `(comm_hash, seq, func)`. A
-//! rank's **arrival** is its CollApi call (the Coll start when NCCL has no API events), its
-//! **completion** the last stop among the Coll's proxy and kernel children (the GPU's end
-//! on the host clock where known). Times of different processes are placed on one clock
-//! with each process's own (monotonic, real-time) reading from its log header.
+//! rank's **arrival** is when it called the collective (its CollApi call in the event
+//! log, its enqueue in the trace), its **completion** the last stop among the Coll's
+//! proxy and kernel children (the GPU's end on the host clock where known). Times of
+//! different processes are on one clock: the trace's own time base (clock offsets applied)
+//! or, for event logs, each process's (monotonic, real-time) reading from its log header.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -13,7 +16,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// One rank's part in one collective.
+mod archive;
+
+/// One rank's part in one collective or transfer.
 #[derive(Clone, Debug)]
 struct Part {
     rank: i64,
@@ -23,16 +28,47 @@ struct Part {
     completion_ns: i128,
 }
 
+/// One rank's send or receive.
+#[derive(Clone, Debug)]
+struct Transfer {
+    comm_hash: String,
+    func: String,
+    peer: i64,
+    part: Part,
+}
+
+/// What the readers gather, from logs or archives.
+#[derive(Default)]
+struct Collected {
+    processes: usize,
+    incomplete: Vec<String>,
+    instances: HashMap<(String, u64, String), Vec<Part>>,
+    transfers: Vec<Transfer>,
+    comm_names: HashMap<String, String>,
+    losses: BTreeMap<String, u64>,
+    /// Records lost on the processes' threads (trace gaps).
+    lost_records: u64,
+    /// Operations progressed for another process (PXN).
+    pxn_ops: u64,
+}
+
 /// The summary of one run directory.
 #[derive(Debug, Serialize)]
 pub struct Summary {
+    /// What was read: `trace` (an OTF2 archive or the processes' parts) or `event logs`.
+    pub source: String,
     pub processes: usize,
-    /// Processes whose log has no final summary line (killed, or still running).
+    /// Processes whose log has no final summary line, or parts without their definitions
+    /// (killed, or still running).
     pub incomplete: Vec<String>,
     pub collectives: Vec<CollectiveRow>,
+    pub point_to_point: Vec<TransferRow>,
     pub late_ranks: Vec<LateRank>,
-    /// Counters of data dropped, refused or repaired, summed over processes.
+    /// Counters of data dropped, refused or repaired, summed over processes (event logs;
+    /// a trace has `lost_records`).
     pub losses: BTreeMap<String, u64>,
+    /// Records lost before they reached the trace (its gaps).
+    pub lost_records: u64,
     /// Operations progressed for another process (PXN).
     pub pxn_foreign_ops: u64,
 }
@@ -62,6 +98,24 @@ pub struct CollectiveRow {
     pub mean_skew_us: f64,
 }
 
+/// One communicator's sends or receives.
+#[derive(Debug, Serialize)]
+pub struct TransferRow {
+    pub comm: String,
+    pub comm_hash: String,
+    pub func: String,
+    /// Operations, over all ranks.
+    pub calls: usize,
+    /// Distinct (rank, peer) pairs.
+    pub pairs: usize,
+    /// Mean bytes per operation.
+    pub bytes: u64,
+    /// Mean call → completion.
+    pub mean_time_us: f64,
+    /// All bytes / all operations' time.
+    pub bandwidth_gbs: f64,
+}
+
 /// A rank that arrived last more often than its share.
 #[derive(Debug, Serialize)]
 pub struct LateRank {
@@ -76,24 +130,99 @@ pub struct LateRank {
     pub cost_ms: f64,
 }
 
+/// Summarises `path`: an archive's anchor file, a directory holding `traces.otf2`, or a
+/// run directory (its parts' archives, or else its `*.jsonl` event logs).
+pub fn summarize(path: &Path) -> io::Result<Summary> {
+    let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
+    let mut collected = Collected::default();
+    let source;
+    if path.is_file() {
+        archive::read(path, &mut collected).map_err(invalid)?;
+        source = "trace";
+    } else if path.join("traces.otf2").is_file() {
+        archive::read(&path.join("traces.otf2"), &mut collected).map_err(invalid)?;
+        incomplete_parts(path, &mut collected);
+        source = "trace";
+    } else if has_logs(path)? {
+        read_logs(path, &mut collected)?;
+        source = "event logs";
+    } else {
+        let anchors = part_anchors(path);
+        if anchors.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no trace (traces.otf2, parts/*/traces.otf2) and no event log (*.jsonl) in {}",
+                    path.display()
+                ),
+            ));
+        }
+        for anchor in anchors {
+            archive::read(&anchor, &mut collected)
+                .map_err(|e| invalid(format!("{}: {e}", anchor.display())))?;
+        }
+        incomplete_parts(path, &mut collected);
+        source = "trace";
+    }
+    let (collectives, late_ranks) = aggregate(&collected.instances, &collected.comm_names);
+    let point_to_point = aggregate_transfers(&collected.transfers, &collected.comm_names);
+    Ok(Summary {
+        source: source.to_owned(),
+        processes: collected.processes,
+        incomplete: collected.incomplete,
+        collectives,
+        point_to_point,
+        late_ranks,
+        losses: collected.losses,
+        lost_records: collected.lost_records,
+        pxn_foreign_ops: collected.pxn_ops,
+    })
+}
+
+fn has_logs(dir: &Path) -> io::Result<bool> {
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .any(|p| p.extension().is_some_and(|x| x == "jsonl")))
+}
+
+/// `<dir>/parts/*/traces.otf2`, in name order.
+fn part_anchors(dir: &Path) -> Vec<PathBuf> {
+    let mut anchors: Vec<PathBuf> = std::fs::read_dir(dir.join("parts"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path().join("traces.otf2")))
+        .filter(|p| p.is_file())
+        .collect();
+    anchors.sort();
+    anchors
+}
+
+/// Parts of a run directory that have no definitions (their process was killed): the
+/// merged trace lacks them.
+fn incomplete_parts(dir: &Path, collected: &mut Collected) {
+    let mut missing: Vec<String> = std::fs::read_dir(dir.join("parts"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir() && !e.path().join("traces.otf2").is_file())
+        .map(|e| {
+            format!(
+                "part {} (no definitions: killed?)",
+                e.file_name().to_string_lossy()
+            )
+        })
+        .collect();
+    missing.sort();
+    collected.incomplete.extend(missing);
+}
+
 /// Reads every `*.jsonl` event log in `dir`.
-pub fn summarize(dir: &Path) -> io::Result<Summary> {
+fn read_logs(dir: &Path, collected: &mut Collected) -> io::Result<()> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();
     files.sort();
-    if files.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no event log (*.jsonl) in {}", dir.display()),
-        ));
-    }
-    let mut instances: HashMap<(String, u64, String), Vec<Part>> = HashMap::new();
-    let mut comm_names: HashMap<String, String> = HashMap::new();
-    let mut incomplete = Vec::new();
-    let mut losses: BTreeMap<String, u64> = BTreeMap::new();
-    let mut pxn_foreign_ops = 0;
     for file in &files {
         let text = std::fs::read_to_string(file)?;
         let lines: Vec<Value> = text
@@ -109,40 +238,27 @@ pub fn summarize(dir: &Path) -> io::Result<Summary> {
         let summaries: Vec<&Value> = lines.iter().filter(|l| l["type"] == "summary").collect();
         let headers = lines.iter().filter(|l| l["type"] == "header").count();
         if summaries.len() < headers {
-            incomplete.push(file.display().to_string());
+            collected.incomplete.push(file.display().to_string());
         }
         for summary in summaries {
             for (name, value) in summary["counters"].as_object().into_iter().flatten() {
                 let value = value.as_u64().unwrap_or(0);
                 match name.as_str() {
-                    "pxn_foreign_ops" => pxn_foreign_ops += value,
+                    "pxn_foreign_ops" => collected.pxn_ops += value,
                     "events_written" | "stop_null" => {}
-                    _ if value > 0 => *losses.entry(name.clone()).or_default() += value,
+                    _ if value > 0 => *collected.losses.entry(name.clone()).or_default() += value,
                     _ => {}
                 }
             }
         }
-        collect(&lines, to_real, &mut instances, &mut comm_names);
+        collect(&lines, to_real, collected);
     }
-    let processes = files.len();
-    let (collectives, late_ranks) = aggregate(&instances, &comm_names);
-    Ok(Summary {
-        processes,
-        incomplete,
-        collectives,
-        late_ranks,
-        losses,
-        pxn_foreign_ops,
-    })
+    collected.processes += files.len();
+    Ok(())
 }
 
 /// The Coll events of one log, with their arrival and completion.
-fn collect(
-    lines: &[Value],
-    to_real: i128,
-    instances: &mut HashMap<(String, u64, String), Vec<Part>>,
-    comm_names: &mut HashMap<String, String>,
-) {
+fn collect(lines: &[Value], to_real: i128, collected: &mut Collected) {
     let events: Vec<&Value> = lines.iter().filter(|l| l["type"] == "event").collect();
     let by_id: HashMap<&str, &Value> = events
         .iter()
@@ -165,21 +281,27 @@ fn collect(
         let slot = done.entry(parent).or_insert(end);
         *slot = (*slot).max(end);
     }
-    for e in events.iter().filter(|e| e["kind"] == "Coll") {
+    for e in events
+        .iter()
+        .filter(|e| e["kind"] == "Coll" || e["kind"] == "P2p")
+    {
         let (Some(hash), Some(seq), Some(func)) = (
             e["comm_hash"].as_str(),
-            e["seq"].as_u64(),
+            // Point-to-point operations have no seq; they are not matched across ranks.
+            e["seq"].as_u64().or((e["kind"] == "P2p").then_some(0)),
             e["func"].as_str(),
         ) else {
             continue;
         };
         if let Some(name) = e["comm_name"].as_str() {
-            comm_names.insert(hash.to_owned(), name.to_owned());
+            collected
+                .comm_names
+                .insert(hash.to_owned(), name.to_owned());
         }
         let api_start = e["parent"]["id"]
             .as_str()
             .and_then(|id| by_id.get(id))
-            .filter(|api| api["kind"] == "CollApi")
+            .filter(|api| api["kind"] == "CollApi" || api["kind"] == "P2pApi")
             .and_then(|api| api["start_ns"].as_i64());
         let arrival = api_start.or_else(|| e["start_ns"].as_i64()).unwrap_or(0) as i128;
         let id = e["id"].as_str().unwrap_or_default();
@@ -187,16 +309,27 @@ fn collect(
             .get(id)
             .copied()
             .unwrap_or(e["stop_ns"].as_i64().unwrap_or(0) as i128);
-        instances
-            .entry((hash.to_owned(), seq, func.to_owned()))
-            .or_default()
-            .push(Part {
-                rank: e["rank"].as_i64().unwrap_or(-1),
-                nranks: e["nranks"].as_i64().unwrap_or(0),
-                bytes: e["bytes"].as_u64().unwrap_or(0),
-                arrival_ns: arrival + to_real,
-                completion_ns: completion.max(arrival) + to_real,
+        let part = Part {
+            rank: e["rank"].as_i64().unwrap_or(-1),
+            nranks: e["nranks"].as_i64().unwrap_or(0),
+            bytes: e["bytes"].as_u64().unwrap_or(0),
+            arrival_ns: arrival + to_real,
+            completion_ns: completion.max(arrival) + to_real,
+        };
+        if e["kind"] == "P2p" {
+            collected.transfers.push(Transfer {
+                comm_hash: hash.to_owned(),
+                func: func.to_owned(),
+                peer: e["peer"].as_i64().unwrap_or(-1),
+                part,
             });
+        } else {
+            collected
+                .instances
+                .entry((hash.to_owned(), seq, func.to_owned()))
+                .or_default()
+                .push(part);
+        }
     }
 }
 
@@ -316,12 +449,57 @@ fn aggregate(
     (rows, late)
 }
 
+/// Sends and receives per communicator and direction.
+fn aggregate_transfers(
+    transfers: &[Transfer],
+    comm_names: &HashMap<String, String>,
+) -> Vec<TransferRow> {
+    #[derive(Default)]
+    struct Acc {
+        calls: usize,
+        pairs: std::collections::BTreeSet<(i64, i64)>,
+        bytes: u64,
+        time_ns: f64,
+    }
+    let mut groups: BTreeMap<(String, String), Acc> = BTreeMap::new();
+    for t in transfers {
+        let acc = groups
+            .entry((t.comm_hash.clone(), t.func.clone()))
+            .or_default();
+        acc.calls += 1;
+        acc.pairs.insert((t.part.rank, t.peer));
+        acc.bytes += t.part.bytes;
+        acc.time_ns += (t.part.completion_ns - t.part.arrival_ns).max(0) as f64;
+    }
+    groups
+        .into_iter()
+        .map(|((hash, func), acc)| TransferRow {
+            comm: comm_names
+                .get(&hash)
+                .cloned()
+                .unwrap_or_else(|| hash.clone()),
+            comm_hash: hash,
+            func,
+            calls: acc.calls,
+            pairs: acc.pairs.len(),
+            bytes: acc.bytes / acc.calls.max(1) as u64,
+            mean_time_us: acc.time_ns / acc.calls.max(1) as f64 / 1e3,
+            bandwidth_gbs: if acc.time_ns > 0.0 {
+                acc.bytes as f64 / acc.time_ns
+            } else {
+                0.0
+            },
+        })
+        .collect()
+}
+
 /// The human-readable report.
 pub fn render(summary: &Summary) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{} process(es){}\n\n",
+        "{} process(es), from the {}{}\n\n",
         summary.processes,
+        summary.source,
         if summary.incomplete.is_empty() {
             String::new()
         } else {
@@ -354,6 +532,17 @@ pub fn render(summary: &Summary) -> String {
             }
         ));
     }
+    if !summary.point_to_point.is_empty() {
+        out.push_str(
+            "\ncomm          p2p            pairs  calls      bytes  time/call us  GB/s\n",
+        );
+        for r in &summary.point_to_point {
+            out.push_str(&format!(
+                "{:<13} {:<14} {:>5}  {:>5}  {:>9}  {:>12.1}  {:>4.2}\n",
+                r.comm, r.func, r.pairs, r.calls, r.bytes, r.mean_time_us, r.bandwidth_gbs
+            ));
+        }
+    }
     out.push('\n');
     if summary.late_ranks.is_empty() {
         out.push_str("no rank was last markedly more often than the others\n");
@@ -376,9 +565,15 @@ pub fn render(summary: &Summary) -> String {
             summary.pxn_foreign_ops
         ));
     }
-    if summary.losses.is_empty() {
+    if summary.lost_records > 0 {
+        out.push_str(&format!(
+            "{} records were lost before they reached the trace (its gaps)\n",
+            summary.lost_records
+        ));
+    }
+    if summary.losses.is_empty() && summary.lost_records == 0 {
         out.push_str("nothing dropped or refused\n");
-    } else {
+    } else if !summary.losses.is_empty() {
         let list: Vec<String> = summary
             .losses
             .iter()
@@ -440,11 +635,14 @@ mod tests {
         assert_eq!(late[0].last_calls, 10);
         assert!((late[0].cost_ms - 5.0).abs() < 1e-9);
         assert!(render(&Summary {
+            source: "trace".into(),
             processes: 1,
             incomplete: vec![],
             collectives: rows,
+            point_to_point: vec![],
             late_ranks: late,
             losses: BTreeMap::new(),
+            lost_records: 0,
             pxn_foreign_ops: 0,
         })
         .contains("rank 2 was last in 100% of AllReduce on comm world"));

@@ -23,7 +23,7 @@ use otf2_sys::{
 };
 use serde::Serialize;
 
-mod otf2;
+pub(crate) mod otf2;
 
 /// Findings printed per check and severity in the text report.
 const PRINTED_PER_CHECK: usize = 20;
@@ -157,7 +157,7 @@ pub struct Report {
 
 /// The archive could not be found or opened at all (exit status 2).
 #[derive(Debug)]
-pub struct OpenError(String);
+pub struct OpenError(pub String);
 
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -195,7 +195,7 @@ pub fn validate(path: &Path) -> Result<Report, OpenError> {
     let locations: Vec<u64> = defs.locations.keys().copied().collect();
     let read = archive.read_events(
         &locations,
-        &mut |location, time, event| checker.event(location, time, event),
+        &mut |location, time, event, _| checker.event(location, time, event),
         &mut problems,
     );
     archive.close(&mut problems);
@@ -209,7 +209,7 @@ pub fn validate(path: &Path) -> Result<Report, OpenError> {
 
 /// The anchor file for `path`: the file itself, `<dir>/traces.otf2`, or the only `*.otf2`
 /// file in the directory.
-fn find_anchor(path: &Path) -> Result<PathBuf, OpenError> {
+pub(crate) fn find_anchor(path: &Path) -> Result<PathBuf, OpenError> {
     let metadata = std::fs::metadata(path)
         .map_err(|error| OpenError(format!("{}: {error}", path.display())))?;
     if !metadata.is_dir() {
@@ -338,20 +338,20 @@ impl At {
 
 /// How reading the events went.
 #[derive(Debug, Default)]
-struct EventsRead {
+pub(crate) struct EventsRead {
     /// Locations whose events could not be read at all.
-    unreadable: BTreeSet<u64>,
+    pub(crate) unreadable: BTreeSet<u64>,
     /// Every event of the other locations was read (no read error, no interrupted read).
-    complete: bool,
+    pub(crate) complete: bool,
 }
 
 /// A problem met by the reader (`mod otf2`): a failed OTF2 call or an OTF2 report.
 #[derive(Debug)]
-struct Problem {
-    severity: Severity,
-    check: Check,
-    location: Option<u64>,
-    message: String,
+pub(crate) struct Problem {
+    pub(crate) severity: Severity,
+    pub(crate) check: Check,
+    pub(crate) location: Option<u64>,
+    pub(crate) message: String,
 }
 
 /// The text report.
@@ -458,45 +458,54 @@ fn location_label(location: u64, name: Option<&str>) -> String {
 // Definitions, as read
 // ---------------------------------------------------------------------------------------
 
+/// An event attribute's value, as far as the summary uses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AttributeValue {
+    Unsigned(u64),
+    Signed(i64),
+    /// A string definition's id.
+    Text(u32),
+}
+
 /// One definition and its position among all global definition records, to tell forward
 /// references.
 #[derive(Debug)]
-struct Def<T> {
-    seq: u64,
-    value: T,
+pub(crate) struct Def<T> {
+    pub(crate) seq: u64,
+    pub(crate) value: T,
 }
 
 #[derive(Debug)]
-struct SystemTreeNode {
+pub(crate) struct SystemTreeNode {
     name: u32,
     class_name: u32,
     parent: u32,
 }
 
 #[derive(Debug)]
-struct LocationGroup {
-    name: u32,
-    system_tree_parent: u32,
-    creating_location_group: u32,
+pub(crate) struct LocationGroup {
+    pub(crate) name: u32,
+    pub(crate) system_tree_parent: u32,
+    pub(crate) creating_location_group: u32,
 }
 
 #[derive(Debug)]
-struct Location {
-    name: u32,
-    number_of_events: u64,
-    location_group: u32,
+pub(crate) struct Location {
+    pub(crate) name: u32,
+    pub(crate) number_of_events: u64,
+    pub(crate) location_group: u32,
 }
 
 #[derive(Debug)]
-struct Region {
-    name: u32,
-    canonical_name: u32,
-    description: u32,
-    source_file: u32,
+pub(crate) struct Region {
+    pub(crate) name: u32,
+    pub(crate) canonical_name: u32,
+    pub(crate) description: u32,
+    pub(crate) source_file: u32,
 }
 
 #[derive(Debug)]
-struct Group {
+pub(crate) struct Group {
     name: u32,
     group_type: u8,
     paradigm: u8,
@@ -504,45 +513,47 @@ struct Group {
 }
 
 #[derive(Debug)]
-struct Comm {
+pub(crate) struct Comm {
     name: u32,
     group: u32,
     parent: u32,
 }
 
 #[derive(Debug)]
-struct Attribute {
-    name: u32,
-    description: u32,
+pub(crate) struct Attribute {
+    pub(crate) name: u32,
+    pub(crate) description: u32,
 }
 
 #[derive(Debug)]
-struct Paradigm {
+pub(crate) struct Paradigm {
     name: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
-struct ClockProperties {
+pub(crate) struct ClockProperties {
+    /// Ticks per second.
+    pub(crate) timer_resolution: u64,
     global_offset: u64,
     trace_length: u64,
 }
 
 /// The global definitions of an archive.
 #[derive(Debug, Default)]
-struct Definitions {
-    records: u64,
-    strings: BTreeMap<u32, Def<String>>,
-    system_tree_nodes: BTreeMap<u32, Def<SystemTreeNode>>,
-    location_groups: BTreeMap<u32, Def<LocationGroup>>,
-    locations: BTreeMap<u64, Def<Location>>,
-    regions: BTreeMap<u32, Def<Region>>,
-    groups: BTreeMap<u32, Def<Group>>,
-    comms: BTreeMap<u32, Def<Comm>>,
-    attributes: BTreeMap<u32, Def<Attribute>>,
-    paradigms: BTreeMap<u8, Def<Paradigm>>,
-    clock: Option<ClockProperties>,
+pub(crate) struct Definitions {
+    pub(crate) records: u64,
+    pub(crate) strings: BTreeMap<u32, Def<String>>,
+    pub(crate) system_tree_nodes: BTreeMap<u32, Def<SystemTreeNode>>,
+    pub(crate) location_groups: BTreeMap<u32, Def<LocationGroup>>,
+    pub(crate) locations: BTreeMap<u64, Def<Location>>,
+    pub(crate) regions: BTreeMap<u32, Def<Region>>,
+    pub(crate) groups: BTreeMap<u32, Def<Group>>,
+    pub(crate) comms: BTreeMap<u32, Def<Comm>>,
+    pub(crate) attributes: BTreeMap<u32, Def<Attribute>>,
+    pub(crate) paradigms: BTreeMap<u8, Def<Paradigm>>,
+    pub(crate) clock: Option<ClockProperties>,
     /// "Region 3 is defined 2 times", in definition order.
-    duplicates: Vec<String>,
+    pub(crate) duplicates: Vec<String>,
 }
 
 fn insert<K: Ord + Copy + fmt::Display, T>(
@@ -1076,7 +1087,7 @@ fn comm_members(defs: &Definitions) -> BTreeMap<u32, CommMembers> {
 
 /// An event as the checks see it: the fields they use.
 #[derive(Clone, Copy, Debug)]
-enum Event {
+pub(crate) enum Event {
     Enter {
         region: u32,
     },
@@ -1724,6 +1735,7 @@ mod tests {
             },
         );
         d.set_clock_properties(ClockProperties {
+            timer_resolution: 1_000_000_000,
             global_offset: 0,
             trace_length: 1000,
         });

@@ -35,6 +35,7 @@ use otf2_sys::{
 use serde::Serialize;
 
 mod otf2;
+pub mod scorep;
 
 // ---------------------------------------------------------------------------------------
 // One part's definitions, with the ids written in the part (also used, with global ids,
@@ -865,12 +866,55 @@ impl Drop for TempDir {
 /// Merges the parts of `run_dir` into `<output>/traces.otf2` (`output` defaults to
 /// `run_dir`), replacing an earlier merged archive there.
 pub fn merge(run_dir: &Path, output: Option<&Path>) -> Result<Report, String> {
+    merge_with(
+        run_dir,
+        &MergeOptions {
+            output,
+            ..MergeOptions::default()
+        },
+    )
+}
+
+/// What a merge reports while it runs: the step, and how far it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Reading the parts' definitions: `done` of `total` parts.
+    Reading { done: usize, total: usize },
+    /// Linking the parts' event files: `done` of `total` parts.
+    Linking { done: usize, total: usize },
+}
+
+/// How to merge; the default merges every part of the run directory into it.
+#[derive(Default)]
+pub struct MergeOptions<'a> {
+    /// Where the archive goes; the run directory when `None`.
+    pub output: Option<&'a Path>,
+    /// Only these parts (directory names under `parts/`), e.g. those of one job when
+    /// older jobs left parts in the same directory; every part when `None`.
+    pub only_parts: Option<&'a [String]>,
+    /// Called as the merge advances (a progress bar).
+    pub progress: Option<&'a dyn Fn(Progress)>,
+}
+
+/// [`merge`] with options.
+pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, String> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
+    let report = |step: Progress| {
+        if let Some(progress) = options.progress {
+            progress(step);
+        }
+    };
     let mut names = Vec::new();
     let mut dirs = Vec::new();
     let mut parts = Vec::new();
     let mut skipped = Vec::new();
-    for (name, dir) in part_dirs(run_dir)? {
+    let mut candidates = part_dirs(run_dir)?;
+    if let Some(only) = options.only_parts {
+        candidates.retain(|(name, _)| only.contains(name));
+    }
+    let total = candidates.len();
+    for (done, (name, dir)) in candidates.into_iter().enumerate() {
+        report(Progress::Reading { done, total });
         let anchor = dir.join("traces.otf2");
         if !anchor.exists() {
             let events = std::fs::read_dir(dir.join("traces"))
@@ -922,7 +966,7 @@ pub fn merge(run_dir: &Path, output: Option<&Path>) -> Result<Report, String> {
     } = unify(&parts, &names)?;
     unified.machine = host_of(&names[0]).to_owned();
 
-    let out = output.unwrap_or(run_dir);
+    let out = options.output.unwrap_or(run_dir);
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let temp = out.join(format!(".traces.merging.{}", std::process::id()));
     if temp.exists() {
@@ -935,6 +979,10 @@ pub fn merge(run_dir: &Path, output: Option<&Path>) -> Result<Report, String> {
     let mapping_tables = otf2::write_archive(&temp, &unified, &parts, &maps)?;
     let (mut linked, mut copied) = (0, 0);
     for (p, part) in parts.iter().enumerate() {
+        report(Progress::Linking {
+            done: p,
+            total: parts.len(),
+        });
         for location in &part.locations {
             let from = dirs[p].join("traces").join(format!("{}.evt", location.id));
             let to = temp
@@ -956,6 +1004,10 @@ pub fn merge(run_dir: &Path, output: Option<&Path>) -> Result<Report, String> {
             }
         }
     }
+    report(Progress::Linking {
+        done: parts.len(),
+        total: parts.len(),
+    });
     install(&temp, out)?;
     drop(guard.0.take().map(std::fs::remove_dir_all));
 

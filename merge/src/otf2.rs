@@ -29,11 +29,11 @@ use super::{
 
 /// How often `OTF2_Reader_ReadAllLocalDefinitions` is called again for one location after
 /// it stopped at a duplicate mapping table (as `otf2-print` does).
-const MAX_DEFINITION_PASSES: usize = 64;
+pub(crate) const MAX_DEFINITION_PASSES: usize = 64;
 
 /// The errors OTF2 reported on this thread since the last drain, as one line (warnings are
 /// dropped).
-fn reported_errors() -> Option<String> {
+pub(crate) fn reported_errors() -> Option<String> {
     let errors: Vec<String> = drain_thread_error_reports()
         .into_iter()
         .filter(|r| !r.is_warning())
@@ -43,7 +43,7 @@ fn reported_errors() -> Option<String> {
 }
 
 /// An error for a failed OTF2 call, with what OTF2 reported about it.
-fn failure(what: &str, code: Option<OTF2_ErrorCode>) -> String {
+pub(crate) fn failure(what: &str, code: Option<OTF2_ErrorCode>) -> String {
     let mut message = what.to_owned();
     if let Some(code) = code {
         message = format!("{message}: {}", code_name(code));
@@ -54,7 +54,7 @@ fn failure(what: &str, code: Option<OTF2_ErrorCode>) -> String {
     message
 }
 
-fn check(code: OTF2_ErrorCode, what: &str) -> Result<(), String> {
+pub(crate) fn check(code: OTF2_ErrorCode, what: &str) -> Result<(), String> {
     if code == OTF2_SUCCESS {
         Ok(())
     } else {
@@ -62,14 +62,14 @@ fn check(code: OTF2_ErrorCode, what: &str) -> Result<(), String> {
     }
 }
 
-fn cstring(text: &str) -> CString {
+pub(crate) fn cstring(text: &str) -> CString {
     CString::new(text.replace('\0', "?")).unwrap_or_default()
 }
 
 // ---- Reading a part ---------------------------------------------------------------
 
 /// An open `OTF2_Reader`, closed when dropped.
-struct Reader(*mut OTF2_Reader);
+pub(crate) struct Reader(pub(crate) *mut OTF2_Reader);
 
 impl Drop for Reader {
     fn drop(&mut self) {
@@ -576,7 +576,7 @@ unsafe extern "C" fn local_mapping_table(
 // ---- Writing the merged archive ---------------------------------------------------
 
 /// OTF2 keeps this pointer until the archive is closed: a static outlives it.
-static FLUSH_CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
+pub(crate) static FLUSH_CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
     otf2_pre_flush: Some(pre_flush),
     otf2_post_flush: None,
 };
@@ -592,7 +592,7 @@ unsafe extern "C" fn pre_flush(
 }
 
 /// An open `OTF2_Archive` being written, closed when dropped (after a failure).
-struct Archive(*mut OTF2_Archive);
+pub(crate) struct Archive(pub(crate) *mut OTF2_Archive);
 
 impl Drop for Archive {
     fn drop(&mut self) {
@@ -605,7 +605,7 @@ impl Drop for Archive {
 }
 
 /// An `OTF2_IdMap`, freed when dropped.
-struct IdMap(*mut OTF2_IdMap);
+pub(crate) struct IdMap(pub(crate) *mut OTF2_IdMap);
 
 impl Drop for IdMap {
     fn drop(&mut self) {
@@ -644,9 +644,9 @@ fn id_map(pairs: &BTreeMap<u64, u64>) -> Result<Option<IdMap>, String> {
 }
 
 /// The mapping tables of one part, built once and written into each of its locations.
-struct PartTables(Vec<(OTF2_MappingType, IdMap)>);
+pub(crate) struct PartTables(pub(crate) Vec<(OTF2_MappingType, IdMap)>);
 
-fn part_tables(maps: &IdMaps) -> Result<PartTables, String> {
+pub(crate) fn part_tables(maps: &IdMaps) -> Result<PartTables, String> {
     let mut tables = Vec::new();
     for (kind, pairs) in [
         (OTF2_MAPPING_STRING, &maps.strings),
@@ -662,6 +662,38 @@ fn part_tables(maps: &IdMaps) -> Result<PartTables, String> {
         }
     }
     Ok(PartTables(tables))
+}
+
+/// The definition chunk size of the merged archive: the smallest OTF2 allows that holds its
+/// largest definition record (a group's member list, a mapping table, a string). OTF2
+/// clears a whole chunk for every local definition writer, one per location, so with the
+/// parts' 4 MiB chunks that clearing was most of the time of a merge of many parts.
+fn definition_chunk_size(unified: &Unified, maps: &[IdMaps]) -> u64 {
+    // The largest OTF2 encoding of one 64-bit integer.
+    const INTEGER: u64 = 9;
+    let groups = unified
+        .groups
+        .iter()
+        .map(|g| g.members.len() as u64 * INTEGER);
+    let strings = unified.strings.iter().map(|s| s.len() as u64);
+    let tables = maps.iter().flat_map(|m| {
+        [
+            &m.strings,
+            &m.attributes,
+            &m.locations,
+            &m.regions,
+            &m.groups,
+            &m.comms,
+            &m.location_groups,
+        ]
+        .map(|pairs| pairs.len() as u64 * 2 * INTEGER)
+    });
+    let largest = groups.chain(strings).chain(tables).max().unwrap_or(0);
+    // Room for the record's header and the chunk's own bookkeeping.
+    let needed = largest + 64 * 1024;
+    needed
+        .next_power_of_two()
+        .clamp(OTF2_CHUNK_SIZE_MIN, OTF2_CHUNK_SIZE_MAX)
 }
 
 /// Writes the archive `<dir>/traces.otf2` (`dir/traces` must not exist): the global
@@ -685,7 +717,7 @@ pub(super) fn write_archive(
             name.as_ptr(),
             OTF2_FILEMODE_WRITE as OTF2_FileMode,
             unified.event_chunk,
-            unified.definition_chunk,
+            definition_chunk_size(unified, maps),
             OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
             OTF2_COMPRESSION_NONE as OTF2_Compression,
         )
@@ -911,4 +943,40 @@ unsafe fn write_global_definitions(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(members: usize) -> Group {
+        Group {
+            id: 0,
+            name: 0,
+            group_type: OTF2_GROUP_TYPE_COMM_GROUP as u8,
+            paradigm: OTF2_PARADIGM_NONE as u8,
+            flags: 0,
+            members: vec![0; members],
+        }
+    }
+
+    #[test]
+    fn definition_chunks_are_small_unless_a_record_needs_more() {
+        let mut unified = Unified::default();
+        unified.strings.push("machine".to_owned());
+        unified.groups.push(group(1024));
+        assert_eq!(definition_chunk_size(&unified, &[]), OTF2_CHUNK_SIZE_MIN);
+
+        // 100 000 members of up to 9 bytes each.
+        unified.groups.push(group(100_000));
+        assert_eq!(definition_chunk_size(&unified, &[]), 1 << 20);
+
+        // A mapping table of 20 000 strings: pairs of up to 18 bytes.
+        let maps = IdMaps {
+            strings: (0..20_000).map(|id| (id, id + 1)).collect(),
+            ..IdMaps::default()
+        };
+        let unified = Unified::default();
+        assert_eq!(definition_chunk_size(&unified, &[maps]), 512 << 10);
+    }
 }

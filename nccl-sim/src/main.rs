@@ -98,10 +98,18 @@ struct RunArgs {
     /// thread, which calls its own plugin with this process's pid, context and handles.
     #[arg(long)]
     pxn: bool,
+    /// Spread the job's processes over N simulated hosts named node0, node1, … (consecutive
+    /// ranks share one): each process's plugin gets its host in NCCL_SCOREP_HOSTNAME.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    hosts: Option<u32>,
     /// Never destroy the communicators (the profiler gets no finalize), as applications
     /// that simply exit do.
     #[arg(long)]
     skip_destroy: bool,
+    /// How long a collective waits for the ranks of other processes before it completes
+    /// without them (a rank whose process died never arrives).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    peer_patience_ms: u64,
 }
 
 /// `nccl-sim --help`: where the plugin comes from, and the scenarios.
@@ -157,8 +165,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// The simulated host of process `rank` of `size` with `--hosts hosts`.
+fn simulated_host(rank: usize, size: usize, hosts: u32, pxn: bool) -> Result<String, String> {
+    let hosts = hosts as usize;
+    if hosts > size {
+        return Err(format!(
+            "--hosts {hosts} needs at least {hosts} processes (--procs or a launcher), not {size}"
+        ));
+    }
+    if pxn && hosts > 1 {
+        // PXN proxies are found by local rank, and the simulated hosts share this
+        // machine's mailboxes.
+        return Err("--pxn stays on one host: it cannot be combined with --hosts above 1".into());
+    }
+    Ok(format!("node{}", rank * hosts / size))
+}
+
 fn run(args: RunArgs) -> ExitCode {
     if let Some(procs) = args.procs {
+        if let Some(Err(error)) = args.hosts.map(|h| simulated_host(0, procs, h, args.pxn)) {
+            eprintln!("nccl-sim: {error}");
+            return ExitCode::FAILURE;
+        }
         let all: Vec<OsString> = std::env::args_os().skip(1).collect();
         return match job::spawn_procs(procs, &job::strip_procs_arg(&all)) {
             Ok(statuses) if job::all_succeeded(&statuses) => ExitCode::SUCCESS,
@@ -176,6 +204,16 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(hosts) = args.hosts {
+        match simulated_host(job.rank, job.size, hosts, args.pxn) {
+            // No other thread runs yet: the plugin reads it when it is loaded below.
+            Ok(host) => std::env::set_var(nccl_profiler_scorep::job::ENV_HOSTNAME, host),
+            Err(error) => {
+                eprintln!("nccl-sim: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let names: Vec<String> = if args.scenarios.is_empty() {
         SCENARIOS.iter().map(|(name, _)| name.to_string()).collect()
     } else {
@@ -205,6 +243,7 @@ fn run(args: RunArgs) -> ExitCode {
         net_plugin: args.net_plugin,
         seed: args.seed ^ job.rank as u64,
         skip_destroy: args.skip_destroy,
+        peer_patience: std::time::Duration::from_millis(args.peer_patience_ms),
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,
         },
@@ -284,4 +323,25 @@ fn append_truth(nccl: &Nccl, path: &std::path::Path) -> std::io::Result<()> {
         writeln!(file, "{}", serde_json::to_string(&record)?)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::simulated_host;
+
+    #[test]
+    fn consecutive_ranks_share_a_simulated_host() {
+        let hosts: Vec<String> = (0..4)
+            .map(|rank| simulated_host(rank, 4, 2, false).unwrap())
+            .collect();
+        assert_eq!(hosts, ["node0", "node0", "node1", "node1"]);
+        assert_eq!(simulated_host(2, 3, 1, true).unwrap(), "node0");
+        let error = simulated_host(0, 2, 3, false).unwrap_err();
+        assert!(
+            error.contains("--hosts 3 needs at least 3 processes"),
+            "{error}"
+        );
+        let error = simulated_host(0, 4, 2, true).unwrap_err();
+        assert!(error.contains("--pxn"), "{error}");
+    }
 }

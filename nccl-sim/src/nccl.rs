@@ -66,6 +66,9 @@ pub struct SimConfig {
     /// `destroy` only waits for the work and never finalizes the profiler, like an
     /// application that exits without ncclCommDestroy.
     pub skip_destroy: bool,
+    /// How long a collective waits for the other processes' ranks before it goes on
+    /// alone (a rank that died never arrives).
+    pub peer_patience: Duration,
 }
 
 impl Default for SimConfig {
@@ -85,6 +88,7 @@ impl Default for SimConfig {
             peer_wait_repeats: 2,
             steps: 4,
             skip_destroy: false,
+            peer_patience: Duration::from_secs(10),
         }
     }
 }
@@ -1346,7 +1350,7 @@ fn schedule(nccl: &Nccl, batch: &mut [Work]) {
         work.gpu_start += behind;
         work.gpu_stop += behind;
         if let Some(meet) = &work.rendezvous {
-            let patience = Duration::from_secs(10);
+            let patience = nccl.config.peer_patience;
             let latest = match meet {
                 Meet::Local(key, n_ranks) => {
                     nccl.rendezvous

@@ -171,6 +171,7 @@ impl Collector {
                 let mut state = state;
                 while !stop_flag.load(Ordering::Acquire) {
                     state.pass(false);
+                    crate::core::scorep_mode::on_collector_pass();
                     std::thread::park_timeout(POLL_INTERVAL);
                 }
                 state.finish()
@@ -822,6 +823,10 @@ impl State {
                 if value > 0 {
                     log::warn(&format!("trace writer: {name}={value}"));
                 }
+            }
+            crate::core::scorep_mode::part_finished(self.rt, trace.path());
+            if self.rt.config.auto_merge {
+                crate::job_end::part_finished(&self.rt.config.output_dir, trace.path());
             }
         }
         let counters = self.rt.counters.snapshot();

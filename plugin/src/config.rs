@@ -55,6 +55,31 @@ pub struct Config {
     pub clock: ClockChoice,
     /// Write the Scalasca-safe variant of the trace (CPU-thread locations only).
     pub scalasca_safe: bool,
+    /// The last process of the job merges the parts into one archive.
+    pub auto_merge: bool,
+    /// Parameters attached to the regions entered in Score-P (Score-P mode).
+    pub scorep_parameters: ScorepParameters,
+}
+
+/// Which parameters the Score-P regions carry. Every distinct value becomes a call-tree
+/// node in Score-P's profile, so each is drawn from a small set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScorepParameters {
+    /// `nccl.bytes`: the payload size as a power-of-four bucket ("1-4 KiB").
+    pub bytes: bool,
+    /// `nccl.comm`: the communicator's name (or its hash when it has none).
+    pub comm: bool,
+}
+
+impl ScorepParameters {
+    pub const ALL: ScorepParameters = ScorepParameters {
+        bytes: true,
+        comm: true,
+    };
+    pub const NONE: ScorepParameters = ScorepParameters {
+        bytes: false,
+        comm: false,
+    };
 }
 
 /// One problem found while reading the environment.
@@ -123,6 +148,8 @@ impl Default for Config {
             max_open_events: DEFAULT_MAX_OPEN_EVENTS,
             clock: ClockChoice::Auto,
             scalasca_safe: false,
+            auto_merge: true,
+            scorep_parameters: ScorepParameters::ALL,
         }
     }
 }
@@ -231,6 +258,23 @@ impl Config {
                 ),
             }
         }
+        if let Some(value) = get("NCCL_SCOREP_AUTO_MERGE") {
+            match parse_bool(&value) {
+                Some(on) => config.auto_merge = on,
+                None => warn("NCCL_SCOREP_AUTO_MERGE", &value, "0/1, yes/no, on/off", "1"),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_SCOREP_PARAMETERS") {
+            match parse_scorep_parameters(&value) {
+                Some(parameters) => config.scorep_parameters = parameters,
+                None => warn(
+                    "NCCL_SCOREP_SCOREP_PARAMETERS",
+                    &value,
+                    "a comma list of bytes and comm, or all or none",
+                    "all",
+                ),
+            }
+        }
         if let Some(value) = get("NCCL_SCOREP_SCALASCA_SAFE") {
             match parse_bool(&value) {
                 Some(on) => config.scalasca_safe = on,
@@ -250,8 +294,7 @@ impl Config {
         self.mode != Mode::Off && (self.jsonl || self.mode == Mode::Jsonl)
     }
 
-    /// Whether the OTF2 trace is written (Score-P mode writes it too until it has its own
-    /// backend).
+    /// Whether the OTF2 trace is written (in Score-P mode it is the sidecar trace).
     pub fn writes_otf2(&self) -> bool {
         matches!(self.mode, Mode::Auto | Mode::Otf2 | Mode::Scorep)
     }
@@ -266,6 +309,23 @@ fn parse_mode(value: &str) -> Option<Mode> {
         "off" | "none" | "0" => Mode::Off,
         _ => return None,
     })
+}
+
+fn parse_scorep_parameters(value: &str) -> Option<ScorepParameters> {
+    match value.to_ascii_lowercase().as_str() {
+        "all" | "on" | "1" | "yes" | "true" => return Some(ScorepParameters::ALL),
+        "none" | "off" | "0" | "no" | "false" => return Some(ScorepParameters::NONE),
+        _ => {}
+    }
+    let mut parameters = ScorepParameters::NONE;
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match item.to_ascii_lowercase().as_str() {
+            "bytes" => parameters.bytes = true,
+            "comm" => parameters.comm = true,
+            _ => return None,
+        }
+    }
+    Some(parameters)
 }
 
 fn parse_bool(value: &str) -> Option<bool> {
@@ -367,6 +427,7 @@ mod tests {
             ("NCCL_SCOREP_JSONL", "yes"),
             ("NCCL_SCOREP_MAX_OPEN_EVENTS", "4096"),
             ("NCCL_SCOREP_CLOCK", "Monotonic"),
+            ("NCCL_SCOREP_AUTO_MERGE", "off"),
         ]);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.mode, Mode::Jsonl);
@@ -377,6 +438,7 @@ mod tests {
         assert!(config.jsonl);
         assert_eq!(config.max_open_events, 4096);
         assert_eq!(config.clock, ClockChoice::Monotonic);
+        assert!(!config.auto_merge);
     }
 
     #[test]
@@ -389,11 +451,38 @@ mod tests {
             ("NCCL_SCOREP_JSONL", "2"),
             ("NCCL_SCOREP_MAX_OPEN_EVENTS", "-1"),
             ("NCCL_SCOREP_CLOCK", "sundial"),
+            ("NCCL_SCOREP_AUTO_MERGE", "later"),
         ]);
         assert_eq!(config, Config::default());
-        assert_eq!(warnings.len(), 7);
+        assert_eq!(warnings.len(), 8);
         assert!(warnings[1].0.contains("\"bogus\""), "{}", warnings[1].0);
         assert!(warnings[0].0.contains("NCCL_SCOREP_MODE"));
+    }
+
+    #[test]
+    fn scorep_parameters_are_a_list_or_all_or_none() {
+        let of = |v: &str| read(&[("NCCL_SCOREP_SCOREP_PARAMETERS", v)]);
+        assert_eq!(of("none").0.scorep_parameters, ScorepParameters::NONE);
+        assert_eq!(of("ALL").0.scorep_parameters, ScorepParameters::ALL);
+        assert_eq!(
+            of("comm").0.scorep_parameters,
+            ScorepParameters {
+                bytes: false,
+                comm: true
+            }
+        );
+        assert_eq!(
+            of(" bytes , comm ").0.scorep_parameters,
+            ScorepParameters::ALL
+        );
+        let (config, warnings) = of("bytes,seq");
+        assert_eq!(
+            config.scorep_parameters,
+            ScorepParameters::ALL,
+            "the default"
+        );
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].0.contains("NCCL_SCOREP_SCOREP_PARAMETERS"));
     }
 
     #[test]

@@ -20,6 +20,8 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+pub mod scorep_mode;
+
 /// Process-wide state, created by the first `init` and kept for the life of the process
 /// (NCCL may unload and reload the library; a pinned library keeps it).
 pub struct Runtime {
@@ -44,12 +46,23 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
-/// At process exit: drains, closes what is open and finishes the outputs, as the last
-/// finalize would.
+/// At process exit (or, as a no-op, when NCCL unloads the library after the last
+/// finalize): drains, closes what is open and finishes the outputs, as the last finalize
+/// would, and takes part in the automatic merge at the end of the job.
 extern "C" fn stop_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if let Some(rt) = RUNTIME.get() {
+            // Collecting means communicators are alive, so this is the process's exit:
+            // NCCL unloads the library only after the last finalize, which stops the
+            // collector (and takes part in the merge itself).
+            let exiting = rt.collecting.load(Ordering::Acquire);
+            if exiting {
+                scorep_mode::end_cycle(rt, true);
+            }
             rt.stop_collector();
+            if exiting {
+                rt.job_done();
+            }
         }
     });
 }
@@ -66,10 +79,13 @@ pub fn runtime() -> Option<&'static Runtime> {
 
 fn runtime_or_init() -> &'static Runtime {
     RUNTIME.get_or_init(|| {
-        let (config, warnings) = Config::from_env();
+        let (mut config, warnings) = Config::from_env();
         for warning in &warnings {
             log::warn(&warning.0);
         }
+        // Score-P is looked for once, before anything is recorded; without it nothing
+        // changes.
+        scorep_mode::activate(&mut config);
         Runtime::new(config)
     })
 }
@@ -207,6 +223,15 @@ impl Runtime {
         }
     }
 
+    /// The process is done with NCCL for now (its last finalize, or its exit): the last
+    /// process of the job merges the trace. Never called while the library is being
+    /// unloaded: the merge runs on a thread of its own, which needs the dynamic loader.
+    fn job_done(&self) {
+        if self.config.auto_merge && self.config.writes_otf2() && self.recording() {
+            crate::job_end::process_done(&self.config.output_dir);
+        }
+    }
+
     fn stop_collector(&self) {
         let collector = self
             .collector
@@ -309,6 +334,9 @@ pub unsafe fn start_event<D: DecodeDescr>(
     if let Some(handle) = issued.filter(|&h| h != 0) {
         // SAFETY: checked non-NULL and writable above.
         unsafe { *handle_out = handle as usize as *mut c_void };
+        if scorep_mode::FORWARDING.load(Ordering::Relaxed) && scorep_mode::is_forwarded(kind) {
+            scorep_mode::entered(rt, &event, handle, context_value);
+        }
     }
 }
 
@@ -355,7 +383,12 @@ pub fn stop_event(handle: *mut c_void) {
     let value = handle as u64;
     panic_probe(value);
     match rt.slab.release(value) {
-        Ok(_) => {
+        Ok(bits) => {
+            if scorep_mode::FORWARDING.load(Ordering::Relaxed)
+                && scorep_mode::is_forwarded(bits.kind)
+            {
+                scorep_mode::stopped(rt, value);
+            }
             if rt.recording()
                 && !rt.push_here(Record {
                     time,
@@ -468,7 +501,11 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
         // SAFETY: non-NULL and writable (caller); NCCL reads it with relaxed atomics.
         unsafe { *mask = rt.config.event_mask as i32 };
     }
+    let first_of_cycle = !rt.collecting.load(Ordering::Acquire);
     rt.ensure_collector();
+    if first_of_cycle && scorep_mode::FORWARDING.load(Ordering::Relaxed) {
+        scorep_mode::start_cycle();
+    }
     // The collector learns of the context through its first event or the finalize
     // record; tell it now so comms without events still appear in the output.
     rt.push_here(Record {
@@ -500,8 +537,12 @@ pub fn finalize(context: *mut c_void) {
                 });
             }
             if done.last {
+                if scorep_mode::FORWARDING.load(Ordering::Relaxed) {
+                    scorep_mode::end_cycle(rt, false);
+                }
                 rt.stop_collector();
                 rt.contexts.clear();
+                rt.job_done();
             }
         }
         Err(_) => Counters::bump(&rt.counters.bad_finalize),

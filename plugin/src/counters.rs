@@ -89,6 +89,29 @@ counters! {
     orphan_records,
     /// Parents that were neither NULL, ours and known, nor foreign.
     unresolved_parents,
+    /// Score-P mode: regions entered in Score-P.
+    scorep_regions_entered,
+    /// Score-P mode: stops ending a region out of order on its thread; the region was
+    /// ended right after the regions entered after it (a tally, nothing is lost).
+    scorep_ends_deferred,
+    /// Score-P mode: stops on a thread other than the one that entered the region; never
+    /// sent to Score-P (it aborts on that), the event is in the sidecar trace.
+    scorep_cross_thread_stops,
+    /// Score-P mode: regions whose stop came on another thread, ended on their own thread
+    /// at its next NCCL callback or with the region around them (their end is late).
+    scorep_closed_late,
+    /// Score-P mode: regions still running when the API call around them ended, ended
+    /// there (cut short).
+    scorep_truncated,
+    /// Score-P mode: regions of the finalizing thread still open at the last finalize.
+    scorep_closed_at_finalize,
+    /// Score-P mode: regions of other threads still open at the last finalize.
+    scorep_left_open,
+    /// Score-P mode: events not forwarded (region stack too deep, thread exiting, or no
+    /// region handle from Score-P).
+    scorep_not_forwarded,
+    /// Score-P mode: metric samples dropped because the sample buffer was full.
+    scorep_metric_samples_dropped,
 }
 
 impl Counters {
@@ -101,7 +124,15 @@ impl Counters {
     pub fn losses(&self) -> BTreeMap<&'static str, u64> {
         let mut map = self.snapshot();
         map.retain(|name, value| {
-            *value > 0 && !matches!(*name, "events_written" | "pxn_foreign_ops" | "stop_null")
+            *value > 0
+                && !matches!(
+                    *name,
+                    "events_written"
+                        | "pxn_foreign_ops"
+                        | "stop_null"
+                        | "scorep_regions_entered"
+                        | "scorep_ends_deferred"
+                )
         });
         map
     }

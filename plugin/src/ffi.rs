@@ -153,6 +153,23 @@ macro_rules! profiler_table {
     };
 }
 
+/// Score-P's metric-plugin entry point for `SCOREP_METRIC_PLUGINS=nccl_scorep` (Score-P
+/// loads `libnccl_scorep.so`, a link to this library): Score-P hands over its clock, and
+/// gets the asynchronous NCCL metrics.
+#[no_mangle]
+pub extern "C" fn SCOREP_MetricPlugin_nccl_scorep_get_info() -> scorep_adapter::metric::PluginInfo {
+    catch_unwind(core::scorep_mode::metric_plugin_info)
+        .unwrap_or(scorep_adapter::metric::PluginInfo::zeroed())
+}
+
+/// The same for `SCOREP_METRIC_PLUGINS=nccl_profiler_scorep` (the file name Cargo gives
+/// this library).
+#[no_mangle]
+pub extern "C" fn SCOREP_MetricPlugin_nccl_profiler_scorep_get_info(
+) -> scorep_adapter::metric::PluginInfo {
+    SCOREP_MetricPlugin_nccl_scorep_get_info()
+}
+
 profiler_table!(ncclProfiler_v1: abi::v1::ncclProfiler_v1_t = init_v1::<1>, abi::v1::ncclProfilerEventDescr_v1_t, abi::StateArgsV1);
 profiler_table!(ncclProfiler_v2: abi::v2::ncclProfiler_v2_t = init_v1::<2>, abi::v2::ncclProfilerEventDescr_v2_t, abi::StateArgsV1);
 profiler_table!(ncclProfiler_v3: abi::v3::ncclProfiler_v3_t = init_v1::<3>, abi::v3::ncclProfilerEventDescr_v3_t, abi::StateArgsV1);

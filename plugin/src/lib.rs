@@ -17,6 +17,7 @@ pub mod ffi;
 pub mod gpu_clock;
 pub mod handle;
 pub mod job;
+pub mod job_end;
 pub mod log;
 pub mod ring;
 pub mod sink;

@@ -21,19 +21,25 @@ use otf2_sys::*;
 use otf2_sys::callbacks::{code_name, first_failure, guarded, text, CallbackState};
 
 use super::{
-    Attribute, Check, ClockProperties, Comm, Definitions, Event, EventsRead, Group, Location,
-    LocationGroup, Paradigm, Problem, Region, Severity, SystemTreeNode,
+    Attribute, AttributeValue, Check, ClockProperties, Comm, Definitions, Event, EventsRead, Group,
+    Location, LocationGroup, Paradigm, Problem, Region, Severity, SystemTreeNode,
 };
 
 /// How often `OTF2_Reader_ReadAllLocalDefinitions` is called again for one location
 /// after it stopped at a duplicate mapping table (as `otf2-print` does).
 const MAX_DEFINITION_PASSES: usize = 64;
 
+/// Receives each event: location, time, the record, and (when asked for) the attribute
+/// values of Enter and Leave records.
+pub(crate) type EventSink<'a> = dyn FnMut(u64, u64, Event, &[(u32, AttributeValue)]) + 'a;
+
 /// An open `OTF2_Reader`, closed when dropped.
-pub(super) struct Archive {
+pub(crate) struct Archive {
     reader: *mut OTF2_Reader,
     /// The anchor file, to open the archive again.
     anchor: PathBuf,
+    /// Hand the events' attribute values to the sink (Enter and Leave records).
+    pub(crate) want_attributes: bool,
 }
 
 impl Drop for Archive {
@@ -114,7 +120,7 @@ fn failed(
 
 impl Archive {
     /// Opens the archive whose anchor file is `anchor`.
-    pub(super) fn open(anchor: &Path) -> Result<Archive, String> {
+    pub(crate) fn open(anchor: &Path) -> Result<Archive, String> {
         let path = CString::new(anchor.as_os_str().as_bytes())
             .map_err(|_| "the path contains a NUL byte".to_owned())?;
         // SAFETY: `path` is a NUL-terminated string that outlives the call.
@@ -126,6 +132,7 @@ impl Archive {
         let archive = Archive {
             reader,
             anchor: anchor.to_path_buf(),
+            want_attributes: false,
         };
         // SAFETY: `reader` is open.
         let code = unsafe { OTF2_Reader_SetSerialCollectiveCallbacks(archive.reader) };
@@ -140,7 +147,7 @@ impl Archive {
     }
 
     /// The number of locations the anchor file announces.
-    pub(super) fn number_of_locations(&self) -> Option<u64> {
+    pub(crate) fn number_of_locations(&self) -> Option<u64> {
         let mut n = 0;
         // SAFETY: the reader is open; `n` is a valid out pointer.
         let code = unsafe { OTF2_Reader_GetNumberOfLocations(self.reader, &mut n) };
@@ -149,7 +156,7 @@ impl Archive {
     }
 
     /// Closes the reader, keeping what OTF2 reports on the way.
-    pub(super) fn close(mut self, problems: &mut Vec<Problem>) {
+    pub(crate) fn close(mut self, problems: &mut Vec<Problem>) {
         // SAFETY: the reader is open; it is nulled so that `drop` does not close it again.
         let code = unsafe { OTF2_Reader_Close(self.reader) };
         self.reader = std::ptr::null_mut();
@@ -166,7 +173,7 @@ impl Archive {
     }
 
     /// Reads the global definitions; None (with problems) when they cannot be read.
-    pub(super) fn read_global_definitions(
+    pub(crate) fn read_global_definitions(
         &mut self,
         problems: &mut Vec<Problem>,
     ) -> Option<Definitions> {
@@ -210,10 +217,10 @@ impl Archive {
 
     /// Reads the local definitions and all events of `locations`, handing each event to
     /// `sink`.
-    pub(super) fn read_events(
+    pub(crate) fn read_events(
         &mut self,
         locations: &[u64],
-        sink: &mut dyn FnMut(u64, u64, Event),
+        sink: &mut EventSink<'_>,
         problems: &mut Vec<Problem>,
     ) -> EventsRead {
         let mut read = EventsRead {
@@ -239,7 +246,9 @@ impl Archive {
                     return read;
                 }
             };
+            let want_attributes = self.want_attributes;
             drop(std::mem::replace(self, fresh));
+            self.want_attributes = want_attributes;
             drop(self.open_locations(&readable, &mut Vec::new()));
         }
         read.complete = readable.is_empty() || self.read_global_events(sink, problems);
@@ -336,7 +345,7 @@ impl Archive {
     /// Reads every event through a global event reader; false when the read stopped early.
     fn read_global_events(
         &mut self,
-        sink: &mut dyn FnMut(u64, u64, Event),
+        sink: &mut EventSink<'_>,
         problems: &mut Vec<Problem>,
     ) -> bool {
         // SAFETY: the reader is open, with an event reader for each readable location.
@@ -346,7 +355,12 @@ impl Archive {
             failed(problems, Check::Events, None, what, None);
             return false;
         }
-        let mut state = EvtState { sink, panic: None };
+        let mut state = EvtState {
+            sink,
+            panic: None,
+            want_attributes: self.want_attributes,
+            attributes: Vec::new(),
+        };
         // SAFETY: the reader and `global` are open; `state` lives until the end of this
         // function and is used only through the callbacks while ReadAllGlobalEvents
         // runs.
@@ -391,8 +405,11 @@ impl CallbackState for DefState {
 }
 
 struct EvtState<'s> {
-    sink: &'s mut dyn FnMut(u64, u64, Event),
+    sink: &'s mut EventSink<'s>,
     panic: Option<String>,
+    /// Decode the attribute lists of Enter and Leave records (for the summary).
+    want_attributes: bool,
+    attributes: Vec<(u32, AttributeValue)>,
 }
 
 impl CallbackState for EvtState<'_> {
@@ -599,12 +616,13 @@ unsafe extern "C" fn def_attribute(
 
 unsafe extern "C" fn def_clock(
     user_data: *mut c_void,
-    _timer_resolution: u64,
+    timer_resolution: u64,
     global_offset: u64,
     trace_length: u64,
     _realtime_timestamp: u64,
 ) -> OTF2_CallbackCode {
     let clock = ClockProperties {
+        timer_resolution,
         global_offset,
         trace_length,
     };
@@ -667,13 +685,67 @@ unsafe fn deliver(
     user_data: *mut c_void,
     location: u64,
     time: u64,
+    attributes: *mut OTF2_AttributeList,
     event: Event,
 ) -> OTF2_CallbackCode {
     // SAFETY: forwarded from the caller.
     unsafe {
         guarded(user_data, |state: &mut EvtState<'_>| {
-            (state.sink)(location, time, event)
+            state.attributes.clear();
+            if state.want_attributes && matches!(event, Event::Enter { .. } | Event::Leave { .. }) {
+                // OTF2 passes the record's attribute list (or NULL), valid during the
+                // callback.
+                decode_attributes(attributes, &mut state.attributes);
+            }
+            (state.sink)(location, time, event, &state.attributes)
         })
+    }
+}
+
+/// The values of an attribute list that the summary can use: integers and strings.
+///
+/// # Safety
+/// `list` is NULL or an attribute list OTF2 handed to a callback.
+unsafe fn decode_attributes(list: *mut OTF2_AttributeList, out: &mut Vec<(u32, AttributeValue)>) {
+    if list.is_null() {
+        return;
+    }
+    // SAFETY: a live list (caller).
+    let count = unsafe { OTF2_AttributeList_GetNumberOfElements(list) };
+    for index in 0..count {
+        let mut id: OTF2_AttributeRef = 0;
+        let mut value_type: OTF2_Type = 0;
+        // SAFETY: the union is plain data; OTF2 writes the member named by the type.
+        let mut value: OTF2_AttributeValue = unsafe { std::mem::zeroed() };
+        // SAFETY: a live list and index < count; the out-pointers are valid locals.
+        let code = unsafe {
+            OTF2_AttributeList_GetAttributeByIndex(
+                list,
+                index,
+                &mut id,
+                &mut value_type,
+                &mut value,
+            )
+        };
+        if code != OTF2_SUCCESS {
+            continue;
+        }
+        // SAFETY: each arm reads the member that `value_type` names.
+        let decoded = unsafe {
+            match u32::from(value_type) {
+                OTF2_TYPE_UINT8 => AttributeValue::Unsigned(u64::from(value.uint8)),
+                OTF2_TYPE_UINT16 => AttributeValue::Unsigned(u64::from(value.uint16)),
+                OTF2_TYPE_UINT32 => AttributeValue::Unsigned(u64::from(value.uint32)),
+                OTF2_TYPE_UINT64 => AttributeValue::Unsigned(value.uint64),
+                OTF2_TYPE_INT8 => AttributeValue::Signed(i64::from(value.int8)),
+                OTF2_TYPE_INT16 => AttributeValue::Signed(i64::from(value.int16)),
+                OTF2_TYPE_INT32 => AttributeValue::Signed(i64::from(value.int32)),
+                OTF2_TYPE_INT64 => AttributeValue::Signed(value.int64),
+                OTF2_TYPE_STRING => AttributeValue::Text(value.stringRef),
+                _ => continue,
+            }
+        };
+        out.push((id, decoded));
     }
 }
 
@@ -692,11 +764,12 @@ macro_rules! event_callbacks {
             location: OTF2_LocationRef,
             time: OTF2_TimeStamp,
             user_data: *mut c_void,
-            _attributes: *mut OTF2_AttributeList,
+            attributes: *mut OTF2_AttributeList,
             $($arg: $ty),*
         ) -> OTF2_CallbackCode {
-            // SAFETY: OTF2 passes back the user data of register_evt_callbacks.
-            unsafe { deliver(user_data, location, time, $event) }
+            // SAFETY: OTF2 passes back the user data of register_evt_callbacks, and the
+            // record's attribute list.
+            unsafe { deliver(user_data, location, time, attributes, $event) }
         }
     };
     (

@@ -1,0 +1,2689 @@
+//! `nccl-scorep merge --scorep <experiment-dir>`: adds the plugin's sidecar trace parts
+//! (`<exp>/nccl/parts/<host>.<pid>[.N]/`) to Score-P's trace (`<exp>/traces.otf2`) in a
+//! combined archive (`<exp>/nccl-combined/traces.otf2`), without rewriting any event and
+//! without touching Score-P's files (docs/scorep-merge.md):
+//!
+//! 1. Score-P's global definitions are read record by record and written again unchanged,
+//!    in their order and with their ids; its local definition and event files are linked.
+//! 2. Each part is matched to a Score-P process ("MPI Rank N") through the launcher rank in
+//!    the part's `scorep-clock.json`, else the pid (Score-P's "ProcessId" attribute on
+//!    ProgramBegin), else host and order. The parts are unified among themselves (as
+//!    `merge` does) and get ids above Score-P's: strings (equal texts share Score-P's id),
+//!    regions, attributes, groups, communicators, location groups; locations get
+//!    `((2^31 + n) << 32) | rank`, a local index Score-P never reaches. A part's process
+//!    group becomes the Score-P process group; its accelerator groups are created by it.
+//! 3. Time: the pairs of `scorep-clock.json` (or the "NCCL clock sync" regions found in
+//!    Score-P's events) give ticks = a·ns + b; composed with the Score-P process's own clock
+//!    offsets this is written as ClockOffset records of each of our locations, which OTF2
+//!    readers interpolate linearly (and extrapolate beyond the first and last record).
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ffi::{c_char, c_void, CString};
+use std::fmt::Write as _;
+use std::io::{Read, Seek, SeekFrom, Write as _};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::ptr;
+
+use otf2_sys::callbacks::{first_failure, guarded, text, CallbackState};
+use otf2_sys::error::drain_thread_error_reports;
+use otf2_sys::*;
+use serde::{Deserialize, Serialize};
+
+use crate::otf2::{
+    check, cstring, failure, part_tables, reported_errors, Archive, Reader, FLUSH_CALLBACKS,
+    MAX_DEFINITION_PASSES,
+};
+use crate::{
+    host_of, install, link_or_copy, part_dirs, unify, ClockOffset, CommSummary, IdMaps, Location,
+    LocationGroup, PartDefs, SkippedPart, TempDir, Unification,
+};
+
+/// The file the plugin writes next to each sidecar part's `traces.otf2`.
+pub const CLOCK_FILE: &str = "scorep-clock.json";
+/// The user region the plugin enters for the `sync-regions` clock source.
+pub const DEFAULT_SYNC_REGION: &str = "NCCL clock sync";
+/// Our locations get local indices from here up (`(index << 32) | rank`); Score-P counts
+/// its locations of a process from 0.
+pub const LOCATION_INDEX_BASE: u64 = 1 << 31;
+/// How far (ns) before the first and after the last clock pair our outer ClockOffset
+/// records lie: long end segments keep OTF2's extrapolation exact far beyond the pairs.
+const ANCHOR_MARGIN_NS: u64 = 1_000_000_000_000;
+
+// ---------------------------------------------------------------------------------------
+// scorep-clock.json
+// ---------------------------------------------------------------------------------------
+
+/// One instant on both clocks.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+pub struct ClockPair {
+    /// Our timestamp (CLOCK_MONOTONIC ns, what our events carry).
+    pub ns: u64,
+    /// Score-P's raw clock ticks at the same instant (before Score-P's clock offsets).
+    pub scorep: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct ClockFile {
+    format: u32,
+    pid: Option<u64>,
+    launcher_rank: Option<i64>,
+    hostname: Option<String>,
+    source: String,
+    #[serde(default)]
+    pairs: Vec<ClockPair>,
+    sync_region: Option<String>,
+    #[serde(default)]
+    sync_ns: Vec<u64>,
+}
+
+impl ClockFile {
+    fn rank(&self) -> Option<u32> {
+        self.launcher_rank.and_then(|r| u32::try_from(r).ok())
+    }
+
+    fn uses_sync_regions(&self) -> bool {
+        self.source == "sync-regions"
+    }
+
+    fn sync_region(&self) -> &str {
+        self.sync_region.as_deref().unwrap_or(DEFAULT_SYNC_REGION)
+    }
+}
+
+/// Reads and checks a part's `scorep-clock.json`.
+fn read_clock_file(part_dir: &Path) -> Result<ClockFile, String> {
+    let path = part_dir.join(CLOCK_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!("no usable {CLOCK_FILE} ({e}): the part cannot be placed on Score-P's clock")
+    })?;
+    let file: ClockFile =
+        serde_json::from_str(&text).map_err(|e| format!("{CLOCK_FILE} is not valid: {e}"))?;
+    if file.format != 1 {
+        return Err(format!(
+            "{CLOCK_FILE} has format {}, nccl-scorep reads format 1",
+            file.format
+        ));
+    }
+    match file.source.as_str() {
+        "metric-plugin" | "clock_gettime" => {
+            if file.pairs.is_empty() {
+                return Err(format!(
+                    "{CLOCK_FILE}: source {:?} but no clock pairs",
+                    file.source
+                ));
+            }
+        }
+        "sync-regions" => {
+            if file.sync_ns.is_empty() {
+                return Err(format!(
+                    "{CLOCK_FILE}: source \"sync-regions\" but no sync_ns"
+                ));
+            }
+        }
+        other => {
+            return Err(format!(
+                "{CLOCK_FILE}: unknown source {other:?} (metric-plugin, clock_gettime or \
+                 sync-regions)"
+            ))
+        }
+    }
+    Ok(file)
+}
+
+// ---------------------------------------------------------------------------------------
+// The time map
+// ---------------------------------------------------------------------------------------
+
+/// ticks = ref_ticks + rate · (ns − ref_ns) (a line fitted to the pairs).
+#[derive(Clone, Copy, Debug)]
+struct LinearMap {
+    ref_ns: u64,
+    ref_ticks: u64,
+    /// Fractional parts of the reference point (the means of the pairs).
+    ref_ns_frac: f64,
+    ref_ticks_frac: f64,
+    rate: f64,
+}
+
+impl LinearMap {
+    /// Score-P ticks at `ns`, as a real number relative to `ref_ticks` (exact in f64 for
+    /// spans up to days).
+    fn relative_ticks(&self, ns: u64) -> f64 {
+        let dx = (i128::from(ns) - i128::from(self.ref_ns)) as f64 - self.ref_ns_frac;
+        self.ref_ticks_frac + self.rate * dx
+    }
+
+    fn ticks(&self, ns: u64) -> i128 {
+        i128::from(self.ref_ticks) + self.relative_ticks(ns).round() as i128
+    }
+
+    /// The ns at which the map gives `ticks` (rounded).
+    fn inverse(&self, ticks: u64) -> i128 {
+        let dy = (i128::from(ticks) - i128::from(self.ref_ticks)) as f64 - self.ref_ticks_frac;
+        i128::from(self.ref_ns) + (self.ref_ns_frac + dy / self.rate).round() as i128
+    }
+}
+
+/// How well the pairs of one part fit a line.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClockFit {
+    /// `metric-plugin`, `clock_gettime` or `sync-regions`.
+    pub source: String,
+    pub pairs: usize,
+    /// Score-P ticks per ns, fitted (or nominal, from one pair).
+    pub ticks_per_ns: f64,
+    /// Score-P's nominal rate (ClockProperties) per ns.
+    pub nominal_ticks_per_ns: f64,
+    /// The fitted rate against the nominal one, parts per million.
+    pub rate_deviation_ppm: f64,
+    /// The largest distance of a pair from the line, ns (only with 3 or more pairs).
+    pub max_residual_ns: Option<f64>,
+    /// What the report calls the clock error of this part, ns: the largest residual with
+    /// 3 or more pairs; 0 (exact at the pairs, drift between them unseen) with 2; unknown
+    /// (None) with 1, where the nominal rate is assumed.
+    pub estimated_error_ns: Option<f64>,
+    /// Score-P's own clock offsets of the process that were composed in.
+    pub scorep_clock_offsets: usize,
+}
+
+/// Fits ticks = a·ns + b to the pairs (least squares); one pair takes the nominal rate.
+fn fit(
+    pairs: &[ClockPair],
+    nominal_rate: f64,
+    source: &str,
+) -> Result<(LinearMap, ClockFit), String> {
+    let Some(first) = pairs.first() else {
+        return Err("no clock pairs".to_owned());
+    };
+    let n = pairs.len() as f64;
+    let xs: Vec<f64> = pairs
+        .iter()
+        .map(|p| (i128::from(p.ns) - i128::from(first.ns)) as f64)
+        .collect();
+    let ys: Vec<f64> = pairs
+        .iter()
+        .map(|p| (i128::from(p.scorep) - i128::from(first.scorep)) as f64)
+        .collect();
+    let mean_x = xs.iter().sum::<f64>() / n;
+    let mean_y = ys.iter().sum::<f64>() / n;
+    let sxx: f64 = xs.iter().map(|x| (x - mean_x).powi(2)).sum();
+    let sxy: f64 = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| (x - mean_x) * (y - mean_y))
+        .sum();
+    let rate = if pairs.len() >= 2 && sxx > 0.0 {
+        sxy / sxx
+    } else {
+        nominal_rate
+    };
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!(
+            "the clock pairs give a rate of {rate} Score-P ticks per ns: Score-P's clock must \
+             advance with ours"
+        ));
+    }
+    let map = LinearMap {
+        ref_ns: first.ns,
+        ref_ticks: first.scorep,
+        ref_ns_frac: mean_x,
+        ref_ticks_frac: mean_y,
+        rate,
+    };
+    let distinct = xs.iter().map(|x| x.to_bits()).collect::<HashSet<_>>().len();
+    let max_residual = (distinct >= 3).then(|| {
+        pairs
+            .iter()
+            .map(|p| {
+                let predicted = map.relative_ticks(p.ns);
+                let actual = (i128::from(p.scorep) - i128::from(first.scorep)) as f64;
+                (predicted - actual).abs() / rate
+            })
+            .fold(0.0, f64::max)
+    });
+    let estimated = match distinct {
+        0 | 1 => None,
+        2 => Some(0.0),
+        _ => max_residual,
+    };
+    Ok((
+        map,
+        ClockFit {
+            source: source.to_owned(),
+            pairs: pairs.len(),
+            ticks_per_ns: rate,
+            nominal_ticks_per_ns: nominal_rate,
+            rate_deviation_ppm: (rate / nominal_rate - 1.0) * 1e6,
+            max_residual_ns: max_residual,
+            estimated_error_ns: estimated,
+            scorep_clock_offsets: 0,
+        },
+    ))
+}
+
+/// The correction OTF2 applies to a location with these ClockOffset records, at raw time
+/// `t`: none with fewer than two records; else the line through the two records around
+/// `t`, the first two before the first record and the last two after the last (observed
+/// with OTF2 3.0.2; docs/scorep-merge.md).
+fn otf2_offset_at(records: &[ClockOffset], t: i128) -> f64 {
+    if records.len() < 2 {
+        return 0.0;
+    }
+    let index = records
+        .windows(2)
+        .position(|w| t < i128::from(w[1].time))
+        .unwrap_or(records.len() - 2);
+    let (a, b) = (records[index], records[index + 1]);
+    let span = (i128::from(b.time) - i128::from(a.time)) as f64;
+    if span <= 0.0 {
+        return a.offset as f64;
+    }
+    let slope = (b.offset as f64 - a.offset as f64) / span;
+    a.offset as f64 + slope * (t - i128::from(a.time)) as f64
+}
+
+/// Our ClockOffset records for a part: every event time `ns` reads back as
+/// `S(ns) + scorep_offset(S(ns))` with `S` the fitted map, i.e. where Score-P's own
+/// events of that process are shown. The composition is piecewise linear with its bends
+/// at Score-P's interior offset records, so records go at those bends and at two outer
+/// anchors far beyond the pairs.
+fn our_clock_offsets(
+    map: &LinearMap,
+    pairs: &[ClockPair],
+    scorep: &[ClockOffset],
+) -> Vec<ClockOffset> {
+    let mut bends: Vec<u64> = Vec::new();
+    if scorep.len() > 2 {
+        for record in &scorep[1..scorep.len() - 1] {
+            let ns = map.inverse(record.time);
+            if let Ok(ns) = u64::try_from(ns) {
+                bends.push(ns);
+            }
+        }
+    }
+    let low = pairs
+        .iter()
+        .map(|p| p.ns)
+        .chain(bends.iter().copied())
+        .min();
+    let high = pairs
+        .iter()
+        .map(|p| p.ns)
+        .chain(bends.iter().copied())
+        .max();
+    let (Some(low), Some(high)) = (low, high) else {
+        return Vec::new();
+    };
+    let mut times: BTreeSet<u64> = bends.into_iter().collect();
+    times.insert(low.saturating_sub(ANCHOR_MARGIN_NS));
+    times.insert(high.saturating_add(ANCHOR_MARGIN_NS));
+    times
+        .into_iter()
+        .map(|ns| {
+            let ticks = map.ticks(ns);
+            let global = ticks + otf2_offset_at(scorep, ticks).round() as i128;
+            let offset =
+                (global - i128::from(ns)).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
+            ClockOffset {
+                time: ns,
+                offset: offset as i64,
+                standard_deviation: 0.0,
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Score-P's archive
+// ---------------------------------------------------------------------------------------
+
+type CopyRecord = Box<dyn Fn(*mut OTF2_GlobalDefWriter) -> OTF2_ErrorCode>;
+
+/// One global definition of Score-P's archive, to be written again as it was read.
+enum Record {
+    /// The ClockProperties (written from [`ScorepDefs::clock`], possibly widened).
+    Clock,
+    Copy(CopyRecord),
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct ScorepClock {
+    resolution: u64,
+    offset: u64,
+    length: u64,
+    realtime: u64,
+}
+
+/// The next free id of each kind we add definitions of.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct FirstIds {
+    pub string: u32,
+    pub region: u32,
+    pub attribute: u32,
+    pub group: u32,
+    pub comm: u32,
+    pub location_group: u32,
+}
+
+fn bump(next: &mut u32, id: u32) {
+    if id != u32::MAX {
+        *next = (*next).max(id.saturating_add(1));
+    }
+}
+
+/// What is read from Score-P's global definitions.
+#[derive(Default)]
+struct ScorepDefs {
+    event_chunk: u64,
+    definition_chunk: u64,
+    clock: Option<ScorepClock>,
+    strings: BTreeMap<u32, String>,
+    paradigms: BTreeMap<u8, u32>,
+    node_names: HashMap<u32, u32>,
+    location_groups: Vec<LocationGroup>,
+    locations: Vec<Location>,
+    regions: Vec<(u32, u32)>,
+    /// (id, type, paradigm) of every group.
+    groups: Vec<(u32, u8, u8)>,
+    /// (id, name, type) of every attribute.
+    attributes: Vec<(u32, u32, u8)>,
+    next: FirstIds,
+    records: Vec<Record>,
+    taken: u64,
+    unknown: u64,
+}
+
+impl ScorepDefs {
+    fn string(&self, id: u32) -> &str {
+        self.strings.get(&id).map(String::as_str).unwrap_or("")
+    }
+}
+
+struct CopyState {
+    defs: ScorepDefs,
+    panic: Option<String>,
+}
+
+impl CallbackState for CopyState {
+    fn record_panic(&mut self, message: String) {
+        self.panic.get_or_insert(message);
+    }
+}
+
+/// Defines a global definition callback that keeps the record for writing it again with
+/// `$write` (same arguments, same order), after an optional look at it.
+macro_rules! copy_definition {
+    ($callback:ident => $write:ident($($arg:ident: $ty:ty),*) $(, |$defs:ident| $inspect:block)?) => {
+        unsafe extern "C" fn $callback(user_data: *mut c_void, $($arg: $ty),*) -> OTF2_CallbackCode {
+            #[allow(unused_variables)]
+            let inspect = |defs: &mut ScorepDefs| { $( let $defs = defs; $inspect )? };
+            let record: CopyRecord = Box::new(move |writer| {
+                // SAFETY: `writer` is the open global definition writer of the combined
+                // archive; the arguments are the plain values read.
+                unsafe { $write(writer, $($arg),*) }
+            });
+            // SAFETY: OTF2 passes back the user data of `register_copy_callbacks`.
+            unsafe { keep(user_data, inspect, record) }
+        }
+    };
+}
+
+copy_definition!(copy_paradigm => OTF2_GlobalDefWriter_WriteParadigm(
+    paradigm: OTF2_Paradigm, name: OTF2_StringRef, class: OTF2_ParadigmClass),
+    |defs| { defs.paradigms.insert(paradigm, name); });
+copy_definition!(copy_paradigm_property => OTF2_GlobalDefWriter_WriteParadigmProperty(
+    paradigm: OTF2_Paradigm, property: OTF2_ParadigmProperty, value_type: OTF2_Type,
+    value: OTF2_AttributeValue));
+copy_definition!(copy_attribute => OTF2_GlobalDefWriter_WriteAttribute(
+    id: OTF2_AttributeRef, name: OTF2_StringRef, description: OTF2_StringRef,
+    attribute_type: OTF2_Type),
+    |defs| { bump(&mut defs.next.attribute, id); defs.attributes.push((id, name, attribute_type)); });
+copy_definition!(copy_node => OTF2_GlobalDefWriter_WriteSystemTreeNode(
+    id: OTF2_SystemTreeNodeRef, name: OTF2_StringRef, class_name: OTF2_StringRef,
+    parent: OTF2_SystemTreeNodeRef),
+    |defs| { defs.node_names.insert(id, name); });
+copy_definition!(copy_location_group => OTF2_GlobalDefWriter_WriteLocationGroup(
+id: OTF2_LocationGroupRef, name: OTF2_StringRef, group_type: OTF2_LocationGroupType,
+parent: OTF2_SystemTreeNodeRef, creator: OTF2_LocationGroupRef),
+|defs| {
+    bump(&mut defs.next.location_group, id);
+    defs.location_groups.push(LocationGroup {
+        id,
+        name,
+        group_type,
+        system_tree_parent: parent,
+        creating_location_group: creator,
+    });
+});
+copy_definition!(copy_location => OTF2_GlobalDefWriter_WriteLocation(
+id: OTF2_LocationRef, name: OTF2_StringRef, location_type: OTF2_LocationType,
+events: u64, group: OTF2_LocationGroupRef),
+|defs| {
+    defs.locations.push(Location {
+        id,
+        name,
+        location_type,
+        number_of_events: events,
+        location_group: group,
+    });
+});
+copy_definition!(copy_region => OTF2_GlobalDefWriter_WriteRegion(
+    id: OTF2_RegionRef, name: OTF2_StringRef, canonical_name: OTF2_StringRef,
+    description: OTF2_StringRef, role: OTF2_RegionRole, paradigm: OTF2_Paradigm,
+    flags: OTF2_RegionFlag, source_file: OTF2_StringRef, begin: u32, end: u32),
+    |defs| { bump(&mut defs.next.region, id); defs.regions.push((id, name)); });
+copy_definition!(copy_callsite => OTF2_GlobalDefWriter_WriteCallsite(
+    id: OTF2_CallsiteRef, source_file: OTF2_StringRef, line: u32, entered: OTF2_RegionRef,
+    left: OTF2_RegionRef));
+copy_definition!(copy_callpath => OTF2_GlobalDefWriter_WriteCallpath(
+    id: OTF2_CallpathRef, parent: OTF2_CallpathRef, region: OTF2_RegionRef));
+copy_definition!(copy_metric_member => OTF2_GlobalDefWriter_WriteMetricMember(
+    id: OTF2_MetricMemberRef, name: OTF2_StringRef, description: OTF2_StringRef,
+    metric_type: OTF2_MetricType, mode: OTF2_MetricMode, value_type: OTF2_Type,
+    base: OTF2_Base, exponent: i64, unit: OTF2_StringRef));
+copy_definition!(copy_metric_instance => OTF2_GlobalDefWriter_WriteMetricInstance(
+    id: OTF2_MetricRef, class: OTF2_MetricRef, recorder: OTF2_LocationRef,
+    scope_type: OTF2_MetricScope, scope: u64));
+copy_definition!(copy_comm => OTF2_GlobalDefWriter_WriteComm(
+    id: OTF2_CommRef, name: OTF2_StringRef, group: OTF2_GroupRef, parent: OTF2_CommRef,
+    flags: OTF2_CommFlag),
+    |defs| { bump(&mut defs.next.comm, id); });
+copy_definition!(copy_parameter => OTF2_GlobalDefWriter_WriteParameter(
+    id: OTF2_ParameterRef, name: OTF2_StringRef, parameter_type: OTF2_ParameterType));
+copy_definition!(copy_rma_win => OTF2_GlobalDefWriter_WriteRmaWin(
+    id: OTF2_RmaWinRef, name: OTF2_StringRef, comm: OTF2_CommRef, flags: OTF2_RmaWinFlag));
+copy_definition!(copy_metric_class_recorder => OTF2_GlobalDefWriter_WriteMetricClassRecorder(
+    metric: OTF2_MetricRef, recorder: OTF2_LocationRef));
+copy_definition!(copy_node_property => OTF2_GlobalDefWriter_WriteSystemTreeNodeProperty(
+    node: OTF2_SystemTreeNodeRef, name: OTF2_StringRef, value_type: OTF2_Type,
+    value: OTF2_AttributeValue));
+copy_definition!(copy_node_domain => OTF2_GlobalDefWriter_WriteSystemTreeNodeDomain(
+    node: OTF2_SystemTreeNodeRef, domain: OTF2_SystemTreeDomain));
+copy_definition!(copy_location_group_property => OTF2_GlobalDefWriter_WriteLocationGroupProperty(
+    group: OTF2_LocationGroupRef, name: OTF2_StringRef, value_type: OTF2_Type,
+    value: OTF2_AttributeValue));
+copy_definition!(copy_location_property => OTF2_GlobalDefWriter_WriteLocationProperty(
+    location: OTF2_LocationRef, name: OTF2_StringRef, value_type: OTF2_Type,
+    value: OTF2_AttributeValue));
+copy_definition!(copy_cart_dimension => OTF2_GlobalDefWriter_WriteCartDimension(
+    id: OTF2_CartDimensionRef, name: OTF2_StringRef, size: u32,
+    periodicity: OTF2_CartPeriodicity));
+copy_definition!(copy_source_code_location => OTF2_GlobalDefWriter_WriteSourceCodeLocation(
+    id: OTF2_SourceCodeLocationRef, file: OTF2_StringRef, line: u32));
+copy_definition!(copy_calling_context => OTF2_GlobalDefWriter_WriteCallingContext(
+    id: OTF2_CallingContextRef, region: OTF2_RegionRef, location: OTF2_SourceCodeLocationRef,
+    parent: OTF2_CallingContextRef));
+copy_definition!(copy_calling_context_property => OTF2_GlobalDefWriter_WriteCallingContextProperty(
+    context: OTF2_CallingContextRef, name: OTF2_StringRef, value_type: OTF2_Type,
+    value: OTF2_AttributeValue));
+copy_definition!(copy_interrupt_generator => OTF2_GlobalDefWriter_WriteInterruptGenerator(
+    id: OTF2_InterruptGeneratorRef, name: OTF2_StringRef, mode: OTF2_InterruptGeneratorMode,
+    base: OTF2_Base, exponent: i64, period: u64));
+copy_definition!(copy_io_file_property => OTF2_GlobalDefWriter_WriteIoFileProperty(
+    file: OTF2_IoFileRef, name: OTF2_StringRef, value_type: OTF2_Type,
+    value: OTF2_AttributeValue));
+copy_definition!(copy_io_regular_file => OTF2_GlobalDefWriter_WriteIoRegularFile(
+    id: OTF2_IoFileRef, name: OTF2_StringRef, scope: OTF2_SystemTreeNodeRef));
+copy_definition!(copy_io_directory => OTF2_GlobalDefWriter_WriteIoDirectory(
+    id: OTF2_IoFileRef, name: OTF2_StringRef, scope: OTF2_SystemTreeNodeRef));
+copy_definition!(copy_io_handle => OTF2_GlobalDefWriter_WriteIoHandle(
+    id: OTF2_IoHandleRef, name: OTF2_StringRef, file: OTF2_IoFileRef,
+    paradigm: OTF2_IoParadigmRef, flags: OTF2_IoHandleFlag, comm: OTF2_CommRef,
+    parent: OTF2_IoHandleRef));
+copy_definition!(copy_io_pre_created_handle_state => OTF2_GlobalDefWriter_WriteIoPreCreatedHandleState(
+    handle: OTF2_IoHandleRef, mode: OTF2_IoAccessMode, flags: OTF2_IoStatusFlag));
+copy_definition!(copy_callpath_parameter => OTF2_GlobalDefWriter_WriteCallpathParameter(
+    callpath: OTF2_CallpathRef, parameter: OTF2_ParameterRef, value_type: OTF2_Type,
+    value: OTF2_AttributeValue));
+copy_definition!(copy_inter_comm => OTF2_GlobalDefWriter_WriteInterComm(
+    id: OTF2_CommRef, name: OTF2_StringRef, group_a: OTF2_GroupRef, group_b: OTF2_GroupRef,
+    common: OTF2_CommRef, flags: OTF2_CommFlag),
+    |defs| { bump(&mut defs.next.comm, id); });
+
+/// Copies `count` values from an OTF2 array (NULL when `count` is 0).
+///
+/// # Safety
+/// `values` points to `count` readable values, or `count` is 0.
+unsafe fn array<T: Copy>(values: *const T, count: usize) -> Vec<T> {
+    if values.is_null() || count == 0 {
+        return Vec::new();
+    }
+    // SAFETY: per the caller, `count` values are readable at `values`.
+    unsafe { std::slice::from_raw_parts(values, count) }.to_vec()
+}
+
+/// Keeps a record that holds arrays or a string (copied before the callback returns).
+///
+/// # Safety
+/// `user_data` is what `register_copy_callbacks` registered.
+unsafe fn keep(
+    user_data: *mut c_void,
+    inspect: impl FnOnce(&mut ScorepDefs),
+    record: CopyRecord,
+) -> OTF2_CallbackCode {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        guarded(user_data, |state: &mut CopyState| {
+            state.defs.taken += 1;
+            inspect(&mut state.defs);
+            state.defs.records.push(Record::Copy(record));
+        })
+    }
+}
+
+unsafe extern "C" fn copy_clock(
+    user_data: *mut c_void,
+    resolution: u64,
+    offset: u64,
+    length: u64,
+    realtime: u64,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe {
+        guarded(user_data, |state: &mut CopyState| {
+            state.defs.taken += 1;
+            state.defs.clock = Some(ScorepClock {
+                resolution,
+                offset,
+                length,
+                realtime,
+            });
+            state.defs.records.push(Record::Clock);
+        })
+    }
+}
+
+unsafe extern "C" fn copy_string(
+    user_data: *mut c_void,
+    id: OTF2_StringRef,
+    string: *const c_char,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes a NUL-terminated string valid during the callback.
+    let value = unsafe { text(string) };
+    let kept = cstring(&value);
+    let record: CopyRecord = Box::new(move |writer| {
+        // SAFETY: `writer` is open; `kept` lives as long as the closure.
+        unsafe { OTF2_GlobalDefWriter_WriteString(writer, id, kept.as_ptr()) }
+    });
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe {
+        keep(
+            user_data,
+            |defs| {
+                bump(&mut defs.next.string, id);
+                defs.strings.insert(id, value);
+            },
+            record,
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn copy_group(
+    user_data: *mut c_void,
+    id: OTF2_GroupRef,
+    name: OTF2_StringRef,
+    group_type: OTF2_GroupType,
+    paradigm: OTF2_Paradigm,
+    flags: OTF2_GroupFlag,
+    count: u32,
+    members: *const u64,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes `count` members.
+    let members = unsafe { array(members, count as usize) };
+    let record: CopyRecord = Box::new(move |writer| {
+        // SAFETY: `writer` is open; `members` lives as long as the closure.
+        unsafe {
+            OTF2_GlobalDefWriter_WriteGroup(
+                writer,
+                id,
+                name,
+                group_type,
+                paradigm,
+                flags,
+                members.len() as u32,
+                members.as_ptr(),
+            )
+        }
+    });
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe {
+        keep(
+            user_data,
+            |defs| {
+                bump(&mut defs.next.group, id);
+                defs.groups.push((id, group_type, paradigm));
+            },
+            record,
+        )
+    }
+}
+
+unsafe extern "C" fn copy_metric_class(
+    user_data: *mut c_void,
+    id: OTF2_MetricRef,
+    count: u8,
+    members: *const OTF2_MetricMemberRef,
+    occurrence: OTF2_MetricOccurrence,
+    recorder_kind: OTF2_RecorderKind,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes `count` members.
+    let members = unsafe { array(members, usize::from(count)) };
+    let record: CopyRecord = Box::new(move |writer| {
+        // SAFETY: `writer` is open; `members` lives as long as the closure.
+        unsafe {
+            OTF2_GlobalDefWriter_WriteMetricClass(
+                writer,
+                id,
+                members.len() as u8,
+                members.as_ptr(),
+                occurrence,
+                recorder_kind,
+            )
+        }
+    });
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe { keep(user_data, |_| {}, record) }
+}
+
+unsafe extern "C" fn copy_cart_topology(
+    user_data: *mut c_void,
+    id: OTF2_CartTopologyRef,
+    name: OTF2_StringRef,
+    comm: OTF2_CommRef,
+    count: u8,
+    dimensions: *const OTF2_CartDimensionRef,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes `count` dimensions.
+    let dimensions = unsafe { array(dimensions, usize::from(count)) };
+    let record: CopyRecord = Box::new(move |writer| {
+        // SAFETY: `writer` is open; `dimensions` lives as long as the closure.
+        unsafe {
+            OTF2_GlobalDefWriter_WriteCartTopology(
+                writer,
+                id,
+                name,
+                comm,
+                dimensions.len() as u8,
+                dimensions.as_ptr(),
+            )
+        }
+    });
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe { keep(user_data, |_| {}, record) }
+}
+
+unsafe extern "C" fn copy_cart_coordinate(
+    user_data: *mut c_void,
+    topology: OTF2_CartTopologyRef,
+    rank: u32,
+    count: u8,
+    coordinates: *const u32,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes `count` coordinates.
+    let coordinates = unsafe { array(coordinates, usize::from(count)) };
+    let record: CopyRecord = Box::new(move |writer| {
+        // SAFETY: `writer` is open; `coordinates` lives as long as the closure.
+        unsafe {
+            OTF2_GlobalDefWriter_WriteCartCoordinate(
+                writer,
+                topology,
+                rank,
+                coordinates.len() as u8,
+                coordinates.as_ptr(),
+            )
+        }
+    });
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe { keep(user_data, |_| {}, record) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn copy_io_paradigm(
+    user_data: *mut c_void,
+    id: OTF2_IoParadigmRef,
+    identification: OTF2_StringRef,
+    name: OTF2_StringRef,
+    class: OTF2_IoParadigmClass,
+    flags: OTF2_IoParadigmFlag,
+    count: u8,
+    properties: *const OTF2_IoParadigmProperty,
+    types: *const OTF2_Type,
+    values: *const OTF2_AttributeValue,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes `count` properties, types and values.
+    let (properties, types, values) = unsafe {
+        (
+            array(properties, usize::from(count)),
+            array(types, usize::from(count)),
+            array(values, usize::from(count)),
+        )
+    };
+    let record: CopyRecord = Box::new(move |writer| {
+        // SAFETY: `writer` is open; the arrays live as long as the closure.
+        unsafe {
+            OTF2_GlobalDefWriter_WriteIoParadigm(
+                writer,
+                id,
+                identification,
+                name,
+                class,
+                flags,
+                properties.len() as u8,
+                properties.as_ptr(),
+                types.as_ptr(),
+                values.as_ptr(),
+            )
+        }
+    });
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe { keep(user_data, |_| {}, record) }
+}
+
+unsafe extern "C" fn count_unknown(user_data: *mut c_void) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    unsafe { guarded(user_data, |state: &mut CopyState| state.defs.unknown += 1) }
+}
+
+/// Registers a callback for every global definition of OTF2 3.0.2.
+///
+/// # Safety
+/// `reader` and `def_reader` are open; `state` outlives the read.
+unsafe fn register_copy_callbacks(
+    reader: *mut OTF2_Reader,
+    def_reader: *mut OTF2_GlobalDefReader,
+    state: &mut CopyState,
+) -> OTF2_ErrorCode {
+    // SAFETY: allocates a callbacks struct (or returns NULL).
+    let callbacks = unsafe { OTF2_GlobalDefReaderCallbacks_New() };
+    if callbacks.is_null() {
+        return OTF2_ERROR_MEM_ALLOC_FAILED;
+    }
+    // SAFETY: `callbacks` is live; each function has the type its setter takes (checked by
+    // the compiler); the reader copies the struct, which is deleted right after.
+    unsafe {
+        let c = callbacks;
+        let codes = [
+            OTF2_GlobalDefReaderCallbacks_SetUnknownCallback(c, Some(count_unknown)),
+            OTF2_GlobalDefReaderCallbacks_SetClockPropertiesCallback(c, Some(copy_clock)),
+            OTF2_GlobalDefReaderCallbacks_SetParadigmCallback(c, Some(copy_paradigm)),
+            OTF2_GlobalDefReaderCallbacks_SetParadigmPropertyCallback(
+                c,
+                Some(copy_paradigm_property),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetIoParadigmCallback(c, Some(copy_io_paradigm)),
+            OTF2_GlobalDefReaderCallbacks_SetStringCallback(c, Some(copy_string)),
+            OTF2_GlobalDefReaderCallbacks_SetAttributeCallback(c, Some(copy_attribute)),
+            OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodeCallback(c, Some(copy_node)),
+            OTF2_GlobalDefReaderCallbacks_SetLocationGroupCallback(c, Some(copy_location_group)),
+            OTF2_GlobalDefReaderCallbacks_SetLocationCallback(c, Some(copy_location)),
+            OTF2_GlobalDefReaderCallbacks_SetRegionCallback(c, Some(copy_region)),
+            OTF2_GlobalDefReaderCallbacks_SetCallsiteCallback(c, Some(copy_callsite)),
+            OTF2_GlobalDefReaderCallbacks_SetCallpathCallback(c, Some(copy_callpath)),
+            OTF2_GlobalDefReaderCallbacks_SetGroupCallback(c, Some(copy_group)),
+            OTF2_GlobalDefReaderCallbacks_SetMetricMemberCallback(c, Some(copy_metric_member)),
+            OTF2_GlobalDefReaderCallbacks_SetMetricClassCallback(c, Some(copy_metric_class)),
+            OTF2_GlobalDefReaderCallbacks_SetMetricInstanceCallback(c, Some(copy_metric_instance)),
+            OTF2_GlobalDefReaderCallbacks_SetCommCallback(c, Some(copy_comm)),
+            OTF2_GlobalDefReaderCallbacks_SetParameterCallback(c, Some(copy_parameter)),
+            OTF2_GlobalDefReaderCallbacks_SetRmaWinCallback(c, Some(copy_rma_win)),
+            OTF2_GlobalDefReaderCallbacks_SetMetricClassRecorderCallback(
+                c,
+                Some(copy_metric_class_recorder),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodePropertyCallback(
+                c,
+                Some(copy_node_property),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodeDomainCallback(
+                c,
+                Some(copy_node_domain),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetLocationGroupPropertyCallback(
+                c,
+                Some(copy_location_group_property),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetLocationPropertyCallback(
+                c,
+                Some(copy_location_property),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetCartDimensionCallback(c, Some(copy_cart_dimension)),
+            OTF2_GlobalDefReaderCallbacks_SetCartTopologyCallback(c, Some(copy_cart_topology)),
+            OTF2_GlobalDefReaderCallbacks_SetCartCoordinateCallback(c, Some(copy_cart_coordinate)),
+            OTF2_GlobalDefReaderCallbacks_SetSourceCodeLocationCallback(
+                c,
+                Some(copy_source_code_location),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetCallingContextCallback(c, Some(copy_calling_context)),
+            OTF2_GlobalDefReaderCallbacks_SetCallingContextPropertyCallback(
+                c,
+                Some(copy_calling_context_property),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetInterruptGeneratorCallback(
+                c,
+                Some(copy_interrupt_generator),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetIoFilePropertyCallback(c, Some(copy_io_file_property)),
+            OTF2_GlobalDefReaderCallbacks_SetIoRegularFileCallback(c, Some(copy_io_regular_file)),
+            OTF2_GlobalDefReaderCallbacks_SetIoDirectoryCallback(c, Some(copy_io_directory)),
+            OTF2_GlobalDefReaderCallbacks_SetIoHandleCallback(c, Some(copy_io_handle)),
+            OTF2_GlobalDefReaderCallbacks_SetIoPreCreatedHandleStateCallback(
+                c,
+                Some(copy_io_pre_created_handle_state),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetCallpathParameterCallback(
+                c,
+                Some(copy_callpath_parameter),
+            ),
+            OTF2_GlobalDefReaderCallbacks_SetInterCommCallback(c, Some(copy_inter_comm)),
+            OTF2_Reader_RegisterGlobalDefCallbacks(
+                reader,
+                def_reader,
+                c,
+                (state as *mut CopyState).cast(),
+            ),
+        ];
+        OTF2_GlobalDefReaderCallbacks_Delete(c);
+        first_failure(&codes)
+    }
+}
+
+/// Opens Score-P's archive and reads its global definitions (every record kept for
+/// writing it again).
+fn read_scorep_definitions(anchor: &Path) -> Result<(Reader, ScorepDefs), String> {
+    drop(drain_thread_error_reports());
+    let path = CString::new(anchor.as_os_str().as_bytes())
+        .map_err(|_| "the path contains a NUL byte".to_owned())?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let reader = unsafe { OTF2_Reader_Open(path.as_ptr()) };
+    if reader.is_null() {
+        return Err(failure("not a readable OTF2 anchor file", None));
+    }
+    let reader = Reader(reader);
+    // SAFETY: the reader is open.
+    let code = unsafe { OTF2_Reader_SetSerialCollectiveCallbacks(reader.0) };
+    check(code, "OTF2_Reader_SetSerialCollectiveCallbacks failed")?;
+    let mut defs = ScorepDefs::default();
+    // SAFETY: the reader is open; the out pointers are valid.
+    let code = unsafe {
+        OTF2_Reader_GetChunkSize(reader.0, &mut defs.event_chunk, &mut defs.definition_chunk)
+    };
+    check(code, "cannot read the chunk sizes")?;
+    let mut substrate: OTF2_FileSubstrate = 0;
+    // SAFETY: the reader is open; the out pointer is valid.
+    let code = unsafe { OTF2_Reader_GetFileSubstrate(reader.0, &mut substrate) };
+    check(code, "cannot read the file substrate")?;
+    if u32::from(substrate) != OTF2_SUBSTRATE_POSIX {
+        return Err(format!(
+            "the archive uses OTF2 file substrate {substrate}, not POSIX files: its files \
+             cannot be linked into the combined archive (SIONlib containers are not supported)"
+        ));
+    }
+    let mut compression: OTF2_Compression = 0;
+    // SAFETY: the reader is open; the out pointer is valid.
+    let code = unsafe { OTF2_Reader_GetCompression(reader.0, &mut compression) };
+    check(code, "cannot read the compression")?;
+    if u32::from(compression) != OTF2_COMPRESSION_NONE {
+        return Err(format!("the archive is compressed (mode {compression})"));
+    }
+
+    // SAFETY: the reader is open.
+    let def_reader = unsafe { OTF2_Reader_GetGlobalDefReader(reader.0) };
+    if def_reader.is_null() {
+        return Err(failure(
+            "cannot read the global definitions (traces.def)",
+            None,
+        ));
+    }
+    let mut state = CopyState { defs, panic: None };
+    // SAFETY: the reader and `def_reader` are open; `state` lives until the end of this
+    // function and is used only through the callbacks while the read runs.
+    let code = unsafe { register_copy_callbacks(reader.0, def_reader, &mut state) };
+    let mut read = 0;
+    let read_code = if code == OTF2_SUCCESS {
+        // SAFETY: as above.
+        unsafe { OTF2_Reader_ReadAllGlobalDefinitions(reader.0, def_reader, &mut read) }
+    } else {
+        code
+    };
+    // SAFETY: `def_reader` is open and not used after this.
+    unsafe { OTF2_Reader_CloseGlobalDefReader(reader.0, def_reader) };
+    if let Some(panic) = state.panic.take() {
+        return Err(format!(
+            "internal error while reading the definitions: {panic}"
+        ));
+    }
+    if read_code != OTF2_SUCCESS {
+        let what = format!("reading the global definitions failed after {read} records");
+        return Err(failure(&what, Some(read_code)));
+    }
+    if let Some(errors) = reported_errors() {
+        return Err(format!(
+            "OTF2 errors reading the global definitions: {errors}"
+        ));
+    }
+    let defs = state.defs;
+    if defs.unknown > 0 {
+        return Err(format!(
+            "{} of its global definitions are of kinds OTF2 3.0.2 does not know (a newer \
+             OTF2 wrote them); they could not be carried over",
+            defs.unknown
+        ));
+    }
+    let mut announced = 0;
+    // SAFETY: the reader is open; `announced` is a valid out pointer.
+    let code = unsafe { OTF2_Reader_GetNumberOfGlobalDefinitions(reader.0, &mut announced) };
+    check(code, "cannot read the number of global definitions")?;
+    if announced != defs.taken {
+        return Err(format!(
+            "the anchor announces {announced} global definitions, {} were read",
+            defs.taken
+        ));
+    }
+    if defs.clock.is_none() {
+        return Err("it has no ClockProperties".to_owned());
+    }
+    Ok((reader, defs))
+}
+
+/// What the scan of Score-P's events found on one location.
+#[derive(Default)]
+struct ScanState {
+    /// The region ids whose Enters are collected.
+    sync_regions: HashSet<u32>,
+    /// Global id of the "ProcessId" attribute.
+    pid_attribute: Option<u32>,
+    /// Read every event (else stop after ProgramBegin).
+    full: bool,
+    enters: Vec<(u32, u64)>,
+    pid: Option<u64>,
+    panic: Option<String>,
+}
+
+impl CallbackState for ScanState {
+    fn record_panic(&mut self, message: String) {
+        self.panic.get_or_insert(message);
+    }
+}
+
+unsafe extern "C" fn scan_enter(
+    _location: OTF2_LocationRef,
+    time: OTF2_TimeStamp,
+    _position: u64,
+    user_data: *mut c_void,
+    _attributes: *mut OTF2_AttributeList,
+    region: OTF2_RegionRef,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes back the user data of `scan_location`, a live ScanState.
+    unsafe {
+        guarded(user_data, |state: &mut ScanState| {
+            if state.sync_regions.contains(&region) {
+                state.enters.push((region, time));
+            }
+        })
+    }
+}
+
+unsafe extern "C" fn scan_program_begin(
+    _location: OTF2_LocationRef,
+    _time: OTF2_TimeStamp,
+    _position: u64,
+    user_data: *mut c_void,
+    attributes: *mut OTF2_AttributeList,
+    _name: OTF2_StringRef,
+    _count: u32,
+    _arguments: *const OTF2_StringRef,
+) -> OTF2_CallbackCode {
+    let mut stop = false;
+    let read_pid = |id: u32| -> Option<u64> {
+        if attributes.is_null() {
+            return None;
+        }
+        let mut pid = 0u64;
+        // SAFETY: the list is valid during the callback; `pid` is a valid out pointer.
+        let found = unsafe { OTF2_AttributeList_GetUint64(attributes, id, &mut pid) };
+        (found == OTF2_SUCCESS).then_some(pid)
+    };
+    // SAFETY: OTF2 passes back the user data of `scan_location`, a live ScanState.
+    let code = unsafe {
+        guarded(user_data, |state: &mut ScanState| {
+            if let Some(pid) = state.pid_attribute.and_then(read_pid) {
+                state.pid = Some(pid);
+            }
+            stop = !state.full;
+        })
+    };
+    if code == OTF2_CALLBACK_SUCCESS as OTF2_CallbackCode && stop {
+        return OTF2_CALLBACK_INTERRUPT as OTF2_CallbackCode;
+    }
+    code
+}
+
+struct LocalDefState {
+    offsets: Vec<ClockOffset>,
+    panic: Option<String>,
+}
+
+impl CallbackState for LocalDefState {
+    fn record_panic(&mut self, message: String) {
+        self.panic.get_or_insert(message);
+    }
+}
+
+unsafe extern "C" fn local_clock_offset(
+    user_data: *mut c_void,
+    time: OTF2_TimeStamp,
+    offset: i64,
+    standard_deviation: f64,
+) -> OTF2_CallbackCode {
+    // SAFETY: OTF2 passes back the user data of `read_local_offsets`.
+    unsafe {
+        guarded(user_data, |state: &mut LocalDefState| {
+            state.offsets.push(ClockOffset {
+                time,
+                offset,
+                standard_deviation,
+            })
+        })
+    }
+}
+
+/// Reads one location's local definitions (their mapping tables go to its event reader,
+/// if one is open) and returns its clock offsets.
+fn read_local_offsets(reader: &Reader, location: u64) -> Result<Vec<ClockOffset>, String> {
+    // SAFETY: the reader is open with its definition files.
+    let def_reader = unsafe { OTF2_Reader_GetDefReader(reader.0, location) };
+    if def_reader.is_null() {
+        drop(drain_thread_error_reports());
+        return Ok(Vec::new());
+    }
+    let mut state = LocalDefState {
+        offsets: Vec::new(),
+        panic: None,
+    };
+    // SAFETY: allocates a callbacks struct (or returns NULL).
+    let callbacks = unsafe { OTF2_DefReaderCallbacks_New() };
+    let mut code = if callbacks.is_null() {
+        OTF2_ERROR_MEM_ALLOC_FAILED
+    } else {
+        // SAFETY: `callbacks` is live and deleted after registering (the reader copies it);
+        // `state` outlives the reads below and is used only by the callback.
+        unsafe {
+            let codes = [
+                OTF2_DefReaderCallbacks_SetClockOffsetCallback(callbacks, Some(local_clock_offset)),
+                OTF2_Reader_RegisterDefCallbacks(
+                    reader.0,
+                    def_reader,
+                    callbacks,
+                    (&mut state as *mut LocalDefState).cast(),
+                ),
+            ];
+            OTF2_DefReaderCallbacks_Delete(callbacks);
+            first_failure(&codes)
+        }
+    };
+    if code == OTF2_SUCCESS {
+        for _ in 0..MAX_DEFINITION_PASSES {
+            let mut read = 0;
+            // SAFETY: the reader and `def_reader` are open; `state` is live.
+            code = unsafe { OTF2_Reader_ReadAllLocalDefinitions(reader.0, def_reader, &mut read) };
+            if code != OTF2_ERROR_DUPLICATE_MAPPING_TABLE {
+                break;
+            }
+        }
+    }
+    // SAFETY: `def_reader` is open and not used after this.
+    unsafe { OTF2_Reader_CloseDefReader(reader.0, def_reader) };
+    if let Some(panic) = state.panic {
+        return Err(format!(
+            "internal error while reading local definitions: {panic}"
+        ));
+    }
+    if code != OTF2_SUCCESS && code != OTF2_ERROR_DUPLICATE_MAPPING_TABLE {
+        let what = format!("reading the local definitions of location {location} failed");
+        return Err(failure(&what, Some(code)));
+    }
+    drop(drain_thread_error_reports());
+    Ok(state.offsets)
+}
+
+/// Score-P's per-location facts the merge needs: clock offsets of every location, and for
+/// the scanned ones the sync-region Enters (raw ticks) and the ProgramBegin pid.
+#[derive(Default)]
+struct ScorepLocals {
+    offsets: HashMap<u64, Vec<ClockOffset>>,
+    enters: HashMap<u64, Vec<(u32, u64)>>,
+    pids: HashMap<u64, u64>,
+    notes: Vec<String>,
+}
+
+/// Reads the local definitions of every location of Score-P's archive and scans the
+/// events of `scan` (raw timestamps: Score-P's clock offsets are not applied).
+fn read_scorep_locals(
+    reader: &Reader,
+    defs: &ScorepDefs,
+    scan: &[u64],
+    sync_regions: &HashSet<u32>,
+    pid_attribute: Option<u32>,
+    full: bool,
+) -> Result<ScorepLocals, String> {
+    for location in &defs.locations {
+        // SAFETY: the reader is open.
+        let code = unsafe { OTF2_Reader_SelectLocation(reader.0, location.id) };
+        check(code, &format!("cannot select location {}", location.id))?;
+    }
+    let mut evt_readers: Vec<(u64, *mut OTF2_EvtReader)> = Vec::new();
+    if !scan.is_empty() {
+        // SAFETY: the reader is open.
+        let code = unsafe { OTF2_Reader_OpenEvtFiles(reader.0) };
+        check(code, "cannot open the event files")?;
+        for &location in scan {
+            // SAFETY: the reader is open with its event files.
+            let evt = unsafe { OTF2_Reader_GetEvtReader(reader.0, location) };
+            if !evt.is_null() {
+                evt_readers.push((location, evt));
+            }
+        }
+    }
+    let mut locals = ScorepLocals::default();
+    // SAFETY: the reader is open.
+    let code = unsafe { OTF2_Reader_OpenDefFiles(reader.0) };
+    let result = check(code, "cannot open the local definition files").and_then(|()| {
+        for location in &defs.locations {
+            let offsets = read_local_offsets(reader, location.id)?;
+            locals.offsets.insert(location.id, offsets);
+        }
+        Ok(())
+    });
+    // SAFETY: the reader is open with its definition files.
+    unsafe { OTF2_Reader_CloseDefFiles(reader.0) };
+    drop(drain_thread_error_reports());
+    let result = result.and_then(|()| {
+        for &(location, evt) in &evt_readers {
+            let mut state = ScanState {
+                sync_regions: sync_regions.clone(),
+                pid_attribute,
+                full,
+                ..ScanState::default()
+            };
+            scan_location(reader, evt, &mut state)
+                .map_err(|e| format!("reading the events of Score-P's location {location}: {e}"))?;
+            if !state.enters.is_empty() {
+                locals.enters.insert(location, state.enters);
+            }
+            if let Some(pid) = state.pid {
+                locals.pids.insert(location, pid);
+            }
+        }
+        Ok(())
+    });
+    for &(_, evt) in &evt_readers {
+        // SAFETY: `evt` is open and not used after this.
+        unsafe { OTF2_Reader_CloseEvtReader(reader.0, evt) };
+    }
+    if !scan.is_empty() {
+        // SAFETY: the reader is open with its event files.
+        unsafe { OTF2_Reader_CloseEvtFiles(reader.0) };
+    }
+    drop(drain_thread_error_reports());
+    if evt_readers.len() < scan.len() {
+        locals.notes.push(format!(
+            "{} of Score-P's thread locations have no readable event file",
+            scan.len() - evt_readers.len()
+        ));
+    }
+    result.map(|()| locals)
+}
+
+/// Reads one location's events into `state` (until ProgramBegin unless `state.full`).
+fn scan_location(
+    reader: &Reader,
+    evt: *mut OTF2_EvtReader,
+    state: &mut ScanState,
+) -> Result<(), String> {
+    // SAFETY: `evt` is an open event reader of `reader`.
+    let code = unsafe { OTF2_EvtReader_ApplyClockOffsets(evt, false) };
+    check(code, "cannot switch off clock offsets")?;
+    // SAFETY: allocates a callbacks struct (or returns NULL).
+    let callbacks = unsafe { OTF2_EvtReaderCallbacks_New() };
+    if callbacks.is_null() {
+        return Err("out of memory".to_owned());
+    }
+    // SAFETY: `callbacks` is live and deleted after registering (the reader copies it);
+    // `state` outlives the read below and is used only by the callbacks.
+    let code = unsafe {
+        let codes = [
+            OTF2_EvtReaderCallbacks_SetEnterCallback(callbacks, Some(scan_enter)),
+            OTF2_EvtReaderCallbacks_SetProgramBeginCallback(callbacks, Some(scan_program_begin)),
+            OTF2_Reader_RegisterEvtCallbacks(
+                reader.0,
+                evt,
+                callbacks,
+                (state as *mut ScanState).cast(),
+            ),
+        ];
+        OTF2_EvtReaderCallbacks_Delete(callbacks);
+        first_failure(&codes)
+    };
+    check(code, "cannot register the event callbacks")?;
+    let mut read = 0;
+    // SAFETY: as above.
+    let code = unsafe { OTF2_Reader_ReadAllLocalEvents(reader.0, evt, &mut read) };
+    if let Some(panic) = state.panic.take() {
+        return Err(format!("internal error: {panic}"));
+    }
+    if code != OTF2_SUCCESS && code != OTF2_ERROR_INTERRUPTED_BY_CALLBACK {
+        return Err(failure("reading failed", Some(code)));
+    }
+    drop(drain_thread_error_reports());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Score-P's processes and matching
+// ---------------------------------------------------------------------------------------
+
+/// One Score-P process location group.
+#[derive(Clone, Debug)]
+struct ScorepProcess {
+    group: u32,
+    name: String,
+    rank: Option<u32>,
+    host: String,
+    node: u32,
+    /// Its CPU thread locations, lowest id first.
+    threads: Vec<u64>,
+    pid: Option<u64>,
+}
+
+/// The rank of a process group: the low 32 bits of its locations' ids (Score-P numbers
+/// them `(local << 32) | rank`), else the number in "MPI Rank N".
+fn scorep_processes(defs: &ScorepDefs) -> Vec<ScorepProcess> {
+    let mut processes = Vec::new();
+    for group in &defs.location_groups {
+        if u32::from(group.group_type) != OTF2_LOCATION_GROUP_TYPE_PROCESS {
+            continue;
+        }
+        let members: Vec<&Location> = defs
+            .locations
+            .iter()
+            .filter(|l| l.location_group == group.id)
+            .collect();
+        let lows: BTreeSet<u32> = members.iter().map(|l| l.id as u32).collect();
+        let name = defs.string(group.name).to_owned();
+        let rank = if lows.len() == 1 {
+            lows.first().copied()
+        } else {
+            name.strip_prefix("MPI Rank ")
+                .and_then(|r| r.trim().parse().ok())
+        };
+        let mut threads: Vec<u64> = members
+            .iter()
+            .filter(|l| u32::from(l.location_type) == OTF2_LOCATION_TYPE_CPU_THREAD)
+            .map(|l| l.id)
+            .collect();
+        threads.sort_unstable();
+        let host = defs
+            .node_names
+            .get(&group.system_tree_parent)
+            .map(|&n| defs.string(n).to_owned())
+            .unwrap_or_default();
+        processes.push(ScorepProcess {
+            group: group.id,
+            name,
+            rank,
+            host,
+            node: group.system_tree_parent,
+            threads,
+            pid: None,
+        });
+    }
+    processes
+}
+
+/// A part that passed the first checks.
+struct Candidate {
+    name: String,
+    dir: PathBuf,
+    clock: ClockFile,
+    defs: PartDefs,
+    /// Our pid: from the json, else the part's name.
+    pid: Option<u64>,
+    host: String,
+}
+
+/// How a part was matched to its Score-P process.
+fn match_parts(
+    candidates: &[Candidate],
+    processes: &[ScorepProcess],
+    notes: &mut Vec<String>,
+) -> Vec<Result<(usize, String), String>> {
+    let mut result: Vec<Option<Result<(usize, String), String>>> =
+        candidates.iter().map(|_| None).collect();
+    for (c, candidate) in candidates.iter().enumerate() {
+        if let Some(rank) = candidate.clock.rank() {
+            result[c] = Some(
+                processes
+                    .iter()
+                    .position(|p| p.rank == Some(rank))
+                    .map(|p| (p, "launcher rank".to_owned()))
+                    .ok_or_else(|| format!("Score-P's trace has no process of rank {rank}")),
+            );
+        } else if let Some(pid) = candidate.pid {
+            let found = processes.iter().position(|p| {
+                p.pid == Some(pid) && (p.host.is_empty() || p.host == candidate.host)
+            });
+            if let Some(p) = found {
+                result[c] = Some(Ok((p, "pid (Score-P's ProcessId)".to_owned())));
+            }
+        }
+    }
+    // Host and order: the unmatched parts of a host (by pid) against the unmatched
+    // processes of that host (by rank), when they are as many.
+    let taken: HashSet<usize> = result
+        .iter()
+        .flatten()
+        .filter_map(|r| r.as_ref().ok().map(|(p, _)| *p))
+        .collect();
+    let mut hosts: BTreeMap<&str, BTreeSet<(u64, usize)>> = BTreeMap::new();
+    for (c, candidate) in candidates.iter().enumerate() {
+        if result[c].is_none() {
+            hosts
+                .entry(candidate.host.as_str())
+                .or_default()
+                .insert((candidate.pid.unwrap_or(u64::MAX), c));
+        }
+    }
+    for (host, parts) in hosts {
+        // The parts of one process (same pid) count once.
+        let pids: BTreeSet<u64> = parts.iter().map(|(pid, _)| *pid).collect();
+        let mut free: Vec<usize> = (0..processes.len())
+            .filter(|p| !taken.contains(p) && processes[*p].host == host)
+            .collect();
+        free.sort_by_key(|&p| (processes[p].rank, processes[p].group));
+        if pids.len() == free.len() && !free.is_empty() {
+            let index: HashMap<u64, usize> = pids.iter().copied().zip(free).collect();
+            for (pid, c) in parts {
+                result[c] = Some(Ok((index[&pid], "host and order".to_owned())));
+            }
+            notes.push(format!(
+                "the parts of host {host:?} carry no launcher rank and Score-P recorded no \
+                 matching pid: they were matched to its processes by order (ascending pid to \
+                 ascending rank), which is a guess"
+            ));
+        } else {
+            for (_, c) in parts {
+                result[c] = Some(Err(format!(
+                    "no launcher rank, and no Score-P process has its pid; host {host:?} has \
+                     {} such part(s) for {} free Score-P process(es), so order cannot match them",
+                    pids.len(),
+                    free.len()
+                )));
+            }
+        }
+    }
+    // One Score-P process per pid: a second process matched to it is refused.
+    let mut owner: HashMap<usize, (Option<u64>, String)> = HashMap::new();
+    for (c, candidate) in candidates.iter().enumerate() {
+        if let Some(Ok((p, _))) = &result[c] {
+            match owner.get(p) {
+                Some((pid, first)) if *pid != candidate.pid => {
+                    result[c] = Some(Err(format!(
+                        "{} is already matched to part {first} of another process",
+                        processes[*p].name
+                    )));
+                }
+                _ => {
+                    owner
+                        .entry(*p)
+                        .or_insert((candidate.pid, candidate.name.clone()));
+                }
+            }
+        }
+    }
+    result
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("not matched".to_owned())))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// The report
+// ---------------------------------------------------------------------------------------
+
+/// One part added to the combined archive.
+#[derive(Clone, Debug, Serialize)]
+pub struct AttachedPart {
+    pub part: String,
+    /// The Score-P process location group it was attached to ("MPI Rank N").
+    pub scorep_process: String,
+    pub scorep_rank: Option<u32>,
+    /// How it was matched: "launcher rank", "pid (Score-P's ProcessId)", "host and order".
+    pub matched_by: String,
+    pub locations: usize,
+    pub events: u64,
+    pub clock: ClockFit,
+}
+
+/// Score-P's side of the combined archive.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScorepSide {
+    pub processes: usize,
+    pub locations: usize,
+    pub events: u64,
+    pub definitions: u64,
+    pub timer_resolution: u64,
+    pub event_chunk_size: u64,
+}
+
+/// What `nccl-scorep merge --scorep` did.
+#[derive(Debug, Serialize)]
+pub struct ScorepReport {
+    /// The combined anchor file.
+    pub archive: PathBuf,
+    /// Score-P's anchor file (left as it was).
+    pub scorep_archive: PathBuf,
+    pub scorep: ScorepSide,
+    pub attached: Vec<AttachedPart>,
+    pub skipped: Vec<SkippedPart>,
+    /// The first id of each kind our definitions got (everything below is Score-P's).
+    pub first_ids: FirstIds,
+    /// Our locations are `((location_index_base + n) << 32) | rank`.
+    pub location_index_base: u64,
+    pub comms: Vec<CommSummary>,
+    /// Files hard-linked, copied (where linking failed), and our event files laid out
+    /// again for Score-P's chunk size (chunks moved, bytes unchanged).
+    pub linked: usize,
+    pub copied: usize,
+    pub relaid: usize,
+    pub notes: Vec<String>,
+}
+
+/// The report as text.
+pub fn render(report: &ScorepReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "combined Score-P's trace ({} processes, {} locations, {} events) with {} NCCL part{} \
+         into {}",
+        report.scorep.processes,
+        report.scorep.locations,
+        report.scorep.events,
+        report.attached.len(),
+        if report.attached.len() == 1 { "" } else { "s" },
+        report.archive.display()
+    );
+    for part in &report.attached {
+        let clock = &part.clock;
+        let error = match clock.estimated_error_ns {
+            Some(e) if clock.pairs >= 3 => format!("max residual {e:.1} ns"),
+            Some(_) => "exact at both pairs, drift between them not measurable".to_owned(),
+            None => "one pair: nominal rate assumed, error unknown".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "  {} -> {} (by {}): {} locations, {} events; clock {} from {} pair{}, {:.9} \
+             ticks/ns ({:+.1} ppm vs nominal), {error}",
+            part.part,
+            part.scorep_process,
+            part.matched_by,
+            part.locations,
+            part.events,
+            clock.source,
+            clock.pairs,
+            if clock.pairs == 1 { "" } else { "s" },
+            clock.ticks_per_ns,
+            clock.rate_deviation_ppm,
+        );
+    }
+    for comm in &report.comms {
+        let _ = write!(out, "  communicator {}: {} ranks", comm.name, comm.members);
+        if !comm.missing_ranks.is_empty() {
+            let _ = write!(out, " (no part has rank {:?})", comm.missing_ranks);
+        }
+        out.push('\n');
+    }
+    if !report.skipped.is_empty() {
+        let _ = writeln!(out, "skipped {} part(s):", report.skipped.len());
+        for skip in &report.skipped {
+            let _ = writeln!(out, "  {}: {}", skip.part, skip.reason);
+        }
+    }
+    let ids = &report.first_ids;
+    let _ = writeln!(
+        out,
+        "our ids start at: string {}, region {}, attribute {}, group {}, comm {}, location \
+         group {}; locations ((2^31 + n) << 32) | rank",
+        ids.string, ids.region, ids.attribute, ids.group, ids.comm, ids.location_group
+    );
+    let _ = writeln!(
+        out,
+        "files: {} linked, {} copied, {} event files laid out for Score-P's chunk size",
+        report.linked, report.copied, report.relaid
+    );
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// The merge
+// ---------------------------------------------------------------------------------------
+
+/// Where an event file of ours goes into the combined archive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EventLayout {
+    /// Same chunk size, or a single chunk that fits Score-P's: linked.
+    Link,
+    /// Several smaller chunks: each moved to the start of a chunk of Score-P's size.
+    Relay,
+}
+
+/// How a part's event files fit Score-P's event chunk size.
+fn event_layouts(
+    dir: &Path,
+    defs: &PartDefs,
+    scorep_chunk: u64,
+) -> Result<HashMap<u64, EventLayout>, String> {
+    let mut layouts = HashMap::new();
+    for location in &defs.locations {
+        let path = dir.join("traces").join(format!("{}.evt", location.id));
+        let size = match std::fs::metadata(&path) {
+            Ok(meta) => meta.len(),
+            Err(_) if location.number_of_events == 0 => 0,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let layout =
+            if defs.event_chunk == scorep_chunk || size <= defs.event_chunk.min(scorep_chunk) {
+                EventLayout::Link
+            } else if defs.event_chunk < scorep_chunk {
+                EventLayout::Relay
+            } else {
+                return Err(format!(
+                "its event chunks ({} bytes) are larger than Score-P's ({scorep_chunk} bytes) and \
+                 {} holds several: OTF2 cannot read it within Score-P's archive",
+                defs.event_chunk,
+                path.display()
+            ));
+            };
+        layouts.insert(location.id, layout);
+    }
+    Ok(layouts)
+}
+
+/// Copies an event file written with `chunk` byte chunks so that chunk k starts at byte
+/// k · `target` (the gaps are holes): OTF2 reads each chunk up to its end marker, so the
+/// file reads as one with `target` byte chunks. The bytes of every chunk are unchanged.
+fn relay_chunks(from: &Path, to: &Path, chunk: u64, target: u64) -> std::io::Result<()> {
+    let mut input = std::fs::File::open(from)?;
+    let mut output = std::fs::File::create(to)?;
+    let mut buffer = vec![0u8; chunk as usize];
+    let mut index = 0u64;
+    loop {
+        let mut filled = 0;
+        while filled < buffer.len() {
+            let n = input.read(&mut buffer[filled..])?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if filled == 0 {
+            break;
+        }
+        output.seek(SeekFrom::Start(index * target))?;
+        output.write_all(&buffer[..filled])?;
+        index += 1;
+        if filled < buffer.len() {
+            break;
+        }
+    }
+    output.flush()
+}
+
+/// The part's raw ns range (its ClockProperties are after its own clock offsets).
+fn raw_range(defs: &PartDefs) -> Option<(u64, u64)> {
+    let clock = defs.clock?;
+    let offsets = defs.clock_offsets.values().find(|o| !o.is_empty());
+    let (first, last) = offsets
+        .map(|o| (o[0].offset, o[o.len() - 1].offset))
+        .unwrap_or((0, 0));
+    let start = i128::from(clock.offset) - i128::from(first);
+    let end = i128::from(clock.offset) + i128::from(clock.length) - i128::from(last);
+    Some((u64::try_from(start).ok()?, u64::try_from(end).ok()?))
+}
+
+/// Adds the parts of `<experiment>/nccl/parts/` to Score-P's trace `<experiment>/traces.otf2`
+/// in `<output>/traces.otf2` (default `<experiment>/nccl-combined`), replacing an earlier
+/// combined archive there.
+pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepReport, String> {
+    otf2_sys::install_error_handler(otf2_sys::error::ignore);
+    let scorep_anchor = experiment.join("traces.otf2");
+    if !scorep_anchor.exists() {
+        return Err(format!(
+            "{} not found: is {} a Score-P experiment directory (SCOREP_EXPERIMENT_DIRECTORY) \
+             of a run with SCOREP_ENABLE_TRACING=true?",
+            scorep_anchor.display(),
+            experiment.display()
+        ));
+    }
+    let default_output = experiment.join("nccl-combined");
+    let out = output.unwrap_or(&default_output);
+    if same_dir(out, experiment) {
+        return Err(format!(
+            "the output directory {} is the experiment directory: the combined archive would \
+             replace Score-P's traces.otf2",
+            out.display()
+        ));
+    }
+    let (reader, mut scorep) = read_scorep_definitions(&scorep_anchor)
+        .map_err(|e| format!("Score-P's archive {}: {e}", scorep_anchor.display()))?;
+    let scorep_clock = scorep.clock.unwrap_or_default();
+    let nominal_rate = scorep_clock.resolution as f64 / 1e9;
+    let mut notes = Vec::new();
+    let mut skipped = Vec::new();
+
+    // Our parts: a readable archive and a valid clock file.
+    let run_dir = experiment.join("nccl");
+    let mut candidates = Vec::new();
+    for (name, dir) in part_dirs(&run_dir)? {
+        if name.starts_with('.') {
+            continue; // the plugin's own files (a merge lock), not a part
+        }
+        let skip = |reason: String, incomplete: bool| SkippedPart {
+            part: name.clone(),
+            incomplete,
+            reason,
+        };
+        let anchor = dir.join("traces.otf2");
+        if !anchor.exists() {
+            skipped.push(skip(
+                "no traces.otf2: its process did not finish the trace (killed?)".to_owned(),
+                true,
+            ));
+            continue;
+        }
+        let clock = match read_clock_file(&dir) {
+            Ok(clock) => clock,
+            Err(why) => {
+                skipped.push(skip(why, false));
+                continue;
+            }
+        };
+        let defs = match crate::otf2::read_part(&anchor) {
+            Ok(defs) => defs,
+            Err(why) => {
+                skipped.push(skip(format!("cannot be read: {why}"), false));
+                continue;
+            }
+        };
+        let pid = clock
+            .pid
+            .or_else(|| name.split('.').rev().find_map(|s| s.parse().ok()));
+        let host = clock
+            .hostname
+            .clone()
+            .unwrap_or_else(|| host_of(&name).to_owned());
+        candidates.push(Candidate {
+            name,
+            dir,
+            clock,
+            defs,
+            pid,
+            host,
+        });
+    }
+
+    // Score-P's events are read where a part needs them: pids (no launcher rank) and the
+    // sync regions.
+    let mut processes = scorep_processes(&scorep);
+    let need_pid = candidates.iter().any(|c| c.clock.rank().is_none());
+    let need_sync = candidates.iter().any(|c| c.clock.uses_sync_regions());
+    let sync_names: HashSet<&str> = candidates
+        .iter()
+        .filter(|c| c.clock.uses_sync_regions())
+        .map(|c| c.clock.sync_region())
+        .collect();
+    let sync_regions: HashSet<u32> = scorep
+        .regions
+        .iter()
+        .filter(|(_, name)| sync_names.contains(scorep.string(*name)))
+        .map(|(id, _)| *id)
+        .collect();
+    let pid_attribute = scorep
+        .attributes
+        .iter()
+        .find(|(_, name, t)| {
+            scorep.string(*name) == "ProcessId" && u32::from(*t) == OTF2_TYPE_UINT64
+        })
+        .map(|(id, _, _)| *id);
+    let scan: Vec<u64> = if need_sync || (need_pid && pid_attribute.is_some()) {
+        processes.iter().flat_map(|p| p.threads.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let locals = read_scorep_locals(
+        &reader,
+        &scorep,
+        &scan,
+        &sync_regions,
+        pid_attribute,
+        need_sync,
+    )
+    .map_err(|e| format!("Score-P's archive {}: {e}", scorep_anchor.display()))?;
+    drop(reader);
+    notes.extend(locals.notes.iter().cloned());
+    for process in &mut processes {
+        process.pid = process
+            .threads
+            .iter()
+            .find_map(|t| locals.pids.get(t))
+            .copied();
+    }
+    if need_pid && pid_attribute.is_none() {
+        notes.push(
+            "Score-P's trace has no ProcessId attribute: parts without a launcher rank are \
+             matched by host and order"
+                .to_owned(),
+        );
+    }
+
+    // Match, place on the clock, check the event files.
+    let matches = match_parts(&candidates, &processes, &mut notes);
+    let mut accepted: Vec<Accepted> = Vec::new();
+    for (candidate, matched) in candidates.into_iter().zip(matches) {
+        let skip = |reason: String| SkippedPart {
+            part: candidate.name.clone(),
+            incomplete: false,
+            reason,
+        };
+        let (process, matched_by) = match matched {
+            Ok(m) => m,
+            Err(why) => {
+                skipped.push(skip(why));
+                continue;
+            }
+        };
+        let proc = &processes[process];
+        let pairs = if candidate.clock.uses_sync_regions() {
+            let region = candidate.clock.sync_region();
+            let mut enters: Vec<u64> = proc
+                .threads
+                .iter()
+                .flat_map(|t| locals.enters.get(t).into_iter().flatten())
+                .filter(|(r, _)| {
+                    scorep
+                        .regions
+                        .iter()
+                        .any(|(id, name)| id == r && scorep.string(*name) == region)
+                })
+                .map(|(_, time)| *time)
+                .collect();
+            enters.sort_unstable();
+            if enters.is_empty() {
+                skipped.push(skip(format!(
+                    "its clock source is sync-regions, but Score-P recorded no Enter of region \
+                     {region:?} on {}",
+                    proc.name
+                )));
+                continue;
+            }
+            if enters.len() != candidate.clock.sync_ns.len() {
+                notes.push(format!(
+                    "part {}: {} sync times against {} Enters of {region:?} on {}: the first {} \
+                     are paired in order",
+                    candidate.name,
+                    candidate.clock.sync_ns.len(),
+                    enters.len(),
+                    proc.name,
+                    enters.len().min(candidate.clock.sync_ns.len())
+                ));
+            }
+            candidate
+                .clock
+                .sync_ns
+                .iter()
+                .zip(enters)
+                .map(|(&ns, scorep)| ClockPair { ns, scorep })
+                .collect()
+        } else {
+            candidate.clock.pairs.clone()
+        };
+        let (map, mut fit) = match fit(&pairs, nominal_rate, &candidate.clock.source) {
+            Ok(fitted) => fitted,
+            Err(why) => {
+                skipped.push(skip(why));
+                continue;
+            }
+        };
+        let scorep_offsets = proc
+            .threads
+            .iter()
+            .filter_map(|t| locals.offsets.get(t))
+            .find(|o| !o.is_empty())
+            .cloned()
+            .unwrap_or_default();
+        fit.scorep_clock_offsets = scorep_offsets.len();
+        let offsets = our_clock_offsets(&map, &pairs, &scorep_offsets);
+        let layouts = match event_layouts(&candidate.dir, &candidate.defs, scorep.event_chunk) {
+            Ok(layouts) => layouts,
+            Err(why) => {
+                skipped.push(skip(why));
+                continue;
+            }
+        };
+        let mapped_range = raw_range(&candidate.defs).map(|(lo, hi)| {
+            let at = |ns: u64| {
+                let ticks = map.ticks(ns);
+                ticks + otf2_offset_at(&scorep_offsets, ticks).round() as i128
+            };
+            (at(lo), at(hi))
+        });
+        accepted.push(Accepted {
+            candidate,
+            process,
+            matched_by,
+            fit,
+            offsets,
+            layouts,
+            mapped_range,
+        });
+    }
+    if accepted.is_empty() {
+        let mut message = format!(
+            "no NCCL part could be added to Score-P's trace (parts in {})",
+            run_dir.join("parts").display()
+        );
+        for skip in &skipped {
+            let _ = write!(message, "\n  {}: {}", skip.part, skip.reason);
+        }
+        return Err(message);
+    }
+
+    // Unify our parts among themselves, then place their ids above Score-P's.
+    let names: Vec<String> = accepted.iter().map(|a| a.candidate.name.clone()).collect();
+    let parts: Vec<PartDefs> = accepted
+        .iter_mut()
+        .map(|a| std::mem::take(&mut a.candidate.defs))
+        .collect();
+    let Unification {
+        unified,
+        maps,
+        comms,
+        renumbered: _,
+        notes: unify_notes,
+    } = unify(&parts, &names)?;
+    notes.extend(unify_notes);
+    let part_process: Vec<usize> = accepted.iter().map(|a| a.process).collect();
+    let plan = place_ids(
+        &scorep,
+        &processes,
+        &unified,
+        &maps,
+        &part_process,
+        &mut notes,
+    )?;
+
+    // ClockProperties: Score-P's, widened only if our events would lie outside.
+    let mut clock = scorep_clock;
+    let (mut low, mut high) = (
+        i128::from(clock.offset),
+        i128::from(clock.offset) + i128::from(clock.length),
+    );
+    for a in &accepted {
+        if let Some((lo, hi)) = a.mapped_range {
+            low = low.min(lo);
+            high = high.max(hi);
+        }
+    }
+    if low < i128::from(clock.offset) || high > i128::from(clock.offset) + i128::from(clock.length)
+    {
+        let start = u64::try_from(low.max(0)).unwrap_or(0);
+        let end = u64::try_from(high.max(0)).unwrap_or(u64::MAX);
+        notes.push(format!(
+            "NCCL events reach outside Score-P's trace range; the combined ClockProperties \
+             span [{start}, {end}] instead of [{}, {}]",
+            clock.offset,
+            clock.offset.saturating_add(clock.length)
+        ));
+        clock.offset = start;
+        clock.length = end.saturating_sub(start).max(1);
+    }
+    scorep.clock = Some(clock);
+
+    // Write in a temporary directory of the output directory, then move into place.
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let temp = out.join(format!(".traces.combining.{}", std::process::id()));
+    if temp.exists() {
+        std::fs::remove_dir_all(&temp)
+            .map_err(|e| format!("cannot remove {}: {e}", temp.display()))?;
+    }
+    std::fs::create_dir(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+    let mut guard = TempDir(Some(temp.clone()));
+    let part_offsets: Vec<&[ClockOffset]> = accepted.iter().map(|a| a.offsets.as_slice()).collect();
+    write_combined(&temp, &scorep, &plan, &parts, &part_offsets)?;
+
+    let (mut linked, mut copied, mut relaid) = (0, 0, 0);
+    let traces = temp.join("traces");
+    let scorep_traces = experiment.join("traces");
+    let mut scorep_events = 0;
+    for location in &scorep.locations {
+        scorep_events += location.number_of_events;
+        for ext in ["evt", "def"] {
+            let from = scorep_traces.join(format!("{}.{ext}", location.id));
+            if !from.exists() {
+                continue;
+            }
+            let to = traces.join(format!("{}.{ext}", location.id));
+            match link_or_copy(&from, &to) {
+                Ok(true) => linked += 1,
+                Ok(false) => copied += 1,
+                Err(e) => return Err(format!("cannot link or copy {}: {e}", from.display())),
+            }
+        }
+    }
+    let mut attached = Vec::new();
+    for (p, a) in accepted.iter().enumerate() {
+        let mut events = 0;
+        for location in &parts[p].locations {
+            events += location.number_of_events;
+            let from = a
+                .candidate
+                .dir
+                .join("traces")
+                .join(format!("{}.evt", location.id));
+            if !from.exists() && location.number_of_events == 0 {
+                continue;
+            }
+            let global = plan.maps[p].location(location.id);
+            let to = traces.join(format!("{global}.evt"));
+            let failed = |e: std::io::Error| {
+                format!(
+                    "cannot link or copy {} to {}: {e}",
+                    from.display(),
+                    to.display()
+                )
+            };
+            match a.layouts.get(&location.id) {
+                Some(EventLayout::Relay) => {
+                    relay_chunks(&from, &to, parts[p].event_chunk, scorep.event_chunk)
+                        .map_err(failed)?;
+                    relaid += 1;
+                }
+                _ => match link_or_copy(&from, &to).map_err(failed)? {
+                    true => linked += 1,
+                    false => copied += 1,
+                },
+            }
+        }
+        let proc = &processes[a.process];
+        attached.push(AttachedPart {
+            part: a.candidate.name.clone(),
+            scorep_process: proc.name.clone(),
+            scorep_rank: proc.rank,
+            matched_by: a.matched_by.clone(),
+            locations: parts[p].locations.len(),
+            events,
+            clock: a.fit.clone(),
+        });
+    }
+    install(&temp, out)?;
+    drop(guard.0.take().map(std::fs::remove_dir_all));
+
+    Ok(ScorepReport {
+        archive: out.join("traces.otf2"),
+        scorep_archive: scorep_anchor,
+        scorep: ScorepSide {
+            processes: processes.len(),
+            locations: scorep.locations.len(),
+            events: scorep_events,
+            definitions: scorep.taken,
+            timer_resolution: scorep_clock.resolution,
+            event_chunk_size: scorep.event_chunk,
+        },
+        attached,
+        skipped,
+        first_ids: plan.first,
+        location_index_base: LOCATION_INDEX_BASE,
+        comms,
+        linked,
+        copied,
+        relaid,
+        notes,
+    })
+}
+
+/// A part that will be added.
+struct Accepted {
+    candidate: Candidate,
+    process: usize,
+    matched_by: String,
+    fit: ClockFit,
+    offsets: Vec<ClockOffset>,
+    layouts: HashMap<u64, EventLayout>,
+    mapped_range: Option<(i128, i128)>,
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Ids of our definitions in the combined archive
+// ---------------------------------------------------------------------------------------
+
+/// Our definitions with their combined ids, and each part's mapping tables.
+struct Plan {
+    first: FirstIds,
+    /// (id, text) of the strings Score-P does not have.
+    strings: Vec<(u32, String)>,
+    paradigms: Vec<crate::Paradigm>,
+    location_groups: Vec<LocationGroup>,
+    locations: Vec<Location>,
+    regions: Vec<crate::Region>,
+    groups: Vec<crate::Group>,
+    comms: Vec<crate::Comm>,
+    attributes: Vec<crate::Attribute>,
+    maps: Vec<IdMaps>,
+}
+
+fn place_ids(
+    scorep: &ScorepDefs,
+    processes: &[ScorepProcess],
+    unified: &crate::Unified,
+    maps: &[IdMaps],
+    part_process: &[usize],
+    notes: &mut Vec<String>,
+) -> Result<Plan, String> {
+    let first = scorep.next;
+    let shift = |base: u32, id: u32| -> Result<u32, String> {
+        if id == u32::MAX {
+            return Ok(id);
+        }
+        base.checked_add(id)
+            .filter(|&v| v != u32::MAX)
+            .ok_or_else(|| "too many definitions for one archive".to_owned())
+    };
+
+    // Strings: Score-P's id for a text it has, else a new one.
+    let scorep_ids: HashMap<&str, u32> = scorep
+        .strings
+        .iter()
+        .map(|(&id, text)| (text.as_str(), id))
+        .collect();
+    let mut string_map = Vec::with_capacity(unified.strings.len());
+    let mut strings = Vec::new();
+    let mut next_string = first.string;
+    for text in &unified.strings {
+        if let Some(&id) = scorep_ids.get(text.as_str()) {
+            string_map.push(id);
+        } else {
+            string_map.push(next_string);
+            strings.push((next_string, text.clone()));
+            next_string = shift(next_string, 1)?;
+        }
+    }
+    let s = |id: u32| -> u32 {
+        if id == u32::MAX {
+            id
+        } else {
+            string_map[id as usize]
+        }
+    };
+
+    // Paradigms: Score-P's record wins.
+    let mut paradigms = Vec::new();
+    for p in &unified.paradigms {
+        match scorep.paradigms.get(&p.paradigm) {
+            Some(&name) => notes.push(format!(
+                "Score-P names paradigm {} {:?}; its name is kept for our regions and \
+                 communicators too",
+                p.paradigm,
+                scorep.string(name)
+            )),
+            None => paradigms.push(crate::Paradigm {
+                name: s(p.name),
+                ..*p
+            }),
+        }
+    }
+
+    // Which Score-P process each unified location group and location belongs to.
+    let mut group_owner: HashMap<u32, usize> = HashMap::new();
+    let mut location_owner: HashMap<u64, usize> = HashMap::new();
+    for (p, map) in maps.iter().enumerate() {
+        for &global in map.location_groups.values() {
+            group_owner.entry(global as u32).or_insert(part_process[p]);
+        }
+        for &global in map.locations.values() {
+            location_owner.entry(global).or_insert(part_process[p]);
+        }
+    }
+
+    // Location groups: our process groups are Score-P's; the others are new, created by
+    // it and under its node.
+    let mut group_map: HashMap<u32, u32> = HashMap::new();
+    let mut next_group = first.location_group;
+    for (id, group) in unified.location_groups.iter().enumerate() {
+        let id = id as u32;
+        let owner = *group_owner
+            .get(&id)
+            .ok_or_else(|| format!("location group {id} of the parts has no process"))?;
+        if u32::from(group.group_type) == OTF2_LOCATION_GROUP_TYPE_PROCESS {
+            group_map.insert(id, processes[owner].group);
+        } else {
+            group_map.insert(id, next_group);
+            next_group = shift(next_group, 1)?;
+        }
+    }
+    let mut location_groups = Vec::new();
+    for (id, group) in unified.location_groups.iter().enumerate() {
+        let id = id as u32;
+        if u32::from(group.group_type) == OTF2_LOCATION_GROUP_TYPE_PROCESS {
+            continue;
+        }
+        let owner = &processes[group_owner[&id]];
+        let creator = match group.creating_location_group {
+            u32::MAX => owner.group,
+            c => group_map[&c],
+        };
+        location_groups.push(LocationGroup {
+            id: group_map[&id],
+            name: s(group.name),
+            group_type: group.group_type,
+            system_tree_parent: owner.node,
+            creating_location_group: creator,
+        });
+    }
+
+    // Locations: ((2^31 + n) << 32) | rank, never one of Score-P's.
+    let taken: HashSet<u64> = scorep.locations.iter().map(|l| l.id).collect();
+    let mut next_index: HashMap<usize, u64> = HashMap::new();
+    let mut location_map: HashMap<u64, u64> = HashMap::new();
+    let mut locations = Vec::new();
+    for location in &unified.locations {
+        let owner = location_owner[&location.id];
+        let low = processes[owner]
+            .rank
+            .unwrap_or_else(|| processes[owner].threads.first().map_or(0, |&t| t as u32));
+        let index = next_index.entry(owner).or_insert(LOCATION_INDEX_BASE);
+        let mut id = (*index << 32) | u64::from(low);
+        while taken.contains(&id) {
+            *index += 1;
+            id = (*index << 32) | u64::from(low);
+        }
+        *index += 1;
+        location_map.insert(location.id, id);
+        locations.push(Location {
+            id,
+            name: s(location.name),
+            location_group: group_map[&location.location_group],
+            ..*location
+        });
+    }
+
+    let regions = unified
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(id, r)| {
+            Ok(crate::Region {
+                id: shift(first.region, id as u32)?,
+                name: s(r.name),
+                canonical_name: s(r.canonical_name),
+                description: s(r.description),
+                source_file: s(r.source_file),
+                ..*r
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let attributes = unified
+        .attributes
+        .iter()
+        .enumerate()
+        .map(|(id, a)| {
+            Ok(crate::Attribute {
+                id: shift(first.attribute, id as u32)?,
+                name: s(a.name),
+                description: s(a.description),
+                ..*a
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+
+    // Groups: COMM_LOCATIONS members are location ids; COMM_GROUP members are positions.
+    let mut groups = Vec::new();
+    for (id, g) in unified.groups.iter().enumerate() {
+        let is_locations = u32::from(g.group_type) == OTF2_GROUP_TYPE_COMM_LOCATIONS;
+        if is_locations
+            && scorep
+                .groups
+                .iter()
+                .any(|&(_, t, p)| u32::from(t) == OTF2_GROUP_TYPE_COMM_LOCATIONS && p == g.paradigm)
+        {
+            return Err(format!(
+                "Score-P's trace already has a COMM_LOCATIONS group of paradigm {}, the one \
+                 our communicators use: the two cannot share it",
+                g.paradigm
+            ));
+        }
+        let members = if is_locations {
+            g.members.iter().map(|m| location_map[m]).collect()
+        } else {
+            g.members.clone()
+        };
+        groups.push(crate::Group {
+            id: shift(first.group, id as u32)?,
+            name: s(g.name),
+            members,
+            ..g.clone()
+        });
+    }
+    let comms = unified
+        .comms
+        .iter()
+        .enumerate()
+        .map(|(id, c)| {
+            Ok(crate::Comm {
+                id: shift(first.comm, id as u32)?,
+                name: s(c.name),
+                group: shift(first.group, c.group)?,
+                parent: shift(first.comm, c.parent)?,
+                flags: c.flags,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+
+    // Each part's ids → combined ids (its mapping tables).
+    let compose = |table: &BTreeMap<u64, u64>, f: &dyn Fn(u64) -> Result<u64, String>| {
+        table
+            .iter()
+            .map(|(&local, &global)| Ok((local, f(global)?)))
+            .collect::<Result<BTreeMap<u64, u64>, String>>()
+    };
+    let mut part_maps = Vec::new();
+    for map in maps {
+        part_maps.push(IdMaps {
+            strings: compose(&map.strings, &|g| Ok(u64::from(s(g as u32))))?,
+            attributes: compose(&map.attributes, &|g| {
+                Ok(u64::from(shift(first.attribute, g as u32)?))
+            })?,
+            locations: compose(&map.locations, &|g| Ok(location_map[&g]))?,
+            regions: compose(&map.regions, &|g| {
+                Ok(u64::from(shift(first.region, g as u32)?))
+            })?,
+            groups: compose(&map.groups, &|g| {
+                Ok(u64::from(shift(first.group, g as u32)?))
+            })?,
+            comms: compose(&map.comms, &|g| Ok(u64::from(shift(first.comm, g as u32)?)))?,
+            location_groups: compose(&map.location_groups, &|g| {
+                Ok(u64::from(group_map[&(g as u32)]))
+            })?,
+        });
+    }
+    Ok(Plan {
+        first,
+        strings,
+        paradigms,
+        location_groups,
+        locations,
+        regions,
+        groups,
+        comms,
+        attributes,
+        maps: part_maps,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing the combined archive
+// ---------------------------------------------------------------------------------------
+
+/// Writes `<dir>/traces.otf2` and `traces.def` (Score-P's definitions as read, then ours)
+/// and our locations' local definitions (mapping tables and clock offsets).
+fn write_combined(
+    dir: &Path,
+    scorep: &ScorepDefs,
+    plan: &Plan,
+    parts: &[PartDefs],
+    offsets: &[&[ClockOffset]],
+) -> Result<(), String> {
+    drop(drain_thread_error_reports());
+    let path = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| "the output path contains a NUL byte".to_owned())?;
+    let name = cstring("traces");
+    // SAFETY: the write sequence of the OTF2 notes (§1.3) on this thread.
+    let archive = unsafe {
+        OTF2_Archive_Open(
+            path.as_ptr(),
+            name.as_ptr(),
+            OTF2_FILEMODE_WRITE as OTF2_FileMode,
+            scorep.event_chunk,
+            scorep.definition_chunk,
+            OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
+            OTF2_COMPRESSION_NONE as OTF2_Compression,
+        )
+    };
+    if archive.is_null() {
+        return Err(failure(
+            &format!("OTF2 cannot create an archive in {}", dir.display()),
+            None,
+        ));
+    }
+    let mut archive = Archive(archive);
+    let a = archive.0;
+    // SAFETY: `a` is open; FLUSH_CALLBACKS is a static.
+    let code = unsafe { OTF2_Archive_SetFlushCallbacks(a, &FLUSH_CALLBACKS, ptr::null_mut()) };
+    check(code, "OTF2_Archive_SetFlushCallbacks failed")?;
+    // SAFETY: `a` is open; this process is the only writer.
+    let code = unsafe { OTF2_Archive_SetSerialCollectiveCallbacks(a) };
+    check(
+        code,
+        &format!("OTF2 cannot create {}/traces", dir.display()),
+    )?;
+    let creator = cstring(concat!(
+        "nccl-scorep merge --scorep ",
+        env!("CARGO_PKG_VERSION")
+    ));
+    let description =
+        cstring("Score-P trace with the NCCL timelines of the nccl-scorep plugin added");
+    // SAFETY: `a` is open; OTF2 copies the strings.
+    unsafe {
+        check(OTF2_Archive_SetCreator(a, creator.as_ptr()), "SetCreator")?;
+        check(
+            OTF2_Archive_SetDescription(a, description.as_ptr()),
+            "SetDescription",
+        )?;
+    }
+
+    // SAFETY: `a` is open.
+    let code = unsafe { OTF2_Archive_OpenDefFiles(a) };
+    check(code, "cannot open the local definition files")?;
+    for (p, part) in parts.iter().enumerate() {
+        let tables = part_tables(&plan.maps[p])?;
+        for location in &part.locations {
+            let global = plan.maps[p].location(location.id);
+            // SAFETY: `a` is open with its definition files.
+            let writer = unsafe { OTF2_Archive_GetDefWriter(a, global) };
+            if writer.is_null() {
+                return Err(failure(
+                    &format!("cannot create the local definitions of location {global}"),
+                    None,
+                ));
+            }
+            for (kind, map) in &tables.0 {
+                // SAFETY: `writer` is open; OTF2 copies the map.
+                let code = unsafe { OTF2_DefWriter_WriteMappingTable(writer, *kind, map.0) };
+                check(code, "OTF2_DefWriter_WriteMappingTable failed")?;
+            }
+            for offset in offsets[p] {
+                // SAFETY: `writer` is open.
+                let code = unsafe {
+                    OTF2_DefWriter_WriteClockOffset(
+                        writer,
+                        offset.time,
+                        offset.offset,
+                        offset.standard_deviation,
+                    )
+                };
+                check(code, "OTF2_DefWriter_WriteClockOffset failed")?;
+            }
+            // SAFETY: `writer` is open and not used after this.
+            let code = unsafe { OTF2_Archive_CloseDefWriter(a, writer) };
+            check(code, "OTF2_Archive_CloseDefWriter failed")?;
+        }
+    }
+    // SAFETY: `a` is open with its definition files.
+    let code = unsafe { OTF2_Archive_CloseDefFiles(a) };
+    check(code, "cannot close the local definition files")?;
+
+    // SAFETY: `a` is open; this process is its primary.
+    let global = unsafe { OTF2_Archive_GetGlobalDefWriter(a) };
+    if global.is_null() {
+        return Err(failure("cannot create the global definitions", None));
+    }
+    let clock = scorep.clock.unwrap_or_default();
+    for record in &scorep.records {
+        let code = match record {
+            // SAFETY: `global` is open.
+            Record::Clock => unsafe {
+                OTF2_GlobalDefWriter_WriteClockProperties(
+                    global,
+                    clock.resolution,
+                    clock.offset,
+                    clock.length,
+                    clock.realtime,
+                )
+            },
+            Record::Copy(write) => write(global),
+        };
+        check(code, "writing one of Score-P's definitions failed")?;
+    }
+    // SAFETY: `global` is open until the archive closes.
+    unsafe { write_our_definitions(global, plan) }?;
+
+    // SAFETY: `a` is open; it is nulled so that `drop` does not close it again.
+    let code = unsafe { OTF2_Archive_Close(a) };
+    archive.0 = ptr::null_mut();
+    check(code, "closing the combined archive failed")?;
+    if let Some(errors) = reported_errors() {
+        return Err(format!(
+            "OTF2 errors writing the combined archive: {errors}"
+        ));
+    }
+    Ok(())
+}
+
+/// Writes our definitions after Score-P's, each after what it refers to.
+///
+/// # Safety
+/// `w` is the open global definition writer of the archive.
+unsafe fn write_our_definitions(w: *mut OTF2_GlobalDefWriter, plan: &Plan) -> Result<(), String> {
+    // SAFETY: `w` is open (caller); every pointer passed points into `plan` or a local
+    // CString, which outlive the calls; OTF2 copies what it keeps.
+    unsafe {
+        for (id, text) in &plan.strings {
+            let text = cstring(text);
+            check(
+                OTF2_GlobalDefWriter_WriteString(w, *id, text.as_ptr()),
+                "writing a string",
+            )?;
+        }
+        for p in &plan.paradigms {
+            check(
+                OTF2_GlobalDefWriter_WriteParadigm(w, p.paradigm, p.name, p.class),
+                "writing a paradigm",
+            )?;
+        }
+        for g in &plan.location_groups {
+            check(
+                OTF2_GlobalDefWriter_WriteLocationGroup(
+                    w,
+                    g.id,
+                    g.name,
+                    g.group_type,
+                    g.system_tree_parent,
+                    g.creating_location_group,
+                ),
+                "writing a location group",
+            )?;
+        }
+        for l in &plan.locations {
+            check(
+                OTF2_GlobalDefWriter_WriteLocation(
+                    w,
+                    l.id,
+                    l.name,
+                    l.location_type,
+                    l.number_of_events,
+                    l.location_group,
+                ),
+                "writing a location",
+            )?;
+        }
+        for r in &plan.regions {
+            check(
+                OTF2_GlobalDefWriter_WriteRegion(
+                    w,
+                    r.id,
+                    r.name,
+                    r.canonical_name,
+                    r.description,
+                    r.role,
+                    r.paradigm,
+                    r.flags,
+                    r.source_file,
+                    r.begin_line,
+                    r.end_line,
+                ),
+                "writing a region",
+            )?;
+        }
+        for g in &plan.groups {
+            check(
+                OTF2_GlobalDefWriter_WriteGroup(
+                    w,
+                    g.id,
+                    g.name,
+                    g.group_type,
+                    g.paradigm,
+                    g.flags,
+                    g.members.len() as u32,
+                    g.members.as_ptr(),
+                ),
+                "writing a group",
+            )?;
+        }
+        for c in &plan.comms {
+            check(
+                OTF2_GlobalDefWriter_WriteComm(w, c.id, c.name, c.group, c.parent, c.flags),
+                "writing a communicator",
+            )?;
+        }
+        for a in &plan.attributes {
+            check(
+                OTF2_GlobalDefWriter_WriteAttribute(
+                    w,
+                    a.id,
+                    a.name,
+                    a.description,
+                    a.attribute_type,
+                ),
+                "writing an attribute",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offset(time: u64, offset: i64) -> ClockOffset {
+        ClockOffset {
+            time,
+            offset,
+            standard_deviation: 0.0,
+        }
+    }
+
+    #[test]
+    fn otf2_offsets_extrapolate_the_end_segments() {
+        // As OTF2 3.0.2 reads them (docs/scorep-merge.md): raw 100 with records
+        // (300, +1000), (600, +4000) reads as -900; raw 700 as 5700.
+        let records = [offset(300, 1000), offset(600, 4000)];
+        assert_eq!(100.0 + otf2_offset_at(&records, 100), -900.0);
+        assert_eq!(700.0 + otf2_offset_at(&records, 700), 5700.0);
+        assert_eq!(otf2_offset_at(&records[..1], 100), 0.0);
+    }
+
+    #[test]
+    fn two_pairs_fit_exactly_and_one_takes_the_nominal_rate() {
+        let pairs = [
+            ClockPair {
+                ns: 1_000_000_000,
+                scorep: 5_000_000_000,
+            },
+            ClockPair {
+                ns: 3_000_000_000,
+                scorep: 9_800_000_000,
+            },
+        ];
+        let (map, fit_) = fit(&pairs, 2.0, "metric-plugin").unwrap();
+        assert!((fit_.ticks_per_ns - 2.4).abs() < 1e-12);
+        assert_eq!(map.ticks(2_000_000_000), 7_400_000_000);
+        assert_eq!(fit_.estimated_error_ns, Some(0.0));
+        let (map, fit_) = fit(&pairs[..1], 2.0, "sync-regions").unwrap();
+        assert_eq!(map.ticks(2_000_000_000), 7_000_000_000);
+        assert_eq!(fit_.estimated_error_ns, None);
+    }
+
+    #[test]
+    fn three_pairs_report_their_largest_residual() {
+        let pair = |ns: u64, scorep: u64| ClockPair { ns, scorep };
+        // The middle pair is 30 ticks (12.5 ns at 2.4 ticks/ns) off the line through the
+        // outer two; least squares spreads it: residuals 10, 20, 10 ticks.
+        let pairs = [pair(0, 0), pair(1000, 2430), pair(2000, 4800)];
+        let (_, fitted) = fit(&pairs, 2.4, "clock_gettime").unwrap();
+        let residual = fitted.max_residual_ns.unwrap();
+        assert!((residual - 20.0 / 2.4).abs() < 1e-6, "{residual}");
+        assert_eq!(fitted.estimated_error_ns, Some(residual));
+    }
+
+    #[test]
+    fn our_offsets_compose_with_scorep_offsets() {
+        let pairs = [
+            ClockPair {
+                ns: 10_000_000_000_000,
+                scorep: 50_000_000_000,
+            },
+            ClockPair {
+                ns: 10_010_000_000_000,
+                scorep: 50_000_000_000 + 24_000_000_000,
+            },
+        ];
+        let (map, _) = fit(&pairs, 2.4, "metric-plugin").unwrap();
+        let scorep = [
+            offset(50_000_000_000, 1000),
+            offset(60_000_000_000, 3000),
+            offset(74_000_000_000, 2000),
+        ];
+        let ours = our_clock_offsets(&map, &pairs, &scorep);
+        assert_eq!(ours.len(), 3, "{ours:?}");
+        for ns in [
+            9_000_000_000_000u64,
+            10_000_000_000_000,
+            10_003_000_000_000,
+            10_009_999_999_999,
+            11_000_000_000_000,
+        ] {
+            let ticks = map.ticks(ns);
+            let expected = ticks as f64 + otf2_offset_at(&scorep, ticks);
+            let read = ns as f64 + otf2_offset_at(&ours, i128::from(ns));
+            assert!((read - expected).abs() <= 1.0, "{ns}: {read} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn relaid_chunks_start_at_target_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("in.evt");
+        let to = dir.path().join("out.evt");
+        let data: Vec<u8> = (0..10u8).collect();
+        std::fs::write(&from, &data).unwrap();
+        relay_chunks(&from, &to, 4, 8).unwrap();
+        let out = std::fs::read(&to).unwrap();
+        assert_eq!(&out[0..4], &data[0..4]);
+        assert_eq!(&out[8..12], &data[4..8]);
+        assert_eq!(&out[16..18], &data[8..10]);
+        assert_eq!(out.len(), 18);
+    }
+}

@@ -1,0 +1,295 @@
+//! The end of a job. Under Open MPI's `mpirun`, the last process to finish merges every
+//! process's trace part into one archive by itself, with the processes' times on one time
+//! base. A process killed mid-run leaves a part without definitions: the job is not merged
+//! automatically, and `nccl-scorep merge` merges the rest and reports it.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
+mod otf2_tools;
+use otf2_tools::{assert_otf2_print_clean, dump};
+
+/// How close a completion must be to the simulator's ground truth, once the processes'
+/// common offset is taken out (one host).
+const TIMING_BOUND_NS: i64 = 5_000;
+
+fn nccl_sim() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let profile = deps.parent().unwrap_or(deps);
+    let path = profile.join("nccl-sim");
+    assert!(
+        path.exists(),
+        "{} not found: build it first",
+        path.display()
+    );
+    path
+}
+
+fn nccl_scorep(args: &[&str], path: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// Interval attribute.
+fn attr<'a>(interval: &'a Value, name: &str) -> &'a Value {
+    &interval["attrs"][name]
+}
+
+/// Every ground-truth record the processes wrote into `dir`.
+fn truth(dir: &Path) -> Vec<Value> {
+    let mut records = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        records.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    records
+}
+
+#[test]
+fn a_job_under_mpirun_is_merged_by_its_last_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let truth_dir = dir.path().join("truth");
+    let output = Command::new("mpirun")
+        .args(["-np", "3", "--oversubscribe", "--bind-to", "none"])
+        .args(["-x", "NCCL_SCOREP_OUTPUT_DIR", "-x", "NCCL_SCOREP_EVENTS"])
+        .arg(nccl_sim())
+        .args(["run", "--scenario", "single", "--scenario", "p2p"])
+        .args(["--iterations", "6", "--speedup", "20"])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .arg("--truth-dir")
+        .arg(&truth_dir)
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_EVENTS", "api,tasks,proxy")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun (Debian package openmpi-bin; scripts/test.sh installs it)");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // Nobody ran `nccl-scorep merge`: the archive is there, merged once, from all parts.
+    let anchor = out.join("traces.otf2");
+    assert!(anchor.exists(), "no merged archive in {}", out.display());
+    let report = std::fs::read_to_string(out.join("merge-report.txt")).unwrap();
+    assert!(report.starts_with("merged 6 parts"), "{report}");
+    assert!(report.contains("2 communicators"), "{report}");
+    // Each process ends two communicator lifetimes (a part each); whoever completes the
+    // job's set of parts last merges all six.
+    let ledger = std::fs::read_to_string(out.join("merge.ledger")).unwrap();
+    let last_merge = ledger.lines().rfind(|l| l.starts_with("merged\t")).unwrap();
+    assert!(last_merge.ends_with("\t6"), "{ledger}");
+    assert_otf2_print_clean(&anchor);
+    let validated = nccl_scorep(&["validate"], &anchor);
+    assert!(
+        validated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validated.stdout)
+    );
+
+    let trace = dump(&anchor);
+    // One communicator per NCCL communicator, with the ops streams of its 3 ranks.
+    let comms: BTreeMap<String, Vec<String>> = trace["comms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let members = c["members"].as_array().unwrap().iter();
+            let names = members.map(|m| m.as_str().unwrap().to_owned()).collect();
+            (c["name"].as_str().unwrap().to_owned(), names)
+        })
+        .collect();
+    assert_eq!(comms.len(), 2, "{comms:#?}");
+    for (name, members) in &comms {
+        let prefix = name.split(" (0x").next().unwrap();
+        let expected: Vec<String> = (0..3).map(|r| format!("{prefix} rank {r} ops")).collect();
+        assert_eq!(members, &expected);
+    }
+    let process_of: BTreeMap<&str, u64> = trace["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["name"].as_str().unwrap(),
+                l["id"].as_u64().unwrap() & 0xffff_ffff,
+            )
+        })
+        .collect();
+    let processes: std::collections::BTreeSet<u64> = process_of.values().copied().collect();
+    assert_eq!(processes.len(), 3, "{processes:?}");
+
+    // The same AllReduce, by (seq), on every rank, and its completion where the ground
+    // truth puts it: the processes' clocks agree in the merged archive.
+    let mut ends: BTreeMap<u64, BTreeMap<i64, i64>> = BTreeMap::new();
+    for op in trace["intervals"].as_array().unwrap() {
+        let on_ops = op["loc"].as_str().unwrap().ends_with(" ops");
+        if op["region"] == "AllReduce" && on_ops {
+            let seq = attr(op, "nccl.seq").as_u64().unwrap();
+            let rank = attr(op, "nccl.rank").as_i64().unwrap();
+            ends.entry(seq)
+                .or_default()
+                .insert(rank, op["end"].as_i64().unwrap());
+        }
+    }
+    assert_eq!(ends.len(), 6, "{ends:?}");
+    assert!(ends.values().all(|by_rank| by_rank.len() == 3), "{ends:?}");
+    let mut errors = Vec::new();
+    for record in truth(&truth_dir) {
+        if record["func"] != "AllReduce" {
+            continue;
+        }
+        let seq = record["seq"].as_u64().unwrap();
+        let rank = record["rank"].as_i64().unwrap();
+        let end = ends[&seq][&rank];
+        errors.push(((rank, seq), end - record["completion_ns"].as_i64().unwrap()));
+    }
+    assert_eq!(errors.len(), 18);
+    // Monotonic → real time is one offset on one host; take it out.
+    let mut sorted: Vec<i64> = errors.iter().map(|e| e.1).collect();
+    sorted.sort_unstable();
+    let offset = sorted[sorted.len() / 2];
+    let within = errors
+        .iter()
+        .filter(|(_, e)| (e - offset).abs() <= TIMING_BOUND_NS)
+        .count();
+    // nccl-sim takes its truth after the stop calls return: a preempted simulator makes
+    // the truth late, never early, so no trace time is later than the bound.
+    for (key, error) in &errors {
+        assert!(
+            error - offset <= TIMING_BOUND_NS,
+            "{key:?}: {} ns after the truth",
+            error - offset
+        );
+    }
+    assert!(within * 10 >= errors.len() * 9, "{errors:?}");
+
+    // Sends and receives pair up between processes.
+    let rank_of = |comm: &str, loc: &str| comms[comm].iter().position(|m| m == loc).unwrap();
+    let mut sends: BTreeMap<(String, usize, usize), usize> = BTreeMap::new();
+    let mut recvs: BTreeMap<(String, usize, usize), usize> = BTreeMap::new();
+    for m in trace["messages"].as_array().unwrap() {
+        let comm = m["comm"].as_str().unwrap().to_owned();
+        let loc = m["loc"].as_str().unwrap();
+        let me = rank_of(&comm, loc);
+        let peer = m["peer"].as_u64().unwrap() as usize;
+        assert_ne!(process_of[loc], process_of[comms[&comm][peer].as_str()]);
+        if m["kind"] == "send" {
+            *sends.entry((comm, me, peer)).or_default() += 1;
+        } else {
+            *recvs.entry((comm, peer, me)).or_default() += 1;
+        }
+    }
+    assert!(!sends.is_empty());
+    assert_eq!(sends, recvs);
+}
+
+/// Two processes of one job, started as `nccl-sim --procs` would; the test kills rank 1
+/// once it is under way. Rank 0 goes on alone (its collectives stop waiting for rank 1
+/// after 20 ms) and ends normally.
+#[test]
+fn a_process_killed_mid_run_is_reported_and_the_rest_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let job = format!("killed-{}", std::process::id());
+    let start = |rank: usize| {
+        Command::new(nccl_sim())
+            .args(["run", "--scenario", "single", "--iterations", "400"])
+            .args(["--sizes", "4K", "--peer-patience-ms", "20"])
+            .arg("--plugin")
+            .arg(nccl_sim::our_plugin_for_tests())
+            .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+            .env("NCCL_SIM_SHM_DIR", dir.path())
+            .env("NCCL_SIM_RANK", rank.to_string())
+            .env("NCCL_SIM_SIZE", "2")
+            .env("NCCL_SIM_JOB", &job)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let survivor = start(0);
+    let mut victim = start(1);
+    let victim_part = |pid: u32| -> Option<PathBuf> {
+        std::fs::read_dir(out.join("parts"))
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(&format!(".{pid}")))
+    };
+    // Under way: its part exists and it has run for a while.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while victim_part(victim.id()).is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "rank 1 ended before it was killed: make its run longer"
+    );
+    let part = victim_part(victim.id()).expect("rank 1 writes its part");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let survived = survivor.wait_with_output().unwrap();
+    assert!(
+        survived.status.success(),
+        "{}",
+        String::from_utf8_lossy(&survived.stderr)
+    );
+
+    // Rank 1 never said it was done: no automatic merge.
+    assert!(!out.join("traces.otf2").exists());
+    let ledger = std::fs::read_to_string(out.join("merge.ledger")).unwrap();
+    assert!(
+        ledger.contains(&format!("done\t{}:{job}\t0", "nccl-sim")),
+        "{ledger}"
+    );
+    assert!(
+        !ledger.contains("\t1\n") && !ledger.contains("merged"),
+        "{ledger}"
+    );
+
+    let merged = nccl_scorep(&["merge"], &out);
+    let stdout = String::from_utf8_lossy(&merged.stdout);
+    assert!(merged.status.success(), "{stdout}");
+    let name = part.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(stdout.starts_with("merged 1 part into"), "{stdout}");
+    assert!(
+        stdout.contains("skipped 1 incomplete part") && stdout.contains(&name),
+        "{stdout}"
+    );
+    let anchor = out.join("traces.otf2");
+    assert_otf2_print_clean(&anchor);
+    let trace = dump(&anchor);
+    let comms = trace["comms"].as_array().unwrap();
+    assert_eq!(comms.len(), 1);
+    let members: Vec<&str> = comms[0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(members, ["single rank 0 ops"], "only the survivor's rank");
+    let survivor_ops = trace["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["region"] == "AllReduce" && i["loc"] == "single rank 0 ops")
+        .count();
+    assert_eq!(survivor_ops, 400, "every collective of the survivor");
+}

@@ -1,0 +1,507 @@
+//! The sample traces in `vampir-samples/` (made by `scripts/vampir-samples.sh`): each one
+//! passes `nccl-scorep validate` and `otf2-print`, shows what its README promises (ranks,
+//! hosts, collectives, messages, the late rank, the grouped launches, the PXN proxies),
+//! and the script still makes them, with the same structure.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
+mod otf2_tools;
+use otf2_tools::{assert_otf2_print_clean, dump};
+
+/// Every sample the script makes, with the communicator it traces.
+const SAMPLES: [(&str, &str); 4] = [
+    ("ring-allreduce", "single"),
+    ("p2p-pipeline", "p2p"),
+    ("grouped-collectives", "group"),
+    ("pxn", "single"),
+];
+const RANKS: usize = 4;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn committed(sample: &str) -> PathBuf {
+    repo().join("vampir-samples").join(sample)
+}
+
+/// The nccl-sim binary beside this test's build (`cargo test --workspace` builds it).
+fn nccl_sim() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let profile = deps.parent().unwrap_or(deps);
+    let path = profile.join("nccl-sim");
+    assert!(
+        path.exists(),
+        "{} not found: build it first (cargo build -p nccl-sim)",
+        path.display()
+    );
+    path
+}
+
+/// `nccl-scorep validate --json` finds neither errors nor warnings, and `otf2-print
+/// -Werror` accepts the archive.
+fn assert_valid(archive: &Path) {
+    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .arg("validate")
+        .arg(archive)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: no JSON report ({e}): {}",
+            archive.display(),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(output.status.success(), "{}: {report:#}", archive.display());
+    assert_eq!(report["errors"], 0, "{}: {report:#}", archive.display());
+    assert_eq!(report["warnings"], 0, "{}: {report:#}", archive.display());
+    assert_otf2_print_clean(&archive.join("traces.otf2"));
+}
+
+/// A location, group or communicator name without what changes from run to run: thread
+/// ids, pids, PXN context pointers, communicator hashes, and the lane number of a timeline
+/// (how many lanes overlapping intervals need depends on timing).
+fn normalized(name: &str) -> String {
+    let base = match name.rsplit_once(" (lane ") {
+        Some((base, lane)) if lane.ends_with(')') => base,
+        _ => name,
+    };
+    let mut words = Vec::new();
+    let mut previous = "";
+    for word in base.split(' ') {
+        let digits = word.trim_end_matches(')');
+        let closing = &word[digits.len()..];
+        let numeric = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+        let replaced = match previous.trim_start_matches('(') {
+            "thread" | "pid" if numeric => format!("N{closing}"),
+            "ctx" if word.starts_with("0x") => "0xC".to_owned(),
+            _ if word.starts_with("(0x") && word.ends_with(')') => "(0xH)".to_owned(),
+            _ => word.to_owned(),
+        };
+        words.push(replaced);
+        previous = word;
+    }
+    words.join(" ")
+}
+
+fn text(value: &Value) -> &str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("not a string: {value}"))
+}
+
+/// What must come out the same whenever the script makes a sample.
+#[derive(Debug, PartialEq)]
+struct Structure {
+    /// Communicator → its members, in rank order.
+    comms: BTreeMap<String, Vec<String>>,
+    /// (location, its location group).
+    locations: BTreeSet<(String, String)>,
+    /// (location, region) → intervals; the proxy thread's idle, sleep and append windows
+    /// are left out (their number depends on timing).
+    intervals: BTreeMap<(String, String), usize>,
+    /// (communicator, location, operation) → collective records.
+    collectives: BTreeMap<(String, String, String), usize>,
+    /// (communicator, location, send/recv, peer rank) → message records.
+    messages: BTreeMap<(String, String, String, u64), usize>,
+}
+
+impl Structure {
+    fn of(trace: &Value) -> Structure {
+        let comms = trace["comms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let members = c["members"].as_array().unwrap();
+                let members = members.iter().map(|m| normalized(text(m))).collect();
+                (normalized(text(&c["name"])), members)
+            })
+            .collect();
+        let group_of: BTreeMap<&str, String> = trace["locations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (text(&l["name"]), normalized(text(&l["group"]))))
+            .collect();
+        let locations = group_of
+            .iter()
+            .map(|(name, group)| (normalized(name), group.clone()))
+            .collect();
+        let mut intervals = BTreeMap::new();
+        for interval in trace["intervals"].as_array().unwrap() {
+            let region = text(&interval["region"]);
+            if matches!(region, "proxy idle" | "proxy sleep" | "proxy append") {
+                continue;
+            }
+            let loc = text(&interval["loc"]);
+            // Threads of one process differ only by their ids: count them per process.
+            let loc = format!("{} in {}", normalized(loc), group_of[loc]);
+            *intervals.entry((loc, region.to_owned())).or_default() += 1;
+        }
+        let mut collectives = BTreeMap::new();
+        for c in trace["collectives"].as_array().unwrap() {
+            let key = (
+                normalized(text(&c["comm"])),
+                text(&c["loc"]).to_owned(),
+                text(&c["op"]).to_owned(),
+            );
+            *collectives.entry(key).or_default() += 1;
+        }
+        let mut messages = BTreeMap::new();
+        for m in trace["messages"].as_array().unwrap() {
+            let key = (
+                normalized(text(&m["comm"])),
+                text(&m["loc"]).to_owned(),
+                text(&m["kind"]).to_owned(),
+                m["peer"].as_u64().unwrap(),
+            );
+            *messages.entry(key).or_default() += 1;
+        }
+        Structure {
+            comms,
+            locations,
+            intervals,
+            collectives,
+            messages,
+        }
+    }
+}
+
+/// The process location groups, by launcher rank: (pid, host), from their names
+/// `process <rank> (pid <pid> on <host>)`.
+fn processes(trace: &Value) -> BTreeMap<usize, (u64, String)> {
+    let mut out = BTreeMap::new();
+    for location in trace["locations"].as_array().unwrap() {
+        if location["group_type"] != "PROCESS" {
+            continue;
+        }
+        let group = text(&location["group"]);
+        let parsed = group
+            .strip_prefix("process ")
+            .and_then(|rest| rest.strip_suffix(')'))
+            .and_then(|rest| rest.split_once(" (pid "))
+            .and_then(|(rank, rest)| {
+                let (pid, host) = rest.split_once(" on ")?;
+                Some((rank.parse().ok()?, pid.parse().ok()?, host.to_owned()))
+            });
+        let (rank, pid, host) = parsed.unwrap_or_else(|| panic!("process group {group:?}"));
+        out.insert(rank, (pid, host));
+    }
+    out
+}
+
+/// The intervals of `region` on the threads of process `rank`, as (start, end), by start.
+fn thread_intervals(trace: &Value, rank: usize, region: &str) -> Vec<(u64, u64, String)> {
+    let prefix = format!("process {rank} (");
+    let threads: BTreeSet<&str> = trace["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            text(&l["group"]).starts_with(&prefix) && text(&l["name"]).starts_with("thread ")
+        })
+        .map(|l| text(&l["name"]))
+        .collect();
+    let mut out: Vec<(u64, u64, String)> = trace["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["region"] == region && threads.contains(text(&i["loc"])))
+        .map(|i| {
+            (
+                i["start"].as_u64().unwrap(),
+                i["end"].as_u64().unwrap(),
+                text(&i["loc"]).to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn location_names(trace: &Value) -> BTreeSet<String> {
+    trace["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| text(&l["name"]).to_owned())
+        .collect()
+}
+
+/// One communicator of all ranks, its ops streams in rank order.
+fn assert_one_communicator(trace: &Value, comm: &str) {
+    let structure = Structure::of(trace);
+    let expected: Vec<String> = (0..RANKS).map(|r| format!("{comm} rank {r} ops")).collect();
+    let comms: Vec<(&String, &Vec<String>)> = structure.comms.iter().collect();
+    assert_eq!(
+        comms,
+        [(&format!("{comm} (0xH)"), &expected)],
+        "{:#?}",
+        structure.comms
+    );
+}
+
+/// Collective records per ops stream and operation.
+fn collective_counts(trace: &Value) -> BTreeMap<(String, String), usize> {
+    let mut counts = BTreeMap::new();
+    for c in trace["collectives"].as_array().unwrap() {
+        let key = (text(&c["loc"]).to_owned(), text(&c["op"]).to_owned());
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+}
+
+fn check_ring_allreduce(trace: &Value) {
+    assert_one_communicator(trace, "single");
+    // Two simulated nodes, two consecutive ranks each.
+    let hosts: Vec<String> = processes(trace).into_values().map(|(_, h)| h).collect();
+    assert_eq!(hosts, ["node0", "node0", "node1", "node1"]);
+    let counts = collective_counts(trace);
+    for rank in 0..RANKS {
+        let ops = format!("single rank {rank} ops");
+        assert_eq!(
+            counts.get(&(ops, "ALLREDUCE".into())),
+            Some(&6),
+            "{counts:?}"
+        );
+    }
+    assert_eq!(counts.len(), RANKS, "{counts:?}");
+    // Kernel channels and the ring's proxy connections of every rank.
+    let names = location_names(trace);
+    for rank in 0..RANKS {
+        let next = (rank + 1) % RANKS;
+        let previous = (rank + RANKS - 1) % RANKS;
+        for expected in [
+            format!("single rank {rank} channel 0"),
+            format!("single rank {rank} channel 1"),
+            format!("single rank {rank} proxy ch0 send to {next}"),
+            format!("single rank {rank} proxy ch1 recv from {previous}"),
+        ] {
+            assert!(names.contains(&expected), "{expected} in {names:#?}");
+        }
+    }
+    // Rank 2 is late: after the first AllReduce (which the processes' start-up blurs) it
+    // calls ncclAllReduce after every other rank.
+    let calls: Vec<Vec<(u64, u64, String)>> = (0..RANKS)
+        .map(|rank| thread_intervals(trace, rank, "ncclAllReduce"))
+        .collect();
+    for (rank, list) in calls.iter().enumerate() {
+        assert_eq!(list.len(), 6, "rank {rank}: {list:?}");
+    }
+    for iteration in 1..6 {
+        let late = calls[2][iteration].0;
+        for (rank, list) in calls.iter().enumerate().filter(|(r, _)| *r != 2) {
+            assert!(
+                list[iteration].0 + 1_000_000 < late,
+                "iteration {iteration}: rank {rank} called at {}, rank 2 at {late}",
+                list[iteration].0
+            );
+        }
+    }
+}
+
+fn check_p2p_pipeline(trace: &Value) {
+    assert_one_communicator(trace, "p2p");
+    let hosts: Vec<String> = processes(trace).into_values().map(|(_, h)| h).collect();
+    assert_eq!(hosts, ["node0", "node0", "node1", "node1"]);
+    assert!(trace["collectives"].as_array().unwrap().is_empty());
+    let structure = Structure::of(trace);
+    let mut expected = BTreeMap::new();
+    for rank in 0..RANKS {
+        let loc = format!("p2p rank {rank} ops");
+        let next = ((rank + 1) % RANKS) as u64;
+        let previous = ((rank + RANKS - 1) % RANKS) as u64;
+        for (kind, peer) in [("send", next), ("recv", previous)] {
+            let key = ("p2p (0xH)".into(), loc.clone(), kind.into(), peer);
+            expected.insert(key, 4);
+        }
+    }
+    assert_eq!(structure.messages, expected);
+}
+
+fn check_grouped_collectives(trace: &Value) {
+    assert_one_communicator(trace, "group");
+    let counts = collective_counts(trace);
+    for rank in 0..RANKS {
+        for op in ["ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER_BLOCK"] {
+            let key = (format!("group rank {rank} ops"), op.to_owned());
+            assert_eq!(counts.get(&key), Some(&3), "{key:?}: {counts:?}");
+        }
+    }
+    // Per rank and iteration one ncclGroup holding the three API calls and one kernel
+    // launch for all three.
+    for rank in 0..RANKS {
+        let groups = thread_intervals(trace, rank, "ncclGroup");
+        assert_eq!(groups.len(), 3, "rank {rank}: {groups:?}");
+        let launches = thread_intervals(trace, rank, "NCCL kernel launch");
+        assert_eq!(launches.len(), 3, "rank {rank}: one launch per group");
+        for region in ["ncclAllReduce", "ncclAllGather", "ncclReduceScatter"] {
+            let calls = thread_intervals(trace, rank, region);
+            assert_eq!(calls.len(), 3, "rank {rank} {region}: {calls:?}");
+            for (call, group) in calls.iter().zip(&groups) {
+                assert!(
+                    group.2 == call.2 && group.0 <= call.0 && call.1 <= group.1,
+                    "rank {rank}: {region} {call:?} outside its ncclGroup {group:?}"
+                );
+            }
+        }
+        for (launch, group) in launches.iter().zip(&groups) {
+            assert!(
+                group.0 <= launch.0 && launch.1 <= group.1,
+                "{launch:?} {group:?}"
+            );
+        }
+    }
+}
+
+fn check_pxn(trace: &Value) {
+    assert_one_communicator(trace, "single");
+    let processes = processes(trace);
+    assert_eq!(processes.len(), RANKS);
+    assert!(processes.values().all(|(_, host)| host == "node0"));
+    let counts = collective_counts(trace);
+    assert_eq!(counts.values().copied().collect::<Vec<_>>(), [4; RANKS]);
+    // Each rank's sends are progressed by the next process: its proxy lanes are in that
+    // process, named after the originating pid; the rank itself has no send lanes.
+    let groups: Vec<(String, String)> = trace["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (text(&l["name"]).to_owned(), text(&l["group"]).to_owned()))
+        .collect();
+    for rank in 0..RANKS {
+        let host = (rank + 1) % RANKS;
+        let origin_pid = processes[&rank].0;
+        let pxn: Vec<&(String, String)> = groups
+            .iter()
+            .filter(|(name, _)| name.starts_with(&format!("PXN for pid {origin_pid} ")))
+            .collect();
+        assert!(!pxn.is_empty(), "no PXN lanes for rank {rank}: {groups:#?}");
+        let host_group = format!("process {host} (pid {} on node0)", processes[&host].0);
+        for (name, group) in pxn {
+            assert_eq!(group, &host_group, "{name}");
+            assert!(name.contains(&format!(" send to {host}")), "{name}");
+        }
+        let own_sends = format!("single rank {rank} proxy ch0 send to");
+        assert!(
+            !groups.iter().any(|(name, _)| name.starts_with(&own_sends)),
+            "{own_sends}"
+        );
+    }
+}
+
+fn check(sample: &str, trace: &Value) {
+    match sample {
+        "ring-allreduce" => check_ring_allreduce(trace),
+        "p2p-pipeline" => check_p2p_pipeline(trace),
+        "grouped-collectives" => check_grouped_collectives(trace),
+        "pxn" => check_pxn(trace),
+        _ => panic!("no check for sample {sample}"),
+    }
+}
+
+/// The entries of a directory, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_committed_sample_is_valid_and_shows_what_its_readme_says() {
+    let mut expected: Vec<String> = SAMPLES.iter().map(|(s, _)| s.to_string()).collect();
+    expected.push("README.md".into());
+    expected.sort();
+    assert_eq!(entries(&repo().join("vampir-samples")), expected);
+    let readme = std::fs::read_to_string(repo().join("vampir-samples/README.md")).unwrap();
+    for (sample, _) in SAMPLES {
+        let dir = committed(sample);
+        // Only the merged archive: no parts, no event logs.
+        assert_eq!(
+            entries(&dir),
+            ["traces", "traces.def", "traces.otf2"],
+            "{sample}"
+        );
+        assert!(
+            readme.contains(&format!("`{sample}/`")),
+            "README on {sample}"
+        );
+        assert_valid(&dir);
+        let trace = dump(&dir.join("traces.otf2"));
+        check(sample, &trace);
+    }
+}
+
+#[test]
+fn the_script_makes_the_samples_again_with_the_same_structure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("samples");
+    let output = Command::new("bash")
+        .arg(repo().join("scripts/vampir-samples.sh"))
+        .arg("--output")
+        .arg(&out)
+        .arg("--nccl-sim")
+        .arg(nccl_sim())
+        .arg("--nccl-scorep")
+        .arg(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let names: Vec<String> = SAMPLES.iter().map(|(s, _)| s.to_string()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(entries(&out), sorted);
+    for (sample, _) in SAMPLES {
+        let made = out.join(sample);
+        assert_eq!(
+            entries(&made),
+            ["traces", "traces.def", "traces.otf2"],
+            "{sample}"
+        );
+        assert_valid(&made);
+        let fresh = dump(&made.join("traces.otf2"));
+        let old = dump(&committed(sample).join("traces.otf2"));
+        let (fresh, old) = (Structure::of(&fresh), Structure::of(&old));
+        assert_eq!(fresh.comms, old.comms, "{sample}");
+        assert_eq!(fresh.locations, old.locations, "{sample}");
+        assert_eq!(fresh.collectives, old.collectives, "{sample}");
+        assert_eq!(fresh.messages, old.messages, "{sample}");
+        assert_eq!(fresh.intervals, old.intervals, "{sample}");
+    }
+    // The script's scratch directory is gone.
+    assert_eq!(entries(dir.path()), ["samples"]);
+}
+
+#[test]
+fn names_are_normalized_for_comparison() {
+    assert_eq!(normalized("thread 4242"), "thread N");
+    assert_eq!(
+        normalized("process 3 (pid 77 on node1)"),
+        "process 3 (pid N on node1)"
+    );
+    assert_eq!(
+        normalized("PXN for pid 12 ctx 0xc7b2 proxy ch0 send to 1 (lane 2)"),
+        "PXN for pid N ctx 0xC proxy ch0 send to 1"
+    );
+    assert_eq!(normalized("single (0xd2ca7a45)"), "single (0xH)");
+    assert_eq!(normalized("single rank 2 ops"), "single rank 2 ops");
+}
