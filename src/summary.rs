@@ -50,6 +50,8 @@ struct Collected {
     lost_records: u64,
     /// Operations progressed for another process (PXN).
     pxn_ops: u64,
+    /// Of those, the ones whose task the trace also holds (a merged trace).
+    pxn_linked: u64,
 }
 
 /// The summary of one run directory.
@@ -71,6 +73,9 @@ pub struct Summary {
     pub lost_records: u64,
     /// Operations progressed for another process (PXN).
     pub pxn_foreign_ops: u64,
+    /// Of those, the ones linked to their collective or transfer in the originating
+    /// process (by its pid and task handle; needs a merged trace).
+    pub pxn_linked_ops: u64,
 }
 
 /// One communicator and collective function.
@@ -176,6 +181,7 @@ pub fn summarize(path: &Path) -> io::Result<Summary> {
         losses: collected.losses,
         lost_records: collected.lost_records,
         pxn_foreign_ops: collected.pxn_ops,
+        pxn_linked_ops: collected.pxn_linked,
     })
 }
 
@@ -561,9 +567,16 @@ pub fn render(summary: &Summary) -> String {
     }
     if summary.pxn_foreign_ops > 0 {
         out.push_str(&format!(
-            "{} proxy operations were progressed for another process (PXN)\n",
+            "{} proxy operations were progressed for another process (PXN)",
             summary.pxn_foreign_ops
         ));
+        if summary.source == "trace" {
+            out.push_str(&format!(
+                "; {} of them linked to their operation in the originating process",
+                summary.pxn_linked_ops
+            ));
+        }
+        out.push('\n');
     }
     if summary.lost_records > 0 {
         out.push_str(&format!(
@@ -644,6 +657,7 @@ mod tests {
             losses: BTreeMap::new(),
             lost_records: 0,
             pxn_foreign_ops: 0,
+            pxn_linked_ops: 0,
         })
         .contains("rank 2 was last in 100% of AllReduce on comm world"));
     }

@@ -17,19 +17,6 @@ use otf2_tools::{assert_otf2_print_clean, dump};
 /// common offset is taken out (one host).
 const TIMING_BOUND_NS: i64 = 5_000;
 
-fn nccl_sim() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let profile = deps.parent().unwrap_or(deps);
-    let path = profile.join("nccl-sim");
-    assert!(
-        path.exists(),
-        "{} not found: build it first",
-        path.display()
-    );
-    path
-}
-
 fn nccl_scorep(args: &[&str], path: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
         .args(args)
@@ -64,7 +51,7 @@ fn a_job_under_mpirun_is_merged_by_its_last_process() {
     let output = Command::new("mpirun")
         .args(["-np", "3", "--oversubscribe", "--bind-to", "none"])
         .args(["-x", "NCCL_SCOREP_OUTPUT_DIR", "-x", "NCCL_SCOREP_EVENTS"])
-        .arg(nccl_sim())
+        .arg(nccl_sim::binary_for_tests())
         .args(["run", "--scenario", "single", "--scenario", "p2p"])
         .args(["--iterations", "6", "--speedup", "20"])
         .arg("--plugin")
@@ -208,7 +195,7 @@ fn a_process_killed_mid_run_is_reported_and_the_rest_merged() {
     let out = dir.path().join("out");
     let job = format!("killed-{}", std::process::id());
     let start = |rank: usize| {
-        Command::new(nccl_sim())
+        Command::new(nccl_sim::binary_for_tests())
             .args(["run", "--scenario", "single", "--iterations", "400"])
             .args(["--sizes", "4K", "--peer-patience-ms", "20"])
             .arg("--plugin")

@@ -11,25 +11,11 @@ use std::process::{Command, Output};
 mod otf2_tools;
 use otf2_tools::{assert_otf2_print_clean, dump};
 
-/// The nccl-sim binary beside this test's build (`cargo test --workspace` builds it).
-fn nccl_sim() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let profile = deps.parent().unwrap_or(deps);
-    let path = profile.join("nccl-sim");
-    assert!(
-        path.exists(),
-        "{} not found: build it first (cargo build -p nccl-sim)",
-        path.display()
-    );
-    path
-}
-
 /// Runs a 2-process job (scenarios `single` then `p2p`, so each process writes two parts)
 /// with its output in `<dir>/run`, which it returns.
 fn run_job(dir: &Path) -> PathBuf {
     let out = dir.join("run");
-    let status = Command::new(nccl_sim())
+    let status = Command::new(nccl_sim::binary_for_tests())
         .args(["run", "--scenario", "single", "--scenario", "p2p"])
         .args(["--iterations", "3", "--speedup", "20", "--procs", "2"])
         .arg("--plugin")

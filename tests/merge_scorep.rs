@@ -24,19 +24,6 @@ const TICKS_AT_ORIGIN: u64 = 1_000_000_000_000;
 /// of the raw-tick map (1) and of OTF2's interpolation (1), plus one.
 const TICK_BOUND: f64 = 3.0;
 
-fn nccl_sim() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let profile = deps.parent().unwrap_or(deps);
-    let path = profile.join("nccl-sim");
-    assert!(
-        path.exists(),
-        "{} not found: build it first (cargo build -p nccl-sim)",
-        path.display()
-    );
-    path
-}
-
 /// The time map of one rank: raw Score-P ticks from our ns, and Score-P's own offsets.
 #[derive(Clone, Copy)]
 struct RankClock {
@@ -160,7 +147,7 @@ const LONG_JOB: Job = Job {
 
 /// Runs the 2-process job with its parts in `<exp>/nccl` and returns its parts.
 fn run_job(dir: &Path, exp: &Path, job: &Job) -> Vec<Part> {
-    let mut command = Command::new(nccl_sim());
+    let mut command = Command::new(nccl_sim::binary_for_tests());
     command.arg("run");
     for scenario in job.scenarios {
         command.args(["--scenario", scenario]);

@@ -29,20 +29,6 @@ fn committed(sample: &str) -> PathBuf {
     repo().join("vampir-samples").join(sample)
 }
 
-/// The nccl-sim binary beside this test's build (`cargo test --workspace` builds it).
-fn nccl_sim() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let profile = deps.parent().unwrap_or(deps);
-    let path = profile.join("nccl-sim");
-    assert!(
-        path.exists(),
-        "{} not found: build it first (cargo build -p nccl-sim)",
-        path.display()
-    );
-    path
-}
-
 /// `nccl-scorep validate --json` finds neither errors nor warnings, and `otf2-print
 /// -Werror` accepts the archive.
 fn assert_valid(archive: &Path) {
@@ -452,7 +438,7 @@ fn the_script_makes_the_samples_again_with_the_same_structure() {
         .arg("--output")
         .arg(&out)
         .arg("--nccl-sim")
-        .arg(nccl_sim())
+        .arg(nccl_sim::binary_for_tests())
         .arg("--nccl-scorep")
         .arg(env!("CARGO_BIN_EXE_nccl-scorep"))
         .arg("--plugin")

@@ -22,11 +22,9 @@ pub mod rendezvous;
 pub mod scenario;
 pub mod time;
 
-/// Our profiler plugin as Cargo built it for the running test, benchmark or example
-/// (`target/<profile>/{deps,examples}/…`): in the executable's directory, its parent, or
-/// the parent's `deps`. Panics with what to build when it is not there.
-pub fn our_plugin_for_tests() -> std::path::PathBuf {
-    const FILE: &str = "libnccl_profiler_scorep.so";
+/// A file built beside the running test executable (in the profile directory, or its
+/// `deps/`), for tests of this workspace.
+fn built_for_tests(file: &str, what: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("the running executable's path");
     let here = exe.parent().expect("a directory");
     let profile = here.parent().unwrap_or(here);
@@ -36,12 +34,25 @@ pub fn our_plugin_for_tests() -> std::path::PathBuf {
         profile.join("deps"),
     ]
     .into_iter()
-    .map(|dir| dir.join(FILE))
+    .map(|dir| dir.join(file))
     .find(|path| path.exists())
     .unwrap_or_else(|| {
         panic!(
-            "{FILE} not found near {}: build it first (cargo build -p nccl-profiler-scorep)",
+            "{file} not found near {}: build it first (cargo build -p {what})",
             exe.display()
         )
     })
+}
+
+/// Our profiler plugin as Cargo built it for the running test, benchmark or example
+/// (`target/<profile>/{deps,examples}/…`): in the executable's directory, its parent, or
+/// the parent's `deps`. Panics with what to build when it is not there.
+pub fn our_plugin_for_tests() -> std::path::PathBuf {
+    built_for_tests("libnccl_profiler_scorep.so", "nccl-profiler-scorep")
+}
+
+/// The `nccl-sim` binary beside the running test executable (`cargo test --workspace`
+/// builds it), for tests of other packages that run jobs with it.
+pub fn binary_for_tests() -> std::path::PathBuf {
+    built_for_tests("nccl-sim", "nccl-sim")
 }

@@ -7,7 +7,7 @@
 //! applied, so processes line up), and `nccl.complete_ns - nccl.enqueue_ns` (both on the
 //! process's own clock) puts the arrival that long before it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use crate::validate::otf2::Archive;
@@ -28,6 +28,8 @@ struct AttributeIds {
     enqueue_ns: Option<u32>,
     complete_ns: Option<u32>,
     pxn_parent: Option<u32>,
+    pid: Option<u32>,
+    task: Option<u32>,
     lost_records: Option<u32>,
 }
 
@@ -56,6 +58,8 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
             "nccl.enqueue_ns" => &mut ids.enqueue_ns,
             "nccl.complete_ns" => &mut ids.complete_ns,
             "nccl.pxn_parent" => &mut ids.pxn_parent,
+            "nccl.pid" => &mut ids.pid,
+            "nccl.task" => &mut ids.task,
             "nccl.lost_records" => &mut ids.lost_records,
             _ => continue,
         };
@@ -81,6 +85,8 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
         open: HashMap::new(),
         comm_of: HashMap::new(),
         lost: BTreeMap::new(),
+        tasks: HashSet::new(),
+        pxn_parents: Vec::new(),
         out,
     };
     for (&id, location) in &defs.locations {
@@ -100,6 +106,14 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
     );
     archive.close(&mut problems);
     reader.out.lost_records += reader.lost.values().sum::<u64>();
+    // A PXN proxy operation names its task by the originating pid and task handle; the
+    // ops streams carry both for each of their operations.
+    let linked = reader
+        .pxn_parents
+        .iter()
+        .filter(|key| reader.tasks.contains(key))
+        .count();
+    reader.out.pxn_linked += linked as u64;
     if !read.complete || !read.unreadable.is_empty() {
         reader
             .out
@@ -126,6 +140,10 @@ struct Reader<'a> {
     comm_of: HashMap<u64, String>,
     /// Per location, the most records its thread reported lost (the count is cumulative).
     lost: BTreeMap<u64, u64>,
+    /// (pid, task handle) of every operation on an ops stream.
+    tasks: HashSet<(i64, u64)>,
+    /// (originating pid, task handle) of every PXN proxy operation.
+    pxn_parents: Vec<(i64, u64)>,
     out: &'a mut Collected,
 }
 
@@ -140,8 +158,11 @@ impl Reader<'_> {
         match event {
             Event::Enter { .. } => {
                 let get = |id: Option<u32>| value(attributes, id);
-                if get(self.ids.pxn_parent).is_some() {
+                if let Some(AttributeValue::Unsigned(parent)) = get(self.ids.pxn_parent) {
                     self.out.pxn_ops += 1;
+                    if let Some(AttributeValue::Signed(pid)) = get(self.ids.pid) {
+                        self.pxn_parents.push((pid, parent));
+                    }
                 }
                 if let Some(AttributeValue::Unsigned(lost)) = get(self.ids.lost_records) {
                     let slot = self.lost.entry(location).or_default();
@@ -197,6 +218,9 @@ impl Reader<'_> {
             (Some(enqueue), Some(complete)) => i128::from(complete.saturating_sub(enqueue)),
             _ => 0,
         };
+        if let (Some(pid), Some(task)) = (signed(ids.pid), unsigned(ids.task)) {
+            self.tasks.insert((pid, task));
+        }
         let hash = format!("{hash:#x}");
         self.out
             .comm_names

@@ -47,8 +47,9 @@ attributes! {
     TransSize = "nccl.trans_size", OTF2_TYPE_UINT64, "bytes transferred by the step";
     NSteps = "nccl.nsteps", OTF2_TYPE_UINT64, "steps of the proxy operation";
     ChunkSize = "nccl.chunk_size", OTF2_TYPE_UINT64, "bytes per step of the proxy operation";
-    Pid = "nccl.pid", OTF2_TYPE_INT64, "process that created the proxy operation (PXN when not this one)";
+    Pid = "nccl.pid", OTF2_TYPE_INT64, "process that created the operation (for a proxy operation: PXN when not this one)";
     ParentValue = "nccl.pxn_parent", OTF2_TYPE_UINT64, "the originating process's task handle of a PXN proxy operation";
+    Task = "nccl.task", OTF2_TYPE_UINT64, "this process's handle of the operation's task: a PXN proxy operation of another process names it in nccl.pxn_parent, with this process's nccl.pid";
     EnqueueTime = "nccl.enqueue_ns", OTF2_TYPE_UINT64, "when the operation was enqueued (trace clock, before clock offsets)";
     CompleteTime = "nccl.complete_ns", OTF2_TYPE_UINT64, "when its last kernel channel or proxy operation finished (trace clock, before clock offsets)";
     GpuClockError = "nccl.gpu_clock_error_ns", OTF2_TYPE_UINT64, "bound of the GPU-to-host clock conversion error";

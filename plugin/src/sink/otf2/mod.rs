@@ -1083,6 +1083,9 @@ impl Otf2Sink {
             (Attr::NRanks, Val::I(i64::from(info.n_ranks))),
         ];
         push_op_identity(&mut attrs, &op.event);
+        // With the pid, what another process's PXN proxy operations name as their parent.
+        attrs.push((Attr::Task, Val::U(op.handle)));
+        attrs.push((Attr::Pid, Val::I(i64::from(std::process::id() as i32))));
         attrs.push((Attr::EnqueueTime, Val::U(op.enqueue)));
         attrs.push((Attr::CompleteTime, Val::U(end)));
         put_attrs(&mut self.w, &attrs);
