@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
+use std::io::{Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
 use otf2_sys::{
@@ -852,14 +853,105 @@ fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<bool> {
     }
 }
 
-/// Removes the temporary directory unless the merge finished.
-struct TempDir(Option<PathBuf>);
+/// Copies an event file written with `chunk` byte chunks so that chunk k starts at byte
+/// k · `target` (the gaps are holes): OTF2 reads each chunk up to its end marker, so the
+/// file reads as one with `target` byte chunks. The bytes of every chunk are unchanged.
+fn relay_chunks(from: &Path, to: &Path, chunk: u64, target: u64) -> std::io::Result<()> {
+    let mut input = std::fs::File::open(from)?;
+    let mut output = std::fs::File::create(to)?;
+    let mut buffer = vec![0u8; chunk as usize];
+    let mut index = 0u64;
+    loop {
+        let mut filled = 0;
+        while filled < buffer.len() {
+            let n = input.read(&mut buffer[filled..])?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if filled == 0 {
+            break;
+        }
+        output.seek(SeekFrom::Start(index * target))?;
+        output.write_all(&buffer[..filled])?;
+        index += 1;
+        if filled < buffer.len() {
+            break;
+        }
+    }
+    output.flush()
+}
+
+/// The files put into an archive: hard-linked, copied (where linking failed), and event
+/// files laid out again for another chunk size.
+#[derive(Default)]
+struct PlacedFiles {
+    linked: usize,
+    copied: usize,
+    relaid: usize,
+}
+
+impl PlacedFiles {
+    /// Puts the event file of a part's `location` (in `part_dir`) into `traces` as
+    /// `<global>.evt`: linked, or with `relay` = (chunk, target) its chunks laid out for
+    /// `target` byte chunks. A location without events may have no file.
+    fn add_events(
+        &mut self,
+        part_dir: &Path,
+        location: &Location,
+        traces: &Path,
+        global: u64,
+        relay: Option<(u64, u64)>,
+    ) -> Result<(), String> {
+        let from = part_dir.join("traces").join(format!("{}.evt", location.id));
+        if !from.exists() && location.number_of_events == 0 {
+            return Ok(());
+        }
+        let to = traces.join(format!("{global}.evt"));
+        let failed = |e: std::io::Error| {
+            format!(
+                "cannot link or copy {} to {}: {e}",
+                from.display(),
+                to.display()
+            )
+        };
+        match relay {
+            Some((chunk, target)) => {
+                relay_chunks(&from, &to, chunk, target).map_err(failed)?;
+                self.relaid += 1;
+            }
+            None => match link_or_copy(&from, &to).map_err(failed)? {
+                true => self.linked += 1,
+                false => self.copied += 1,
+            },
+        }
+        Ok(())
+    }
+}
+
+/// The directory an archive is written in before it moves into place; removed when
+/// dropped, whether the merge finished or not.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `out` if need be, and in it a fresh `.traces.<doing>.<pid>`.
+    fn create(out: &Path, doing: &str) -> Result<TempDir, String> {
+        std::fs::create_dir_all(out)
+            .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+        let temp = out.join(format!(".traces.{doing}.{}", std::process::id()));
+        if temp.exists() {
+            std::fs::remove_dir_all(&temp)
+                .map_err(|e| format!("cannot remove {}: {e}", temp.display()))?;
+        }
+        std::fs::create_dir(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+        Ok(TempDir(temp))
+    }
+}
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -967,49 +1059,26 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     unified.machine = host_of(&names[0]).to_owned();
 
     let out = options.output.unwrap_or(run_dir);
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let temp = out.join(format!(".traces.merging.{}", std::process::id()));
-    if temp.exists() {
-        std::fs::remove_dir_all(&temp)
-            .map_err(|e| format!("cannot remove {}: {e}", temp.display()))?;
-    }
-    std::fs::create_dir(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
-    let mut guard = TempDir(Some(temp.clone()));
-
-    let mapping_tables = otf2::write_archive(&temp, &unified, &parts, &maps)?;
-    let (mut linked, mut copied) = (0, 0);
+    let temp = TempDir::create(out, "merging")?;
+    let mapping_tables = otf2::write_archive(&temp.0, &unified, &parts, &maps)?;
+    let traces = temp.0.join("traces");
+    let mut files = PlacedFiles::default();
     for (p, part) in parts.iter().enumerate() {
         report(Progress::Linking {
             done: p,
             total: parts.len(),
         });
         for location in &part.locations {
-            let from = dirs[p].join("traces").join(format!("{}.evt", location.id));
-            let to = temp
-                .join("traces")
-                .join(format!("{}.evt", maps[p].location(location.id)));
-            if !from.exists() && location.number_of_events == 0 {
-                continue;
-            }
-            match link_or_copy(&from, &to) {
-                Ok(true) => linked += 1,
-                Ok(false) => copied += 1,
-                Err(e) => {
-                    return Err(format!(
-                        "cannot link or copy {} to {}: {e}",
-                        from.display(),
-                        to.display()
-                    ))
-                }
-            }
+            let global = maps[p].location(location.id);
+            files.add_events(&dirs[p], location, &traces, global, None)?;
         }
     }
     report(Progress::Linking {
         done: parts.len(),
         total: parts.len(),
     });
-    install(&temp, out)?;
-    drop(guard.0.take().map(std::fs::remove_dir_all));
+    install(&temp.0, out)?;
+    drop(temp);
 
     Ok(Report {
         archive: out.join("traces.otf2"),
@@ -1020,8 +1089,8 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         comms,
         renumbered,
         mapping_tables,
-        linked,
-        copied,
+        linked: files.linked,
+        copied: files.copied,
         notes,
     })
 }
@@ -1136,6 +1205,21 @@ mod tests {
         assert_eq!(host_of("node1.cluster.org.1234"), "node1.cluster.org");
         assert_eq!(host_of("vm.1234.1"), "vm");
         assert_eq!(host_of("vm"), "vm");
+    }
+
+    #[test]
+    fn relaid_chunks_start_at_target_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("in.evt");
+        let to = dir.path().join("out.evt");
+        let data: Vec<u8> = (0..10u8).collect();
+        std::fs::write(&from, &data).unwrap();
+        relay_chunks(&from, &to, 4, 8).unwrap();
+        let out = std::fs::read(&to).unwrap();
+        assert_eq!(&out[0..4], &data[0..4]);
+        assert_eq!(&out[8..12], &data[4..8]);
+        assert_eq!(&out[16..18], &data[8..10]);
+        assert_eq!(out.len(), 18);
     }
 
     #[test]

@@ -19,25 +19,22 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void};
 use std::fmt::Write as _;
-use std::io::{Read, Seek, SeekFrom, Write as _};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::ptr;
 
-use otf2_sys::callbacks::{first_failure, guarded, text, CallbackState};
+use otf2_sys::callbacks::{first_failure, guarded, text};
 use otf2_sys::error::drain_thread_error_reports;
+use otf2_sys::reading::{copy_array, register_callbacks};
 use otf2_sys::*;
 use serde::{Deserialize, Serialize};
 
 use crate::otf2::{
-    check, cstring, failure, part_tables, reported_errors, Archive, Reader, FLUSH_CALLBACKS,
-    MAX_DEFINITION_PASSES,
+    check, cstring, failure, Archive, ArchiveInfo, GlobalDefWriter, ReadState, Reader,
 };
 use crate::{
     host_of, install, link_or_copy, part_dirs, unify, ClockOffset, CommSummary, IdMaps, Location,
-    LocationGroup, PartDefs, SkippedPart, TempDir, Unification,
+    LocationGroup, PartDefs, PlacedFiles, SkippedPart, TempDir, Unification,
 };
 
 /// The file the plugin writes next to each sidecar part's `traces.otf2`.
@@ -401,32 +398,40 @@ impl ScorepDefs {
     }
 }
 
-struct CopyState {
-    defs: ScorepDefs,
-    panic: Option<String>,
-}
-
-impl CallbackState for CopyState {
-    fn record_panic(&mut self, message: String) {
-        self.panic.get_or_insert(message);
-    }
-}
-
 /// Defines a global definition callback that keeps the record for writing it again with
-/// `$write` (same arguments, same order), after an optional look at it.
+/// `$write` (same arguments, same order), after an optional look at it. An array argument,
+/// marked `[count]` with the argument that counts it, is copied before the callback
+/// returns.
 macro_rules! copy_definition {
-    ($callback:ident => $write:ident($($arg:ident: $ty:ty),*) $(, |$defs:ident| $inspect:block)?) => {
+    ($callback:ident => $write:ident($($arg:ident: $ty:ty $([$count:ident])?),*)
+        $(, |$defs:ident| $inspect:block)?) => {
+        #[allow(clippy::too_many_arguments)] // OTF2's signature
         unsafe extern "C" fn $callback(user_data: *mut c_void, $($arg: $ty),*) -> OTF2_CallbackCode {
+            $($(
+                // SAFETY: OTF2 passes `$count` values at `$arg`, valid during the callback.
+                let $arg = unsafe { copy_array($arg, $count as usize) };
+            )?)*
             #[allow(unused_variables)]
             let inspect = |defs: &mut ScorepDefs| { $( let $defs = defs; $inspect )? };
             let record: CopyRecord = Box::new(move |writer| {
                 // SAFETY: `writer` is the open global definition writer of the combined
-                // archive; the arguments are the plain values read.
-                unsafe { $write(writer, $($arg),*) }
+                // archive; the arguments are the values read, arrays in copies that live as
+                // long as the closure.
+                unsafe { $write(writer, $(copied_argument!($arg $($count)?)),*) }
             });
-            // SAFETY: OTF2 passes back the user data of `register_copy_callbacks`.
+            // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
             unsafe { keep(user_data, inspect, record) }
         }
+    };
+}
+
+/// An argument of a kept record as it is written again: an array from its copy.
+macro_rules! copied_argument {
+    ($arg:ident) => {
+        $arg
+    };
+    ($arg:ident $count:ident) => {
+        $arg.as_ptr()
     };
 }
 
@@ -542,22 +547,10 @@ copy_definition!(copy_inter_comm => OTF2_GlobalDefWriter_WriteInterComm(
     common: OTF2_CommRef, flags: OTF2_CommFlag),
     |defs| { bump(&mut defs.next.comm, id); });
 
-/// Copies `count` values from an OTF2 array (NULL when `count` is 0).
-///
-/// # Safety
-/// `values` points to `count` readable values, or `count` is 0.
-unsafe fn array<T: Copy>(values: *const T, count: usize) -> Vec<T> {
-    if values.is_null() || count == 0 {
-        return Vec::new();
-    }
-    // SAFETY: per the caller, `count` values are readable at `values`.
-    unsafe { std::slice::from_raw_parts(values, count) }.to_vec()
-}
-
 /// Keeps a record that holds arrays or a string (copied before the callback returns).
 ///
 /// # Safety
-/// `user_data` is what `register_copy_callbacks` registered.
+/// `user_data` is the `ReadState<ScorepDefs>` of `read_scorep_definitions`.
 unsafe fn keep(
     user_data: *mut c_void,
     inspect: impl FnOnce(&mut ScorepDefs),
@@ -565,10 +558,11 @@ unsafe fn keep(
 ) -> OTF2_CallbackCode {
     // SAFETY: forwarded from the caller.
     unsafe {
-        guarded(user_data, |state: &mut CopyState| {
-            state.defs.taken += 1;
-            inspect(&mut state.defs);
-            state.defs.records.push(Record::Copy(record));
+        guarded(user_data, |state: &mut ReadState<ScorepDefs>| {
+            let defs = &mut state.data;
+            defs.taken += 1;
+            inspect(defs);
+            defs.records.push(Record::Copy(record));
         })
     }
 }
@@ -580,17 +574,18 @@ unsafe extern "C" fn copy_clock(
     length: u64,
     realtime: u64,
 ) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
     unsafe {
-        guarded(user_data, |state: &mut CopyState| {
-            state.defs.taken += 1;
-            state.defs.clock = Some(ScorepClock {
+        guarded(user_data, |state: &mut ReadState<ScorepDefs>| {
+            let defs = &mut state.data;
+            defs.taken += 1;
+            defs.clock = Some(ScorepClock {
                 resolution,
                 offset,
                 length,
                 realtime,
             });
-            state.defs.records.push(Record::Clock);
+            defs.records.push(Record::Clock);
         })
     }
 }
@@ -607,7 +602,7 @@ unsafe extern "C" fn copy_string(
         // SAFETY: `writer` is open; `kept` lives as long as the closure.
         unsafe { OTF2_GlobalDefWriter_WriteString(writer, id, kept.as_ptr()) }
     });
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
+    // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
     unsafe {
         keep(
             user_data,
@@ -620,192 +615,43 @@ unsafe extern "C" fn copy_string(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn copy_group(
-    user_data: *mut c_void,
-    id: OTF2_GroupRef,
-    name: OTF2_StringRef,
-    group_type: OTF2_GroupType,
-    paradigm: OTF2_Paradigm,
-    flags: OTF2_GroupFlag,
-    count: u32,
-    members: *const u64,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes `count` members.
-    let members = unsafe { array(members, count as usize) };
-    let record: CopyRecord = Box::new(move |writer| {
-        // SAFETY: `writer` is open; `members` lives as long as the closure.
-        unsafe {
-            OTF2_GlobalDefWriter_WriteGroup(
-                writer,
-                id,
-                name,
-                group_type,
-                paradigm,
-                flags,
-                members.len() as u32,
-                members.as_ptr(),
-            )
-        }
-    });
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
-    unsafe {
-        keep(
-            user_data,
-            |defs| {
-                bump(&mut defs.next.group, id);
-                defs.groups.push((id, group_type, paradigm));
-            },
-            record,
-        )
-    }
-}
-
-unsafe extern "C" fn copy_metric_class(
-    user_data: *mut c_void,
-    id: OTF2_MetricRef,
-    count: u8,
-    members: *const OTF2_MetricMemberRef,
-    occurrence: OTF2_MetricOccurrence,
-    recorder_kind: OTF2_RecorderKind,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes `count` members.
-    let members = unsafe { array(members, usize::from(count)) };
-    let record: CopyRecord = Box::new(move |writer| {
-        // SAFETY: `writer` is open; `members` lives as long as the closure.
-        unsafe {
-            OTF2_GlobalDefWriter_WriteMetricClass(
-                writer,
-                id,
-                members.len() as u8,
-                members.as_ptr(),
-                occurrence,
-                recorder_kind,
-            )
-        }
-    });
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
-    unsafe { keep(user_data, |_| {}, record) }
-}
-
-unsafe extern "C" fn copy_cart_topology(
-    user_data: *mut c_void,
-    id: OTF2_CartTopologyRef,
-    name: OTF2_StringRef,
-    comm: OTF2_CommRef,
-    count: u8,
-    dimensions: *const OTF2_CartDimensionRef,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes `count` dimensions.
-    let dimensions = unsafe { array(dimensions, usize::from(count)) };
-    let record: CopyRecord = Box::new(move |writer| {
-        // SAFETY: `writer` is open; `dimensions` lives as long as the closure.
-        unsafe {
-            OTF2_GlobalDefWriter_WriteCartTopology(
-                writer,
-                id,
-                name,
-                comm,
-                dimensions.len() as u8,
-                dimensions.as_ptr(),
-            )
-        }
-    });
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
-    unsafe { keep(user_data, |_| {}, record) }
-}
-
-unsafe extern "C" fn copy_cart_coordinate(
-    user_data: *mut c_void,
-    topology: OTF2_CartTopologyRef,
-    rank: u32,
-    count: u8,
-    coordinates: *const u32,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes `count` coordinates.
-    let coordinates = unsafe { array(coordinates, usize::from(count)) };
-    let record: CopyRecord = Box::new(move |writer| {
-        // SAFETY: `writer` is open; `coordinates` lives as long as the closure.
-        unsafe {
-            OTF2_GlobalDefWriter_WriteCartCoordinate(
-                writer,
-                topology,
-                rank,
-                coordinates.len() as u8,
-                coordinates.as_ptr(),
-            )
-        }
-    });
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
-    unsafe { keep(user_data, |_| {}, record) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn copy_io_paradigm(
-    user_data: *mut c_void,
-    id: OTF2_IoParadigmRef,
-    identification: OTF2_StringRef,
-    name: OTF2_StringRef,
-    class: OTF2_IoParadigmClass,
-    flags: OTF2_IoParadigmFlag,
-    count: u8,
-    properties: *const OTF2_IoParadigmProperty,
-    types: *const OTF2_Type,
-    values: *const OTF2_AttributeValue,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes `count` properties, types and values.
-    let (properties, types, values) = unsafe {
-        (
-            array(properties, usize::from(count)),
-            array(types, usize::from(count)),
-            array(values, usize::from(count)),
-        )
-    };
-    let record: CopyRecord = Box::new(move |writer| {
-        // SAFETY: `writer` is open; the arrays live as long as the closure.
-        unsafe {
-            OTF2_GlobalDefWriter_WriteIoParadigm(
-                writer,
-                id,
-                identification,
-                name,
-                class,
-                flags,
-                properties.len() as u8,
-                properties.as_ptr(),
-                types.as_ptr(),
-                values.as_ptr(),
-            )
-        }
-    });
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
-    unsafe { keep(user_data, |_| {}, record) }
-}
+copy_definition!(copy_group => OTF2_GlobalDefWriter_WriteGroup(
+    id: OTF2_GroupRef, name: OTF2_StringRef, group_type: OTF2_GroupType,
+    paradigm: OTF2_Paradigm, flags: OTF2_GroupFlag, count: u32, members: *const u64 [count]),
+    |defs| { bump(&mut defs.next.group, id); defs.groups.push((id, group_type, paradigm)); });
+copy_definition!(copy_metric_class => OTF2_GlobalDefWriter_WriteMetricClass(
+    id: OTF2_MetricRef, count: u8, members: *const OTF2_MetricMemberRef [count],
+    occurrence: OTF2_MetricOccurrence, recorder_kind: OTF2_RecorderKind));
+copy_definition!(copy_cart_topology => OTF2_GlobalDefWriter_WriteCartTopology(
+    id: OTF2_CartTopologyRef, name: OTF2_StringRef, comm: OTF2_CommRef, count: u8,
+    dimensions: *const OTF2_CartDimensionRef [count]));
+copy_definition!(copy_cart_coordinate => OTF2_GlobalDefWriter_WriteCartCoordinate(
+    topology: OTF2_CartTopologyRef, rank: u32, count: u8, coordinates: *const u32 [count]));
+copy_definition!(copy_io_paradigm => OTF2_GlobalDefWriter_WriteIoParadigm(
+    id: OTF2_IoParadigmRef, identification: OTF2_StringRef, name: OTF2_StringRef,
+    class: OTF2_IoParadigmClass, flags: OTF2_IoParadigmFlag, count: u8,
+    properties: *const OTF2_IoParadigmProperty [count], types: *const OTF2_Type [count],
+    values: *const OTF2_AttributeValue [count]));
 
 unsafe extern "C" fn count_unknown(user_data: *mut c_void) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of register_copy_callbacks.
-    unsafe { guarded(user_data, |state: &mut CopyState| state.defs.unknown += 1) }
+    // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
+    unsafe {
+        guarded(user_data, |state: &mut ReadState<ScorepDefs>| {
+            state.data.unknown += 1
+        })
+    }
 }
 
-/// Registers a callback for every global definition of OTF2 3.0.2.
+/// Sets a callback for every global definition of OTF2 3.0.2 in `c`; they take a
+/// `ReadState<ScorepDefs>` as their user data.
 ///
 /// # Safety
-/// `reader` and `def_reader` are open; `state` outlives the read.
-unsafe fn register_copy_callbacks(
-    reader: *mut OTF2_Reader,
-    def_reader: *mut OTF2_GlobalDefReader,
-    state: &mut CopyState,
-) -> OTF2_ErrorCode {
-    // SAFETY: allocates a callbacks struct (or returns NULL).
-    let callbacks = unsafe { OTF2_GlobalDefReaderCallbacks_New() };
-    if callbacks.is_null() {
-        return OTF2_ERROR_MEM_ALLOC_FAILED;
-    }
-    // SAFETY: `callbacks` is live; each function has the type its setter takes (checked by
-    // the compiler); the reader copies the struct, which is deleted right after.
+/// `c` is a live callbacks table.
+unsafe fn set_copy_callbacks(c: *mut OTF2_GlobalDefReaderCallbacks) -> OTF2_ErrorCode {
+    // SAFETY: `c` is live (caller); each function has the type its setter takes (checked by
+    // the compiler).
     unsafe {
-        let c = callbacks;
-        let codes = [
+        first_failure(&[
             OTF2_GlobalDefReaderCallbacks_SetUnknownCallback(c, Some(count_unknown)),
             OTF2_GlobalDefReaderCallbacks_SetClockPropertiesCallback(c, Some(copy_clock)),
             OTF2_GlobalDefReaderCallbacks_SetParadigmCallback(c, Some(copy_paradigm)),
@@ -878,39 +724,16 @@ unsafe fn register_copy_callbacks(
                 Some(copy_callpath_parameter),
             ),
             OTF2_GlobalDefReaderCallbacks_SetInterCommCallback(c, Some(copy_inter_comm)),
-            OTF2_Reader_RegisterGlobalDefCallbacks(
-                reader,
-                def_reader,
-                c,
-                (state as *mut CopyState).cast(),
-            ),
-        ];
-        OTF2_GlobalDefReaderCallbacks_Delete(c);
-        first_failure(&codes)
+        ])
     }
 }
 
 /// Opens Score-P's archive and reads its global definitions (every record kept for
 /// writing it again).
 fn read_scorep_definitions(anchor: &Path) -> Result<(Reader, ScorepDefs), String> {
-    drop(drain_thread_error_reports());
-    let path = CString::new(anchor.as_os_str().as_bytes())
-        .map_err(|_| "the path contains a NUL byte".to_owned())?;
-    // SAFETY: `path` is a NUL-terminated string that outlives the call.
-    let reader = unsafe { OTF2_Reader_Open(path.as_ptr()) };
-    if reader.is_null() {
-        return Err(failure("not a readable OTF2 anchor file", None));
-    }
-    let reader = Reader(reader);
-    // SAFETY: the reader is open.
-    let code = unsafe { OTF2_Reader_SetSerialCollectiveCallbacks(reader.0) };
-    check(code, "OTF2_Reader_SetSerialCollectiveCallbacks failed")?;
+    let reader = Reader::open(anchor)?;
     let mut defs = ScorepDefs::default();
-    // SAFETY: the reader is open; the out pointers are valid.
-    let code = unsafe {
-        OTF2_Reader_GetChunkSize(reader.0, &mut defs.event_chunk, &mut defs.definition_chunk)
-    };
-    check(code, "cannot read the chunk sizes")?;
+    (defs.event_chunk, defs.definition_chunk) = reader.chunk_sizes()?;
     let mut substrate: OTF2_FileSubstrate = 0;
     // SAFETY: the reader is open; the out pointer is valid.
     let code = unsafe { OTF2_Reader_GetFileSubstrate(reader.0, &mut substrate) };
@@ -929,42 +752,14 @@ fn read_scorep_definitions(anchor: &Path) -> Result<(Reader, ScorepDefs), String
         return Err(format!("the archive is compressed (mode {compression})"));
     }
 
-    // SAFETY: the reader is open.
-    let def_reader = unsafe { OTF2_Reader_GetGlobalDefReader(reader.0) };
-    if def_reader.is_null() {
-        return Err(failure(
-            "cannot read the global definitions (traces.def)",
-            None,
-        ));
-    }
-    let mut state = CopyState { defs, panic: None };
-    // SAFETY: the reader and `def_reader` are open; `state` lives until the end of this
-    // function and is used only through the callbacks while the read runs.
-    let code = unsafe { register_copy_callbacks(reader.0, def_reader, &mut state) };
-    let mut read = 0;
-    let read_code = if code == OTF2_SUCCESS {
-        // SAFETY: as above.
-        unsafe { OTF2_Reader_ReadAllGlobalDefinitions(reader.0, def_reader, &mut read) }
-    } else {
-        code
+    let mut state = ReadState::new(defs);
+    let set = |c| {
+        // SAFETY: `c` is the live table of `register_callbacks`.
+        unsafe { set_copy_callbacks(c) }
     };
-    // SAFETY: `def_reader` is open and not used after this.
-    unsafe { OTF2_Reader_CloseGlobalDefReader(reader.0, def_reader) };
-    if let Some(panic) = state.panic.take() {
-        return Err(format!(
-            "internal error while reading the definitions: {panic}"
-        ));
-    }
-    if read_code != OTF2_SUCCESS {
-        let what = format!("reading the global definitions failed after {read} records");
-        return Err(failure(&what, Some(read_code)));
-    }
-    if let Some(errors) = reported_errors() {
-        return Err(format!(
-            "OTF2 errors reading the global definitions: {errors}"
-        ));
-    }
-    let defs = state.defs;
+    // SAFETY: the callbacks of `set_copy_callbacks` take a `ReadState<ScorepDefs>`.
+    unsafe { reader.read_global_definitions(&mut state, set) }?;
+    let defs = state.data;
     if defs.unknown > 0 {
         return Err(format!(
             "{} of its global definitions are of kinds OTF2 3.0.2 does not know (a newer \
@@ -972,10 +767,7 @@ fn read_scorep_definitions(anchor: &Path) -> Result<(Reader, ScorepDefs), String
             defs.unknown
         ));
     }
-    let mut announced = 0;
-    // SAFETY: the reader is open; `announced` is a valid out pointer.
-    let code = unsafe { OTF2_Reader_GetNumberOfGlobalDefinitions(reader.0, &mut announced) };
-    check(code, "cannot read the number of global definitions")?;
+    let announced = reader.number_of_global_definitions()?;
     if announced != defs.taken {
         return Err(format!(
             "the anchor announces {announced} global definitions, {} were read",
@@ -999,13 +791,6 @@ struct ScanState {
     full: bool,
     enters: Vec<(u32, u64)>,
     pid: Option<u64>,
-    panic: Option<String>,
-}
-
-impl CallbackState for ScanState {
-    fn record_panic(&mut self, message: String) {
-        self.panic.get_or_insert(message);
-    }
 }
 
 unsafe extern "C" fn scan_enter(
@@ -1016,9 +801,10 @@ unsafe extern "C" fn scan_enter(
     _attributes: *mut OTF2_AttributeList,
     region: OTF2_RegionRef,
 ) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of `scan_location`, a live ScanState.
+    // SAFETY: OTF2 passes back the user data of `scan_location`.
     unsafe {
-        guarded(user_data, |state: &mut ScanState| {
+        guarded(user_data, |state: &mut ReadState<ScanState>| {
+            let state = &mut state.data;
             if state.sync_regions.contains(&region) {
                 state.enters.push((region, time));
             }
@@ -1046,9 +832,10 @@ unsafe extern "C" fn scan_program_begin(
         let found = unsafe { OTF2_AttributeList_GetUint64(attributes, id, &mut pid) };
         (found == OTF2_SUCCESS).then_some(pid)
     };
-    // SAFETY: OTF2 passes back the user data of `scan_location`, a live ScanState.
+    // SAFETY: OTF2 passes back the user data of `scan_location`.
     let code = unsafe {
-        guarded(user_data, |state: &mut ScanState| {
+        guarded(user_data, |state: &mut ReadState<ScanState>| {
+            let state = &mut state.data;
             if let Some(pid) = state.pid_attribute.and_then(read_pid) {
                 state.pid = Some(pid);
             }
@@ -1059,94 +846,6 @@ unsafe extern "C" fn scan_program_begin(
         return OTF2_CALLBACK_INTERRUPT as OTF2_CallbackCode;
     }
     code
-}
-
-struct LocalDefState {
-    offsets: Vec<ClockOffset>,
-    panic: Option<String>,
-}
-
-impl CallbackState for LocalDefState {
-    fn record_panic(&mut self, message: String) {
-        self.panic.get_or_insert(message);
-    }
-}
-
-unsafe extern "C" fn local_clock_offset(
-    user_data: *mut c_void,
-    time: OTF2_TimeStamp,
-    offset: i64,
-    standard_deviation: f64,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of `read_local_offsets`.
-    unsafe {
-        guarded(user_data, |state: &mut LocalDefState| {
-            state.offsets.push(ClockOffset {
-                time,
-                offset,
-                standard_deviation,
-            })
-        })
-    }
-}
-
-/// Reads one location's local definitions (their mapping tables go to its event reader,
-/// if one is open) and returns its clock offsets.
-fn read_local_offsets(reader: &Reader, location: u64) -> Result<Vec<ClockOffset>, String> {
-    // SAFETY: the reader is open with its definition files.
-    let def_reader = unsafe { OTF2_Reader_GetDefReader(reader.0, location) };
-    if def_reader.is_null() {
-        drop(drain_thread_error_reports());
-        return Ok(Vec::new());
-    }
-    let mut state = LocalDefState {
-        offsets: Vec::new(),
-        panic: None,
-    };
-    // SAFETY: allocates a callbacks struct (or returns NULL).
-    let callbacks = unsafe { OTF2_DefReaderCallbacks_New() };
-    let mut code = if callbacks.is_null() {
-        OTF2_ERROR_MEM_ALLOC_FAILED
-    } else {
-        // SAFETY: `callbacks` is live and deleted after registering (the reader copies it);
-        // `state` outlives the reads below and is used only by the callback.
-        unsafe {
-            let codes = [
-                OTF2_DefReaderCallbacks_SetClockOffsetCallback(callbacks, Some(local_clock_offset)),
-                OTF2_Reader_RegisterDefCallbacks(
-                    reader.0,
-                    def_reader,
-                    callbacks,
-                    (&mut state as *mut LocalDefState).cast(),
-                ),
-            ];
-            OTF2_DefReaderCallbacks_Delete(callbacks);
-            first_failure(&codes)
-        }
-    };
-    if code == OTF2_SUCCESS {
-        for _ in 0..MAX_DEFINITION_PASSES {
-            let mut read = 0;
-            // SAFETY: the reader and `def_reader` are open; `state` is live.
-            code = unsafe { OTF2_Reader_ReadAllLocalDefinitions(reader.0, def_reader, &mut read) };
-            if code != OTF2_ERROR_DUPLICATE_MAPPING_TABLE {
-                break;
-            }
-        }
-    }
-    // SAFETY: `def_reader` is open and not used after this.
-    unsafe { OTF2_Reader_CloseDefReader(reader.0, def_reader) };
-    if let Some(panic) = state.panic {
-        return Err(format!(
-            "internal error while reading local definitions: {panic}"
-        ));
-    }
-    if code != OTF2_SUCCESS && code != OTF2_ERROR_DUPLICATE_MAPPING_TABLE {
-        let what = format!("reading the local definitions of location {location} failed");
-        return Err(failure(&what, Some(code)));
-    }
-    drop(drain_thread_error_reports());
-    Ok(state.offsets)
 }
 
 /// Score-P's per-location facts the merge needs: clock offsets of every location, and for
@@ -1169,11 +868,8 @@ fn read_scorep_locals(
     pid_attribute: Option<u32>,
     full: bool,
 ) -> Result<ScorepLocals, String> {
-    for location in &defs.locations {
-        // SAFETY: the reader is open.
-        let code = unsafe { OTF2_Reader_SelectLocation(reader.0, location.id) };
-        check(code, &format!("cannot select location {}", location.id))?;
-    }
+    let ids: Vec<u64> = defs.locations.iter().map(|l| l.id).collect();
+    reader.select_locations(&ids)?;
     let mut evt_readers: Vec<(u64, *mut OTF2_EvtReader)> = Vec::new();
     if !scan.is_empty() {
         // SAFETY: the reader is open.
@@ -1188,28 +884,21 @@ fn read_scorep_locals(
         }
     }
     let mut locals = ScorepLocals::default();
-    // SAFETY: the reader is open.
-    let code = unsafe { OTF2_Reader_OpenDefFiles(reader.0) };
-    let result = check(code, "cannot open the local definition files").and_then(|()| {
-        for location in &defs.locations {
-            let offsets = read_local_offsets(reader, location.id)?;
-            locals.offsets.insert(location.id, offsets);
-        }
+    let result = reader.read_local_definitions(&ids, |id, local| {
+        locals.offsets.insert(id, local.clock_offsets);
         Ok(())
     });
-    // SAFETY: the reader is open with its definition files.
-    unsafe { OTF2_Reader_CloseDefFiles(reader.0) };
-    drop(drain_thread_error_reports());
     let result = result.and_then(|()| {
         for &(location, evt) in &evt_readers {
-            let mut state = ScanState {
+            let mut state = ReadState::new(ScanState {
                 sync_regions: sync_regions.clone(),
                 pid_attribute,
                 full,
                 ..ScanState::default()
-            };
+            });
             scan_location(reader, evt, &mut state)
                 .map_err(|e| format!("reading the events of Score-P's location {location}: {e}"))?;
+            let state = state.data;
             if !state.enters.is_empty() {
                 locals.enters.insert(location, state.enters);
             }
@@ -1241,37 +930,29 @@ fn read_scorep_locals(
 fn scan_location(
     reader: &Reader,
     evt: *mut OTF2_EvtReader,
-    state: &mut ScanState,
+    state: &mut ReadState<ScanState>,
 ) -> Result<(), String> {
     // SAFETY: `evt` is an open event reader of `reader`.
     let code = unsafe { OTF2_EvtReader_ApplyClockOffsets(evt, false) };
     check(code, "cannot switch off clock offsets")?;
-    // SAFETY: allocates a callbacks struct (or returns NULL).
-    let callbacks = unsafe { OTF2_EvtReaderCallbacks_New() };
-    if callbacks.is_null() {
-        return Err("out of memory".to_owned());
-    }
-    // SAFETY: `callbacks` is live and deleted after registering (the reader copies it);
-    // `state` outlives the read below and is used only by the callbacks.
-    let code = unsafe {
-        let codes = [
-            OTF2_EvtReaderCallbacks_SetEnterCallback(callbacks, Some(scan_enter)),
-            OTF2_EvtReaderCallbacks_SetProgramBeginCallback(callbacks, Some(scan_program_begin)),
-            OTF2_Reader_RegisterEvtCallbacks(
-                reader.0,
-                evt,
-                callbacks,
-                (state as *mut ScanState).cast(),
-            ),
-        ];
-        OTF2_EvtReaderCallbacks_Delete(callbacks);
-        first_failure(&codes)
+    let set = |c: *mut OTF2_EvtReaderCallbacks| {
+        // SAFETY: `c` is the live table of `register_callbacks`; each function has the type
+        // its setter takes (the compiler checks it).
+        unsafe {
+            first_failure(&[
+                OTF2_EvtReaderCallbacks_SetEnterCallback(c, Some(scan_enter)),
+                OTF2_EvtReaderCallbacks_SetProgramBeginCallback(c, Some(scan_program_begin)),
+            ])
+        }
     };
+    // SAFETY: the reader and `evt` are open; the callbacks take a `ReadState<ScanState>`;
+    // `state` outlives the read below and is used only by the callbacks.
+    let code = unsafe { register_callbacks(reader.0, evt, state, set) };
     check(code, "cannot register the event callbacks")?;
     let mut read = 0;
     // SAFETY: as above.
     let code = unsafe { OTF2_Reader_ReadAllLocalEvents(reader.0, evt, &mut read) };
-    if let Some(panic) = state.panic.take() {
+    if let Some(panic) = state.take_panic() {
         return Err(format!("internal error: {panic}"));
     }
     if code != OTF2_SUCCESS && code != OTF2_ERROR_INTERRUPTED_BY_CALLBACK {
@@ -1615,36 +1296,6 @@ fn event_layouts(
     Ok(layouts)
 }
 
-/// Copies an event file written with `chunk` byte chunks so that chunk k starts at byte
-/// k · `target` (the gaps are holes): OTF2 reads each chunk up to its end marker, so the
-/// file reads as one with `target` byte chunks. The bytes of every chunk are unchanged.
-fn relay_chunks(from: &Path, to: &Path, chunk: u64, target: u64) -> std::io::Result<()> {
-    let mut input = std::fs::File::open(from)?;
-    let mut output = std::fs::File::create(to)?;
-    let mut buffer = vec![0u8; chunk as usize];
-    let mut index = 0u64;
-    loop {
-        let mut filled = 0;
-        while filled < buffer.len() {
-            let n = input.read(&mut buffer[filled..])?;
-            if n == 0 {
-                break;
-            }
-            filled += n;
-        }
-        if filled == 0 {
-            break;
-        }
-        output.seek(SeekFrom::Start(index * target))?;
-        output.write_all(&buffer[..filled])?;
-        index += 1;
-        if filled < buffer.len() {
-            break;
-        }
-    }
-    output.flush()
-}
-
 /// The part's raw ns range (its ClockProperties are after its own clock offsets).
 fn raw_range(defs: &PartDefs) -> Option<(u64, u64)> {
     let clock = defs.clock?;
@@ -1956,19 +1607,12 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     scorep.clock = Some(clock);
 
     // Write in a temporary directory of the output directory, then move into place.
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let temp = out.join(format!(".traces.combining.{}", std::process::id()));
-    if temp.exists() {
-        std::fs::remove_dir_all(&temp)
-            .map_err(|e| format!("cannot remove {}: {e}", temp.display()))?;
-    }
-    std::fs::create_dir(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
-    let mut guard = TempDir(Some(temp.clone()));
+    let temp = TempDir::create(out, "combining")?;
     let part_offsets: Vec<&[ClockOffset]> = accepted.iter().map(|a| a.offsets.as_slice()).collect();
-    write_combined(&temp, &scorep, &plan, &parts, &part_offsets)?;
+    write_combined(&temp.0, &scorep, &plan, &parts, &part_offsets)?;
 
-    let (mut linked, mut copied, mut relaid) = (0, 0, 0);
-    let traces = temp.join("traces");
+    let mut files = PlacedFiles::default();
+    let traces = temp.0.join("traces");
     let scorep_traces = experiment.join("traces");
     let mut scorep_events = 0;
     for location in &scorep.locations {
@@ -1980,8 +1624,8 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
             }
             let to = traces.join(format!("{}.{ext}", location.id));
             match link_or_copy(&from, &to) {
-                Ok(true) => linked += 1,
-                Ok(false) => copied += 1,
+                Ok(true) => files.linked += 1,
+                Ok(false) => files.copied += 1,
                 Err(e) => return Err(format!("cannot link or copy {}: {e}", from.display())),
             }
         }
@@ -1991,34 +1635,12 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
         let mut events = 0;
         for location in &parts[p].locations {
             events += location.number_of_events;
-            let from = a
-                .candidate
-                .dir
-                .join("traces")
-                .join(format!("{}.evt", location.id));
-            if !from.exists() && location.number_of_events == 0 {
-                continue;
-            }
             let global = plan.maps[p].location(location.id);
-            let to = traces.join(format!("{global}.evt"));
-            let failed = |e: std::io::Error| {
-                format!(
-                    "cannot link or copy {} to {}: {e}",
-                    from.display(),
-                    to.display()
-                )
+            let relay = match a.layouts.get(&location.id) {
+                Some(EventLayout::Relay) => Some((parts[p].event_chunk, scorep.event_chunk)),
+                _ => None,
             };
-            match a.layouts.get(&location.id) {
-                Some(EventLayout::Relay) => {
-                    relay_chunks(&from, &to, parts[p].event_chunk, scorep.event_chunk)
-                        .map_err(failed)?;
-                    relaid += 1;
-                }
-                _ => match link_or_copy(&from, &to).map_err(failed)? {
-                    true => linked += 1,
-                    false => copied += 1,
-                },
-            }
+            files.add_events(&a.candidate.dir, location, &traces, global, relay)?;
         }
         let proc = &processes[a.process];
         attached.push(AttachedPart {
@@ -2031,8 +1653,8 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
             clock: a.fit.clone(),
         });
     }
-    install(&temp, out)?;
-    drop(guard.0.take().map(std::fs::remove_dir_all));
+    install(&temp.0, out)?;
+    drop(temp);
 
     Ok(ScorepReport {
         archive: out.join("traces.otf2"),
@@ -2050,9 +1672,9 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
         first_ids: plan.first,
         location_index_base: LOCATION_INDEX_BASE,
         comms,
-        linked,
-        copied,
-        relaid,
+        linked: files.linked,
+        copied: files.copied,
+        relaid: files.relaid,
         notes,
     })
 }
@@ -2355,230 +1977,60 @@ fn write_combined(
     parts: &[PartDefs],
     offsets: &[&[ClockOffset]],
 ) -> Result<(), String> {
-    drop(drain_thread_error_reports());
-    let path = CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| "the output path contains a NUL byte".to_owned())?;
-    let name = cstring("traces");
-    // SAFETY: the write sequence of the OTF2 notes (§1.3) on this thread.
-    let archive = unsafe {
-        OTF2_Archive_Open(
-            path.as_ptr(),
-            name.as_ptr(),
-            OTF2_FILEMODE_WRITE as OTF2_FileMode,
-            scorep.event_chunk,
-            scorep.definition_chunk,
-            OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-            OTF2_COMPRESSION_NONE as OTF2_Compression,
-        )
+    let info = ArchiveInfo {
+        creator: concat!("nccl-scorep merge --scorep ", env!("CARGO_PKG_VERSION")),
+        description: "Score-P trace with the NCCL timelines of the nccl-scorep plugin added",
+        machine: None,
     };
-    if archive.is_null() {
-        return Err(failure(
-            &format!("OTF2 cannot create an archive in {}", dir.display()),
-            None,
-        ));
-    }
-    let mut archive = Archive(archive);
-    let a = archive.0;
-    // SAFETY: `a` is open; FLUSH_CALLBACKS is a static.
-    let code = unsafe { OTF2_Archive_SetFlushCallbacks(a, &FLUSH_CALLBACKS, ptr::null_mut()) };
-    check(code, "OTF2_Archive_SetFlushCallbacks failed")?;
-    // SAFETY: `a` is open; this process is the only writer.
-    let code = unsafe { OTF2_Archive_SetSerialCollectiveCallbacks(a) };
-    check(
-        code,
-        &format!("OTF2 cannot create {}/traces", dir.display()),
-    )?;
-    let creator = cstring(concat!(
-        "nccl-scorep merge --scorep ",
-        env!("CARGO_PKG_VERSION")
-    ));
-    let description =
-        cstring("Score-P trace with the NCCL timelines of the nccl-scorep plugin added");
-    // SAFETY: `a` is open; OTF2 copies the strings.
-    unsafe {
-        check(OTF2_Archive_SetCreator(a, creator.as_ptr()), "SetCreator")?;
-        check(
-            OTF2_Archive_SetDescription(a, description.as_ptr()),
-            "SetDescription",
-        )?;
-    }
-
-    // SAFETY: `a` is open.
-    let code = unsafe { OTF2_Archive_OpenDefFiles(a) };
-    check(code, "cannot open the local definition files")?;
-    for (p, part) in parts.iter().enumerate() {
-        let tables = part_tables(&plan.maps[p])?;
-        for location in &part.locations {
-            let global = plan.maps[p].location(location.id);
-            // SAFETY: `a` is open with its definition files.
-            let writer = unsafe { OTF2_Archive_GetDefWriter(a, global) };
-            if writer.is_null() {
-                return Err(failure(
-                    &format!("cannot create the local definitions of location {global}"),
-                    None,
-                ));
-            }
-            for (kind, map) in &tables.0 {
-                // SAFETY: `writer` is open; OTF2 copies the map.
-                let code = unsafe { OTF2_DefWriter_WriteMappingTable(writer, *kind, map.0) };
-                check(code, "OTF2_DefWriter_WriteMappingTable failed")?;
-            }
-            for offset in offsets[p] {
-                // SAFETY: `writer` is open.
-                let code = unsafe {
-                    OTF2_DefWriter_WriteClockOffset(
-                        writer,
-                        offset.time,
-                        offset.offset,
-                        offset.standard_deviation,
-                    )
-                };
-                check(code, "OTF2_DefWriter_WriteClockOffset failed")?;
-            }
-            // SAFETY: `writer` is open and not used after this.
-            let code = unsafe { OTF2_Archive_CloseDefWriter(a, writer) };
-            check(code, "OTF2_Archive_CloseDefWriter failed")?;
-        }
-    }
-    // SAFETY: `a` is open with its definition files.
-    let code = unsafe { OTF2_Archive_CloseDefFiles(a) };
-    check(code, "cannot close the local definition files")?;
-
-    // SAFETY: `a` is open; this process is its primary.
-    let global = unsafe { OTF2_Archive_GetGlobalDefWriter(a) };
-    if global.is_null() {
-        return Err(failure("cannot create the global definitions", None));
-    }
+    let archive = Archive::create(dir, scorep.event_chunk, scorep.definition_chunk, &info)?;
+    archive.write_local_definitions(parts, &plan.maps, |part, _| offsets[part])?;
+    let global = archive.global_def_writer()?;
     let clock = scorep.clock.unwrap_or_default();
     for record in &scorep.records {
         let code = match record {
-            // SAFETY: `global` is open.
+            // SAFETY: the writer is open while `archive` is.
             Record::Clock => unsafe {
                 OTF2_GlobalDefWriter_WriteClockProperties(
-                    global,
+                    global.raw(),
                     clock.resolution,
                     clock.offset,
                     clock.length,
                     clock.realtime,
                 )
             },
-            Record::Copy(write) => write(global),
+            Record::Copy(write) => write(global.raw()),
         };
         check(code, "writing one of Score-P's definitions failed")?;
     }
-    // SAFETY: `global` is open until the archive closes.
-    unsafe { write_our_definitions(global, plan) }?;
-
-    // SAFETY: `a` is open; it is nulled so that `drop` does not close it again.
-    let code = unsafe { OTF2_Archive_Close(a) };
-    archive.0 = ptr::null_mut();
-    check(code, "closing the combined archive failed")?;
-    if let Some(errors) = reported_errors() {
-        return Err(format!(
-            "OTF2 errors writing the combined archive: {errors}"
-        ));
-    }
-    Ok(())
+    write_our_definitions(&global, plan)?;
+    archive.close("combined archive")
 }
 
 /// Writes our definitions after Score-P's, each after what it refers to.
-///
-/// # Safety
-/// `w` is the open global definition writer of the archive.
-unsafe fn write_our_definitions(w: *mut OTF2_GlobalDefWriter, plan: &Plan) -> Result<(), String> {
-    // SAFETY: `w` is open (caller); every pointer passed points into `plan` or a local
-    // CString, which outlive the calls; OTF2 copies what it keeps.
-    unsafe {
-        for (id, text) in &plan.strings {
-            let text = cstring(text);
-            check(
-                OTF2_GlobalDefWriter_WriteString(w, *id, text.as_ptr()),
-                "writing a string",
-            )?;
-        }
-        for p in &plan.paradigms {
-            check(
-                OTF2_GlobalDefWriter_WriteParadigm(w, p.paradigm, p.name, p.class),
-                "writing a paradigm",
-            )?;
-        }
-        for g in &plan.location_groups {
-            check(
-                OTF2_GlobalDefWriter_WriteLocationGroup(
-                    w,
-                    g.id,
-                    g.name,
-                    g.group_type,
-                    g.system_tree_parent,
-                    g.creating_location_group,
-                ),
-                "writing a location group",
-            )?;
-        }
-        for l in &plan.locations {
-            check(
-                OTF2_GlobalDefWriter_WriteLocation(
-                    w,
-                    l.id,
-                    l.name,
-                    l.location_type,
-                    l.number_of_events,
-                    l.location_group,
-                ),
-                "writing a location",
-            )?;
-        }
-        for r in &plan.regions {
-            check(
-                OTF2_GlobalDefWriter_WriteRegion(
-                    w,
-                    r.id,
-                    r.name,
-                    r.canonical_name,
-                    r.description,
-                    r.role,
-                    r.paradigm,
-                    r.flags,
-                    r.source_file,
-                    r.begin_line,
-                    r.end_line,
-                ),
-                "writing a region",
-            )?;
-        }
-        for g in &plan.groups {
-            check(
-                OTF2_GlobalDefWriter_WriteGroup(
-                    w,
-                    g.id,
-                    g.name,
-                    g.group_type,
-                    g.paradigm,
-                    g.flags,
-                    g.members.len() as u32,
-                    g.members.as_ptr(),
-                ),
-                "writing a group",
-            )?;
-        }
-        for c in &plan.comms {
-            check(
-                OTF2_GlobalDefWriter_WriteComm(w, c.id, c.name, c.group, c.parent, c.flags),
-                "writing a communicator",
-            )?;
-        }
-        for a in &plan.attributes {
-            check(
-                OTF2_GlobalDefWriter_WriteAttribute(
-                    w,
-                    a.id,
-                    a.name,
-                    a.description,
-                    a.attribute_type,
-                ),
-                "writing an attribute",
-            )?;
-        }
+fn write_our_definitions(w: &GlobalDefWriter, plan: &Plan) -> Result<(), String> {
+    for (id, text) in &plan.strings {
+        w.string(*id, text)?;
+    }
+    for p in &plan.paradigms {
+        w.paradigm(p)?;
+    }
+    for g in &plan.location_groups {
+        w.location_group(g.id, g)?;
+    }
+    for l in &plan.locations {
+        w.location(l)?;
+    }
+    for r in &plan.regions {
+        w.region(r.id, r)?;
+    }
+    for g in &plan.groups {
+        w.group(g.id, g)?;
+    }
+    for c in &plan.comms {
+        w.comm(c.id, c)?;
+    }
+    for a in &plan.attributes {
+        w.attribute(a.id, a)?;
     }
     Ok(())
 }
@@ -2670,20 +2122,5 @@ mod tests {
             let read = ns as f64 + otf2_offset_at(&ours, i128::from(ns));
             assert!((read - expected).abs() <= 1.0, "{ns}: {read} vs {expected}");
         }
-    }
-
-    #[test]
-    fn relaid_chunks_start_at_target_boundaries() {
-        let dir = tempfile::tempdir().unwrap();
-        let from = dir.path().join("in.evt");
-        let to = dir.path().join("out.evt");
-        let data: Vec<u8> = (0..10u8).collect();
-        std::fs::write(&from, &data).unwrap();
-        relay_chunks(&from, &to, 4, 8).unwrap();
-        let out = std::fs::read(&to).unwrap();
-        assert_eq!(&out[0..4], &data[0..4]);
-        assert_eq!(&out[8..12], &data[4..8]);
-        assert_eq!(&out[16..18], &data[8..10]);
-        assert_eq!(out.len(), 18);
     }
 }

@@ -109,6 +109,7 @@ pub mod bindings {
 pub mod callbacks;
 mod consts;
 pub mod error;
+pub mod reading;
 
 pub use bindings::*;
 pub use consts::*;

@@ -19,15 +19,12 @@ use otf2_sys::error::{drain_thread_error_reports, ErrorReport};
 use otf2_sys::*;
 
 use otf2_sys::callbacks::{code_name, first_failure, guarded, text, CallbackState};
+use otf2_sys::reading::{self, copy_array, register_callbacks, GlobalDefinitionsFailure};
 
 use super::{
     Attribute, AttributeValue, Check, ClockProperties, Comm, Definitions, Event, EventsRead, Group,
     Location, LocationGroup, Paradigm, Problem, Region, Severity, SystemTreeNode,
 };
-
-/// How often `OTF2_Reader_ReadAllLocalDefinitions` is called again for one location
-/// after it stopped at a duplicate mapping table (as `otf2-print` does).
-const MAX_DEFINITION_PASSES: usize = 64;
 
 /// Receives each event: location, time, the record, and (when asked for) the attribute
 /// values of Enter and Leave records.
@@ -177,27 +174,33 @@ impl Archive {
         &mut self,
         problems: &mut Vec<Problem>,
     ) -> Option<Definitions> {
-        // SAFETY: the reader is open.
-        let def_reader = unsafe { OTF2_Reader_GetGlobalDefReader(self.reader) };
-        if def_reader.is_null() {
+        let mut state = DefState::default();
+        let set = |c: *mut OTF2_GlobalDefReaderCallbacks| {
+            // SAFETY: `c` is the live table of `register_callbacks`; each function has the
+            // type its setter takes (the compiler checks it).
+            unsafe {
+                first_failure(&[
+                    OTF2_GlobalDefReaderCallbacks_SetStringCallback(c, Some(def_string)),
+                    OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodeCallback(c, Some(def_node)),
+                    OTF2_GlobalDefReaderCallbacks_SetLocationGroupCallback(c, Some(def_lg)),
+                    OTF2_GlobalDefReaderCallbacks_SetLocationCallback(c, Some(def_location)),
+                    OTF2_GlobalDefReaderCallbacks_SetRegionCallback(c, Some(def_region)),
+                    OTF2_GlobalDefReaderCallbacks_SetGroupCallback(c, Some(def_group)),
+                    OTF2_GlobalDefReaderCallbacks_SetCommCallback(c, Some(def_comm)),
+                    OTF2_GlobalDefReaderCallbacks_SetAttributeCallback(c, Some(def_attribute)),
+                    OTF2_GlobalDefReaderCallbacks_SetClockPropertiesCallback(c, Some(def_clock)),
+                    OTF2_GlobalDefReaderCallbacks_SetParadigmCallback(c, Some(def_paradigm)),
+                ])
+            }
+        };
+        // SAFETY: the reader is open; the callbacks take a `DefState`; `state` lives until
+        // the end of this function (it is read after the read returns).
+        let read = unsafe { reading::read_global_definitions(self.reader, &mut state, set) };
+        if read == Err(GlobalDefinitionsFailure::NoReader) {
             let what = "cannot read the global definitions (traces.def)";
             failed(problems, Check::Otf2, None, what, None);
             return None;
         }
-        let mut state = DefState::default();
-        // SAFETY: the reader and `def_reader` are open; `state` lives until the end of
-        // this function and is used only through the callbacks while
-        // ReadAllGlobalDefinitions runs (it is read after that call returns).
-        let code = unsafe { register_def_callbacks(self.reader, def_reader, &mut state) };
-        let mut read = 0;
-        let read_code = if code == OTF2_SUCCESS {
-            // SAFETY: as above; the callbacks are registered with a pointer to `state`.
-            unsafe { OTF2_Reader_ReadAllGlobalDefinitions(self.reader, def_reader, &mut read) }
-        } else {
-            code
-        };
-        // SAFETY: `def_reader` is open and not used after this.
-        unsafe { OTF2_Reader_CloseGlobalDefReader(self.reader, def_reader) };
         if let Some(panic) = state.panic.take() {
             problems.push(Problem {
                 severity: Severity::Error,
@@ -206,9 +209,9 @@ impl Archive {
                 message: format!("internal error while reading the definitions: {panic}"),
             });
         }
-        if read_code != OTF2_SUCCESS {
+        if let Err(GlobalDefinitionsFailure::Stopped { read, code }) = read {
             let what = format!("reading the global definitions failed after {read} records");
-            failed(problems, Check::Otf2, None, &what, Some(read_code));
+            failed(problems, Check::Otf2, None, &what, Some(code));
             return None;
         }
         drain(problems, None, "reading the global definitions");
@@ -323,20 +326,12 @@ impl Archive {
         if def_reader.is_null() {
             return;
         }
-        for _ in 0..MAX_DEFINITION_PASSES {
-            let mut read = 0;
-            // SAFETY: the reader and `def_reader` are open; no callbacks are registered
-            // (OTF2 keeps the mapping tables and clock offsets for the event reader).
-            let code =
-                unsafe { OTF2_Reader_ReadAllLocalDefinitions(self.reader, def_reader, &mut read) };
-            if code == OTF2_ERROR_DUPLICATE_MAPPING_TABLE {
-                continue;
-            }
-            if code != OTF2_SUCCESS {
-                let what = "reading its local definitions failed";
-                failed(problems, Check::Otf2, Some(location), what, Some(code));
-            }
-            break;
+        // SAFETY: the reader and `def_reader` are open; no callbacks are registered (OTF2
+        // keeps the mapping tables and clock offsets for the event reader).
+        let code = unsafe { reading::read_all_local_definitions(self.reader, def_reader) };
+        if code != OTF2_SUCCESS {
+            let what = "reading its local definitions failed";
+            failed(problems, Check::Otf2, Some(location), what, Some(code));
         }
         // SAFETY: `def_reader` is open and not used after this.
         unsafe { OTF2_Reader_CloseDefReader(self.reader, def_reader) };
@@ -361,10 +356,14 @@ impl Archive {
             want_attributes: self.want_attributes,
             attributes: Vec::new(),
         };
-        // SAFETY: the reader and `global` are open; `state` lives until the end of this
-        // function and is used only through the callbacks while ReadAllGlobalEvents
-        // runs.
-        let code = unsafe { register_evt_callbacks(self.reader, global, &mut state) };
+        let set = |c: *mut OTF2_GlobalEvtReaderCallbacks| {
+            // SAFETY: `c` is the live table of `register_callbacks`.
+            unsafe { set_event_callbacks(c) }
+        };
+        // SAFETY: the reader and `global` are open; the callbacks take an `EvtState`;
+        // `state` lives until the end of this function and is used only through the
+        // callbacks while ReadAllGlobalEvents runs.
+        let code = unsafe { register_callbacks(self.reader, global, &mut state, set) };
         let mut read = 0;
         let read_code = if code == OTF2_SUCCESS {
             // SAFETY: as above.
@@ -418,52 +417,10 @@ impl CallbackState for EvtState<'_> {
     }
 }
 
-/// Registers the global definition callbacks with `state` as their user data.
-///
-/// # Safety
-/// `reader` and `def_reader` are open; `state` outlives every read with this reader.
-unsafe fn register_def_callbacks(
-    reader: *mut OTF2_Reader,
-    def_reader: *mut OTF2_GlobalDefReader,
-    state: &mut DefState,
-) -> OTF2_ErrorCode {
-    // SAFETY: allocates a callbacks struct (or returns NULL).
-    let callbacks = unsafe { OTF2_GlobalDefReaderCallbacks_New() };
-    if callbacks.is_null() {
-        return OTF2_ERROR_MEM_ALLOC_FAILED;
-    }
-    // SAFETY: `callbacks` is live; each function has the type its setter takes (the
-    // compiler checks it); the reader copies the struct when registering, so it is
-    // deleted right after; `state` outlives the reads, per the caller.
-    unsafe {
-        let c = callbacks;
-        let codes = [
-            OTF2_GlobalDefReaderCallbacks_SetStringCallback(c, Some(def_string)),
-            OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodeCallback(c, Some(def_node)),
-            OTF2_GlobalDefReaderCallbacks_SetLocationGroupCallback(c, Some(def_lg)),
-            OTF2_GlobalDefReaderCallbacks_SetLocationCallback(c, Some(def_location)),
-            OTF2_GlobalDefReaderCallbacks_SetRegionCallback(c, Some(def_region)),
-            OTF2_GlobalDefReaderCallbacks_SetGroupCallback(c, Some(def_group)),
-            OTF2_GlobalDefReaderCallbacks_SetCommCallback(c, Some(def_comm)),
-            OTF2_GlobalDefReaderCallbacks_SetAttributeCallback(c, Some(def_attribute)),
-            OTF2_GlobalDefReaderCallbacks_SetClockPropertiesCallback(c, Some(def_clock)),
-            OTF2_GlobalDefReaderCallbacks_SetParadigmCallback(c, Some(def_paradigm)),
-            OTF2_Reader_RegisterGlobalDefCallbacks(
-                reader,
-                def_reader,
-                c,
-                (state as *mut DefState).cast(),
-            ),
-        ];
-        OTF2_GlobalDefReaderCallbacks_Delete(c);
-        first_failure(&codes)
-    }
-}
-
 /// Runs `body` on the [`DefState`] behind `user_data`.
 ///
 /// # Safety
-/// `user_data` is what [`register_def_callbacks`] registered.
+/// `user_data` is the [`DefState`] of [`Archive::read_global_definitions`].
 unsafe fn with_defs(
     user_data: *mut c_void,
     body: impl FnOnce(&mut Definitions),
@@ -479,7 +436,7 @@ unsafe extern "C" fn def_string(
 ) -> OTF2_CallbackCode {
     // SAFETY: OTF2 passes a NUL-terminated string valid during the callback.
     let string = unsafe { text(string) };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_string(id, string)) }
 }
 
@@ -495,7 +452,7 @@ unsafe extern "C" fn def_node(
         class_name,
         parent,
     };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_system_tree_node(id, node)) }
 }
 
@@ -512,7 +469,7 @@ unsafe extern "C" fn def_lg(
         system_tree_parent,
         creating_location_group,
     };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_location_group(id, group)) }
 }
 
@@ -529,7 +486,7 @@ unsafe extern "C" fn def_location(
         number_of_events,
         location_group,
     };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_location(id, location)) }
 }
 
@@ -553,7 +510,7 @@ unsafe extern "C" fn def_region(
         description,
         source_file,
     };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_region(id, region)) }
 }
 
@@ -568,20 +525,16 @@ unsafe extern "C" fn def_group(
     number_of_members: u32,
     members: *const u64,
 ) -> OTF2_CallbackCode {
-    let members = if members.is_null() || number_of_members == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: OTF2 passes `number_of_members` values at `members`, valid during the
-        // callback; they are copied.
-        unsafe { std::slice::from_raw_parts(members, number_of_members as usize) }.to_vec()
-    };
+    // SAFETY: OTF2 passes `number_of_members` values at `members`, valid during the
+    // callback.
+    let members = unsafe { copy_array(members, number_of_members as usize) };
     let group = Group {
         name,
         group_type,
         paradigm,
         members,
     };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_group(id, group)) }
 }
 
@@ -598,7 +551,7 @@ unsafe extern "C" fn def_comm(
         group,
         parent,
     };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_comm(id, comm)) }
 }
 
@@ -610,7 +563,7 @@ unsafe extern "C" fn def_attribute(
     _type: OTF2_Type,
 ) -> OTF2_CallbackCode {
     let attribute = Attribute { name, description };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.add_attribute(id, attribute)) }
 }
 
@@ -626,7 +579,7 @@ unsafe extern "C" fn def_clock(
         global_offset,
         trace_length,
     };
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe { with_defs(user_data, |defs| defs.set_clock_properties(clock)) }
 }
 
@@ -636,7 +589,7 @@ unsafe extern "C" fn def_paradigm(
     name: OTF2_StringRef,
     _class: OTF2_ParadigmClass,
 ) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of register_def_callbacks.
+    // SAFETY: OTF2 passes back the user data of `Archive::read_global_definitions`.
     unsafe {
         with_defs(user_data, |defs| {
             defs.add_paradigm(paradigm, Paradigm { name })
@@ -644,43 +597,10 @@ unsafe extern "C" fn def_paradigm(
     }
 }
 
-/// Registers the global event callbacks with `state` as their user data.
-///
-/// # Safety
-/// `reader` and `global` are open; `state` outlives every read with `global`.
-unsafe fn register_evt_callbacks(
-    reader: *mut OTF2_Reader,
-    global: *mut OTF2_GlobalEvtReader,
-    state: &mut EvtState<'_>,
-) -> OTF2_ErrorCode {
-    // SAFETY: allocates a callbacks struct (or returns NULL).
-    let callbacks = unsafe { OTF2_GlobalEvtReaderCallbacks_New() };
-    if callbacks.is_null() {
-        return OTF2_ERROR_MEM_ALLOC_FAILED;
-    }
-    // SAFETY: `callbacks` is live; each function has the type its setter takes (the
-    // compiler checks it); the reader copies the struct when registering, so it is
-    // deleted right after; `state` outlives the reads, per the caller.
-    unsafe {
-        let c = callbacks;
-        let codes = [
-            set_event_callbacks(c),
-            OTF2_Reader_RegisterGlobalEvtCallbacks(
-                reader,
-                global,
-                c,
-                (state as *mut EvtState<'_>).cast(),
-            ),
-        ];
-        OTF2_GlobalEvtReaderCallbacks_Delete(c);
-        first_failure(&codes)
-    }
-}
-
 /// Hands one event to the sink of the [`EvtState`] behind `user_data`.
 ///
 /// # Safety
-/// `user_data` is what [`register_evt_callbacks`] registered.
+/// `user_data` is the [`EvtState`] of [`Archive::read_global_events`].
 unsafe fn deliver(
     user_data: *mut c_void,
     location: u64,
@@ -767,7 +687,7 @@ macro_rules! event_callbacks {
             attributes: *mut OTF2_AttributeList,
             $($arg: $ty),*
         ) -> OTF2_CallbackCode {
-            // SAFETY: OTF2 passes back the user data of register_evt_callbacks, and the
+            // SAFETY: OTF2 passes back the user data of `Archive::read_global_events`, and the
             // record's attribute list.
             unsafe { deliver(user_data, location, time, attributes, $event) }
         }
