@@ -131,6 +131,49 @@ pub struct TickConverter {
     source: Source,
     anchors: Vec<Calibration>,
     recent: VecDeque<Calibration>,
+    /// The segment the last conversion used: records come in time order, so most
+    /// conversions fall into the same segment as the one before.
+    segment: Option<Segment>,
+}
+
+/// The line between two consecutive calibrations, for ticks in `(after, until]`, with its
+/// slope in fixed point (nanoseconds per tick × 2³²): a multiplication per conversion
+/// instead of a division.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    after: u64,
+    until: u64,
+    base: Calibration,
+    /// `None` when the slope does not fit (never with a real clock): then divide.
+    slope_q32: Option<i64>,
+    span_ticks: i128,
+    span_ns: i128,
+}
+
+impl Segment {
+    fn new(a: Calibration, b: Calibration) -> Segment {
+        let span_ticks = b.ticks.saturating_sub(a.ticks).max(1) as i128;
+        let span_ns = b.ns as i128 - a.ns as i128;
+        Segment {
+            after: a.ticks,
+            until: b.ticks,
+            base: a,
+            slope_q32: i64::try_from((span_ns << 32) / span_ticks).ok(),
+            span_ticks,
+            span_ns,
+        }
+    }
+
+    fn at(&self, ticks: u64) -> u64 {
+        let offset = ticks as i128 - self.base.ticks as i128;
+        let delta = match (self.slope_q32, i64::try_from(offset)) {
+            // Two 64-bit factors: the 128-bit product cannot overflow.
+            (Some(slope), Ok(offset)) => (i128::from(offset) * i128::from(slope)) >> 32,
+            _ => offset.saturating_mul(self.span_ns) / self.span_ticks,
+        };
+        let ns = (self.base.ns as i128).saturating_add(delta);
+        ns.clamp(0, u64::MAX as i128) as u64
+    }
 }
 
 impl TickConverter {
@@ -140,6 +183,7 @@ impl TickConverter {
             source: source(),
             anchors: Vec::new(),
             recent: VecDeque::new(),
+            segment: None,
         };
         converter.calibrate();
         converter
@@ -151,6 +195,8 @@ impl TickConverter {
         if self.source == Source::Monotonic {
             return;
         }
+        // Segments change when calibrations are added or thinned out.
+        self.segment = None;
         let now = calibration_now();
         if self
             .recent
@@ -174,9 +220,14 @@ impl TickConverter {
     }
 
     /// Nanoseconds of CLOCK_MONOTONIC for a record's ticks.
-    pub fn to_ns(&self, ticks: u64) -> u64 {
+    pub fn to_ns(&mut self, ticks: u64) -> u64 {
         if self.source == Source::Monotonic {
             return ticks;
+        }
+        if let Some(segment) = &self.segment {
+            if ticks > segment.after && ticks <= segment.until {
+                return segment.at(ticks);
+            }
         }
         let count = self.anchors.len() + self.recent.len();
         if count == 0 {
@@ -206,7 +257,11 @@ impl TickConverter {
             0 => (nth(0), nth(count - 1)),
             i if i == count && count == 1 => return nth(0).ns,
             i if i == count => (nth(0), nth(count - 1)),
-            i => (nth(i - 1), nth(i)),
+            i => {
+                let segment = Segment::new(nth(i - 1), nth(i));
+                self.segment = Some(segment);
+                return segment.at(ticks);
+            }
         };
         interpolate(a, b, ticks)
     }
@@ -220,11 +275,7 @@ impl Default for TickConverter {
 
 /// The line through two calibrations, evaluated at `ticks` (also outside them).
 fn interpolate(a: Calibration, b: Calibration, ticks: u64) -> u64 {
-    let span_ticks = b.ticks.saturating_sub(a.ticks).max(1) as i128;
-    let span_ns = b.ns as i128 - a.ns as i128;
-    let offset = ticks as i128 - a.ticks as i128;
-    let ns = a.ns as i128 + offset * span_ns / span_ticks;
-    ns.clamp(0, u64::MAX as i128) as u64
+    Segment::new(a, b).at(ticks)
 }
 
 /// Nanoseconds of CLOCK_MONOTONIC.

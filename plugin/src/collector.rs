@@ -10,7 +10,7 @@ use crate::event::{Action, Event, Kind, Record, Start, StateArg};
 use crate::gpu_clock::GpuClockEstimator;
 use crate::handle;
 use crate::log;
-use crate::ring::RingConsumer;
+use crate::ring::{Available, RingConsumer};
 use crate::sink::jsonl::JsonlSink;
 use crate::sink::otf2::{part_dir, OpenView, Otf2Options, Otf2Sink};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -22,11 +22,18 @@ use std::time::Duration;
 
 /// How often the collector drains the rings.
 const POLL_INTERVAL: Duration = Duration::from_millis(2);
-/// Closed events remembered for resolving later children (their parents stop first).
+/// Closed events remembered for resolving later children (their parents stop first); a
+/// power of two.
 const REMEMBERED_CLOSED: usize = 1 << 16;
 /// Open ProxyOps with no step yet, per communicator rank, before the oldest is taken for
 /// one NCCL never stops (non-network transports start ProxyOps and never stop them).
 pub const MAX_STEPLESS_PROXY_OPS: usize = 2048;
+/// States an event is allocated room for (a receive step has 3, most events fewer).
+const STATES_CAPACITY: usize = 4;
+/// Records a pass takes from one ring at most.
+const MAX_PASS_RECORDS: usize = 1 << 15;
+/// Spare state vectors kept for reuse.
+const MAX_SPARE_STATES: usize = 4096;
 /// Stop/state records waiting for a start from another thread's ring.
 const MAX_EARLY_RECORDS: usize = 1 << 16;
 
@@ -152,6 +159,47 @@ struct Known {
     parent: u64,
 }
 
+/// Closed events, in a table indexed by a hash of the handle: a newer event whose handle
+/// lands on the same entry replaces an older one. No removal, no eviction queue: one
+/// write per remembered event. With [`REMEMBERED_CLOSED`] entries, an event is kept
+/// until about that many more have closed (fewer when entries collide).
+struct KnownTable {
+    entries: Vec<(u64, Known)>,
+}
+
+impl KnownTable {
+    const EMPTY: (u64, Known) = (
+        0,
+        Known {
+            kind: Kind::Group,
+            owner: Owner::Unknown,
+            start_ns: 0,
+            parent: 0,
+        },
+    );
+
+    fn new() -> KnownTable {
+        KnownTable {
+            entries: vec![Self::EMPTY; REMEMBERED_CLOSED],
+        }
+    }
+
+    fn index(handle: u64) -> usize {
+        // Fibonacci hashing: the top bits of the product mix every bit of the handle.
+        (handle.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - REMEMBERED_CLOSED.trailing_zeros()))
+            as usize
+    }
+
+    fn insert(&mut self, handle: u64, known: Known) {
+        self.entries[Self::index(handle)] = (handle, known);
+    }
+
+    fn get(&self, handle: u64) -> Option<Known> {
+        let (stored, known) = self.entries[Self::index(handle)];
+        (stored == handle && handle != 0).then_some(known)
+    }
+}
+
 /// A running collector thread.
 pub struct Collector {
     thread: JoinHandle<Vec<RingConsumer>>,
@@ -170,9 +218,11 @@ impl Collector {
             .spawn(move || {
                 let mut state = state;
                 while !stop_flag.load(Ordering::Acquire) {
-                    state.pass(false);
+                    let more = state.pass(false);
                     crate::core::scorep_mode::on_collector_pass();
-                    std::thread::park_timeout(POLL_INTERVAL);
+                    if !more {
+                        std::thread::park_timeout(POLL_INTERVAL);
+                    }
                 }
                 state.finish()
             })?;
@@ -199,14 +249,14 @@ struct State {
     rt: &'static Runtime,
     rings: Vec<RingConsumer>,
     tids: HashMap<u32, i32>,
-    batch: Vec<(u32, Record)>,
-    /// Records stamped after the last pass began, for the next pass.
-    later: Vec<(u32, Record)>,
+    /// State vectors of closed events, kept for the next events (no allocation per event).
+    spare_states: Vec<Vec<StateRecord>>,
+    /// Which kinds are remembered after they close (see [`remembered_kinds`]).
+    remembered: u64,
     /// Everything stamped before this time (CLOCK_MONOTONIC ns) has been processed.
     processed_until: u64,
     open: HashMap<u64, OpenEvent>,
-    known: HashMap<u64, Known>,
-    known_order: VecDeque<u64>,
+    known: KnownTable,
     /// Stop/state records that arrived before their start (another thread's ring).
     early: HashMap<u64, Vec<(u32, Record)>>,
     early_count: usize,
@@ -250,12 +300,11 @@ impl State {
             rt,
             rings: Vec::new(),
             tids: HashMap::default(),
-            batch: Vec::new(),
-            later: Vec::new(),
+            spare_states: Vec::new(),
+            remembered: remembered_kinds(rt.config.event_mask),
             processed_until: 0,
             open: HashMap::default(),
-            known: HashMap::default(),
-            known_order: VecDeque::new(),
+            known: KnownTable::new(),
             early: HashMap::default(),
             early_count: 0,
             steps: HashMap::default(),
@@ -275,7 +324,11 @@ impl State {
     /// Records stamped after the pass began wait for the next one (unless `last`): another
     /// thread may have stamped an earlier record that its ring did not hold yet when it was
     /// drained (a Coll start behind the proxy thread's first KernelCh of it).
-    fn pass(&mut self, last: bool) {
+    ///
+    /// A pass takes at most [`MAX_PASS_RECORDS`] records of each ring, so that what a
+    /// pass holds back per timeline stays bounded when the collector lags; it returns
+    /// whether it left records for an immediate next pass.
+    fn pass(&mut self, last: bool) -> bool {
         let cutoff = if last {
             u64::MAX
         } else {
@@ -289,32 +342,15 @@ impl State {
         // Finalize records seen in the previous pass are applied now: everything other
         // threads pushed before them has been drained by now.
         let finalizing = std::mem::take(&mut self.finalizing);
-        let mut batch = std::mem::take(&mut self.batch);
-        batch.append(&mut self.later);
-        let mut gaps = Vec::new();
-        for ring in &mut self.rings {
-            ring.drain_into(&mut batch);
-            gaps.extend(take_gap(ring));
-        }
-        let (finished, alive): (Vec<RingConsumer>, Vec<RingConsumer>) =
-            std::mem::take(&mut self.rings)
-                .into_iter()
-                .partition(RingConsumer::finished);
-        self.rings = alive;
-        for ring in &finished {
-            self.count_ring_drops(ring);
-        }
-        // Everything drained was stamped before this calibration: it converts by
+        let mut rings = std::mem::take(&mut self.rings);
+        let gaps: Vec<Gap> = rings.iter().filter_map(take_gap).collect();
+        // What each ring holds now, and no more: records pushed during the pass wait for
+        // the next one instead of making this pass chase the threads.
+        let mut runs: Vec<Available<'_>> =
+            rings.iter_mut().map(RingConsumer::read_available).collect();
+        // Everything read was stamped before this calibration: it converts by
         // interpolation between two calibrations.
         self.clock.calibrate();
-        let (now, later): (Vec<_>, Vec<_>) = batch
-            .drain(..)
-            .partition(|(_, record)| record.time <= cutoff);
-        batch = now;
-        self.later = later;
-        for (_, record) in &mut batch {
-            record.time = self.clock.to_ns(record.time);
-        }
         for gap in gaps {
             let (first, last) = (self.clock.to_ns(gap.first), self.clock.to_ns(gap.last));
             if let Some(sink) = &mut self.sink {
@@ -324,16 +360,43 @@ impl State {
                 trace.gap(gap.tid, first, last.max(first), gap.dropped_total);
             }
         }
-        self.processed_until = if last {
+        // A ring with more than a pass takes bounds the pass in time: everything stamped
+        // before its first record left out is in this pass (each ring is in time order).
+        let limit = runs
+            .iter()
+            .filter(|run| run.len() > MAX_PASS_RECORDS)
+            .map(|run| run.get(MAX_PASS_RECORDS).time.saturating_sub(1))
+            .min();
+        let mut limited = limit.is_some_and(|limit| limit < cutoff);
+        let pass_cutoff = if limited {
+            limit.unwrap_or(cutoff)
+        } else {
+            cutoff
+        };
+        self.processed_until = if last && !limited {
             u64::MAX
         } else {
-            self.clock.to_ns(cutoff)
+            self.clock.to_ns(pass_cutoff)
         };
-        batch.sort_by_key(|(_, record)| record.time);
-        for (thread, record) in batch.drain(..) {
-            self.apply(thread, record);
+        let mut taken = self.apply_in_time_order(&runs, pass_cutoff);
+        if limited && taken.iter().all(|&count| count == 0) {
+            // Records sharing one time stamp across the limit: take them all.
+            taken = self.apply_in_time_order(&runs, cutoff);
+            limited = false;
         }
-        self.batch = batch;
+        for (run, count) in runs.drain(..).zip(taken) {
+            run.commit(count);
+        }
+        drop(runs);
+        let rt = self.rt;
+        rings.retain(|ring| {
+            let finished = ring.finished();
+            if finished {
+                count_ring_drops(rt, ring);
+            }
+            !finished
+        });
+        self.rings = rings;
         for context in finalizing {
             self.close_owned_by(Owner::Local(context), Closed::Finalize);
         }
@@ -341,6 +404,60 @@ impl State {
             sink.flush_if_due();
         }
         self.trace_pass();
+        limited
+    }
+
+    /// Applies the records of every run (each in time order: a ring holds one thread's
+    /// records in the order they were stamped) in time order, up to `cutoff`: a k-way
+    /// merge, stable (at equal times the earlier run first). Returns how many records of
+    /// each run it applied; the others stay in their ring for the next pass.
+    fn apply_in_time_order(&mut self, runs: &[Available<'_>], cutoff: u64) -> Vec<usize> {
+        let mut taken = vec![0; runs.len()];
+        loop {
+            // The run with the earliest next record, and the next record of any other.
+            let mut earliest: Option<(usize, u64)> = None;
+            let mut runner_up = u64::MAX;
+            for (index, run) in runs.iter().enumerate() {
+                let next = taken[index];
+                if next == run.len() {
+                    continue;
+                }
+                let time = run.get(next).time;
+                if time > cutoff {
+                    continue;
+                }
+                match earliest {
+                    Some((_, best)) if time >= best => runner_up = runner_up.min(time),
+                    _ => {
+                        if let Some((_, best)) = earliest {
+                            runner_up = runner_up.min(best);
+                        }
+                        earliest = Some((index, time));
+                    }
+                }
+            }
+            let Some((index, _)) = earliest else {
+                break;
+            };
+            // Take that run's records as long as they come before every other run's.
+            let run = &runs[index];
+            let mut next = taken[index];
+            loop {
+                let mut record = *run.get(next);
+                next += 1;
+                record.time = self.clock.to_ns(record.time);
+                self.apply(run.thread_index, record);
+                if next == run.len() {
+                    break;
+                }
+                let time = run.get(next).time;
+                if time >= runner_up || time > cutoff {
+                    break;
+                }
+            }
+            taken[index] = next;
+        }
+        taken
     }
 
     /// Lets the trace writer place what no open event can precede any more.
@@ -433,7 +550,10 @@ impl State {
                 event: start.event,
                 start_ns: record.time,
                 start_thread: thread,
-                states: Vec::new(),
+                states: self
+                    .spare_states
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(STATES_CAPACITY)),
             },
         );
         // Records of this event that another thread pushed and we saw first.
@@ -490,7 +610,7 @@ impl State {
                 kind: open.kind,
             };
         }
-        if let Some(known) = self.known.get(&value) {
+        if let Some(known) = self.known.get(value) {
             return Parent::Local {
                 handle: value,
                 kind: known.kind,
@@ -511,7 +631,7 @@ impl State {
         self.open
             .get(&handle)
             .map(|open| open.owner)
-            .or_else(|| self.known.get(&handle).map(|known| known.owner))
+            .or_else(|| self.known.get(handle).map(|known| known.owner))
             .unwrap_or(Owner::Unknown)
     }
 
@@ -623,15 +743,17 @@ impl State {
             }
             _ => {}
         }
-        self.remember(
-            handle,
-            Known {
-                kind: open.kind,
-                owner: open.owner,
-                start_ns: open.start_ns,
-                parent: local_handle(open.parent),
-            },
-        );
+        if self.remembered & open.kind.bit() != 0 {
+            self.remember(
+                handle,
+                Known {
+                    kind: open.kind,
+                    owner: open.owner,
+                    start_ns: open.start_ns,
+                    parent: local_handle(open.parent),
+                },
+            );
+        }
         let gpu = self.gpu_interval(&open);
         let comm = match open.owner {
             Owner::Local(context) => self.comm(context),
@@ -672,17 +794,15 @@ impl State {
         if let Some(trace) = &mut self.trace {
             trace.event(&finished);
         }
+        if self.spare_states.len() < MAX_SPARE_STATES {
+            let mut states = finished.states;
+            states.clear();
+            self.spare_states.push(states);
+        }
     }
 
     fn remember(&mut self, handle: u64, known: Known) {
-        if self.known.insert(handle, known).is_none() {
-            self.known_order.push_back(handle);
-            if self.known_order.len() > REMEMBERED_CLOSED {
-                if let Some(old) = self.known_order.pop_front() {
-                    self.known.remove(&old);
-                }
-            }
-        }
+        self.known.insert(handle, known);
     }
 
     /// Feeds a KernelCh's bounds to its communicator's GPU clock estimate, and converts
@@ -743,7 +863,7 @@ impl State {
                 start_ns: open.start_ns,
                 parent: local_handle(open.parent),
             })
-            .or_else(|| self.known.get(&handle).copied())
+            .or_else(|| self.known.get(handle))
     }
 
     fn tid(&self, thread: u32) -> i32 {
@@ -778,25 +898,14 @@ impl State {
         );
     }
 
-    /// Adds what `ring` dropped since it was last counted to `ring_full`.
-    fn count_ring_drops(&mut self, ring: &RingConsumer) {
-        let now = ring.shared.dropped.load(Ordering::Acquire);
-        let before = ring.shared.drops_counted.swap(now, Ordering::AcqRel);
-        self.rt
-            .counters
-            .ring_full
-            .fetch_add(now.saturating_sub(before), Ordering::Relaxed);
-    }
-
     /// The last round: drain, close everything, report.
     fn finish(mut self) -> Vec<RingConsumer> {
-        self.pass(true);
-        self.pass(true);
-        let rings = std::mem::take(&mut self.rings);
-        for ring in &rings {
-            self.count_ring_drops(ring);
+        // Everything left, then once more for the finalize records of the last pass.
+        while self.pass(true) {}
+        while self.pass(true) {}
+        for ring in &self.rings {
+            count_ring_drops(self.rt, ring);
         }
-        self.rings = rings;
         self.close_owned_by_filter(|_| false, Closed::Finalize);
         let orphans = self.early_count as u64;
         if orphans > 0 {
@@ -868,6 +977,7 @@ fn open_trace(rt: &Runtime) -> Option<Otf2Sink> {
     let options = Otf2Options {
         scalasca_safe: rt.config.scalasca_safe,
         kernel_channels: rt.config.event_mask & crate::abi::event_type::KERNEL_CH != 0,
+        step_states: rt.config.step_states,
         process_index: rank.unwrap_or(rt.pid as u32),
         process_name,
         host: host.clone(),
@@ -880,6 +990,44 @@ fn open_trace(rt: &Runtime) -> Option<Otf2Sink> {
             None
         }
     }
+}
+
+/// Adds what `ring` dropped since it was last counted to `ring_full`.
+fn count_ring_drops(rt: &Runtime, ring: &RingConsumer) {
+    let now = ring.shared.dropped.load(Ordering::Acquire);
+    let before = ring.shared.drops_counted.swap(now, Ordering::AcqRel);
+    rt.counters
+        .ring_full
+        .fetch_add(now.saturating_sub(before), Ordering::Relaxed);
+}
+
+/// The kinds (as a mask of [`Kind::bit`]) remembered after they close: those whose
+/// children can start or stop after them. A KernelLaunch, a ProxyCtrl, a net-plugin event
+/// or a KernelPhase has no children; a ProxyStep has (net-plugin events) and a KernelCh
+/// has (its phases) only when those are recorded. Children of a forgotten event still
+/// resolve it by its handle's bits.
+fn remembered_kinds(event_mask: u64) -> u64 {
+    let mut kinds = Kind::ALL
+        .iter()
+        .filter(|kind| {
+            !matches!(
+                kind,
+                Kind::KernelLaunch
+                    | Kind::ProxyCtrl
+                    | Kind::NetPlugin
+                    | Kind::KernelPhase
+                    | Kind::ProxyStep
+                    | Kind::KernelCh
+            )
+        })
+        .fold(0, |mask, kind| mask | kind.bit());
+    if event_mask & Kind::NetPlugin.bit() != 0 {
+        kinds |= Kind::ProxyStep.bit();
+    }
+    if event_mask & Kind::KernelPhase.bit() != 0 {
+        kinds |= Kind::KernelCh.bit();
+    }
+    kinds
 }
 
 /// The handle of a local parent, else 0.

@@ -57,6 +57,8 @@ pub struct Config {
     pub scalasca_safe: bool,
     /// The last process of the job merges the parts into one archive.
     pub auto_merge: bool,
+    /// The trace shows each proxy step's wait states as intervals nested in the step.
+    pub step_states: bool,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
     pub scorep_parameters: ScorepParameters,
 }
@@ -149,6 +151,7 @@ impl Default for Config {
             clock: ClockChoice::Auto,
             scalasca_safe: false,
             auto_merge: true,
+            step_states: true,
             scorep_parameters: ScorepParameters::ALL,
         }
     }
@@ -262,6 +265,17 @@ impl Config {
             match parse_bool(&value) {
                 Some(on) => config.auto_merge = on,
                 None => warn("NCCL_SCOREP_AUTO_MERGE", &value, "0/1, yes/no, on/off", "1"),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_STEP_STATES") {
+            match parse_bool(&value) {
+                Some(on) => config.step_states = on,
+                None => warn(
+                    "NCCL_SCOREP_STEP_STATES",
+                    &value,
+                    "0/1, yes/no, on/off",
+                    "1",
+                ),
             }
         }
         if let Some(value) = get("NCCL_SCOREP_SCOREP_PARAMETERS") {
@@ -428,6 +442,7 @@ mod tests {
             ("NCCL_SCOREP_MAX_OPEN_EVENTS", "4096"),
             ("NCCL_SCOREP_CLOCK", "Monotonic"),
             ("NCCL_SCOREP_AUTO_MERGE", "off"),
+            ("NCCL_SCOREP_STEP_STATES", "no"),
         ]);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.mode, Mode::Jsonl);
@@ -439,6 +454,7 @@ mod tests {
         assert_eq!(config.max_open_events, 4096);
         assert_eq!(config.clock, ClockChoice::Monotonic);
         assert!(!config.auto_merge);
+        assert!(!config.step_states);
     }
 
     #[test]

@@ -45,6 +45,38 @@ pub struct RingConsumer {
     pub shared: Arc<RingShared>,
 }
 
+/// Records of one ring, read in place (see [`RingConsumer::read_available`]).
+pub struct Available<'a> {
+    chunk: Option<rtrb::chunks::ReadChunk<'a, Record>>,
+    pub thread_index: u32,
+}
+
+impl Available<'_> {
+    pub fn len(&self) -> usize {
+        self.chunk.as_ref().map_or(0, |chunk| chunk.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `index`th record (`index < len()`).
+    pub fn get(&self, index: usize) -> &Record {
+        let (first, second) = self.chunk.as_ref().expect("a non-empty chunk").as_slices();
+        match first.get(index) {
+            Some(record) => record,
+            None => &second[index - first.len()],
+        }
+    }
+
+    /// Removes the first `count` records from the ring.
+    pub fn commit(self, count: usize) {
+        if let Some(chunk) = self.chunk {
+            chunk.commit(count);
+        }
+    }
+}
+
 /// A new ring of `capacity` records for the calling thread.
 pub fn ring(capacity: usize, thread_index: u32) -> (RingProducer, RingConsumer) {
     let (producer, consumer) = rtrb::RingBuffer::new(capacity.max(16));
@@ -83,11 +115,14 @@ impl RingProducer {
 }
 
 impl RingConsumer {
-    /// Moves every record available now into `out`.
-    pub fn drain_into(&mut self, out: &mut Vec<(u32, Record)>) {
-        let index = self.shared.thread_index;
-        while let Ok(record) = self.consumer.pop() {
-            out.push((index, record));
+    /// The records available now, read in place: what the caller commits leaves the ring,
+    /// the rest stays for the next read. Records pushed meanwhile are not included.
+    pub fn read_available(&mut self) -> Available<'_> {
+        let available = self.consumer.slots();
+        let thread_index = self.shared.thread_index;
+        Available {
+            chunk: self.consumer.read_chunk(available).ok(),
+            thread_index,
         }
     }
 
@@ -114,10 +149,10 @@ mod tests {
             producer.push(record).unwrap();
         }
         assert_eq!(producer.push(record), Err(record));
-        let mut out = Vec::new();
-        consumer.drain_into(&mut out);
-        assert_eq!(out.len(), 16);
-        assert_eq!(out[0], (3, record));
+        let available = consumer.read_available();
+        assert_eq!(available.len(), 16);
+        assert_eq!((available.thread_index, *available.get(0)), (3, record));
+        available.commit(16);
         assert!(!consumer.finished());
         drop(producer);
         assert!(consumer.finished());

@@ -62,6 +62,22 @@ attributes! {
     NetInfo = "nccl.net", OTF2_TYPE_STRING, "net plugin event details";
 }
 
+/// The longest string written (bytes): every definition record must fit in one
+/// definition chunk (see `writer::DEFINITION_CHUNK_BYTES`).
+pub const MAX_STRING_BYTES: usize = 64 * 1024;
+
+/// `text`, cut at a character boundary to at most [`MAX_STRING_BYTES`].
+fn truncated(text: &str) -> &str {
+    if text.len() <= MAX_STRING_BYTES {
+        return text;
+    }
+    let mut end = MAX_STRING_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// What a location shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LocationKind {
@@ -128,8 +144,12 @@ struct CommDef {
 pub struct Definitions {
     strings: Vec<CString>,
     string_ids: HashMap<String, u32>,
+    /// Ids of static strings by address and length: no hashing of the text per use.
+    static_string_ids: HashMap<(usize, usize), u32>,
     regions: Vec<RegionDef>,
     region_ids: HashMap<String, u32>,
+    /// Ids of regions with a static name, by the name's address and length.
+    static_region_ids: HashMap<(usize, usize), u32>,
     groups: Vec<LocationGroupDef>,
     locations: Vec<LocationDef>,
     comms: Vec<CommDef>,
@@ -146,8 +166,10 @@ impl Definitions {
         let mut defs = Definitions {
             strings: Vec::new(),
             string_ids: HashMap::default(),
+            static_string_ids: HashMap::default(),
             regions: Vec::new(),
             region_ids: HashMap::default(),
+            static_region_ids: HashMap::default(),
             groups: Vec::new(),
             locations: Vec::new(),
             comms: Vec::new(),
@@ -169,6 +191,7 @@ impl Definitions {
     }
 
     pub fn string(&mut self, text: &str) -> u32 {
+        let text = truncated(text);
         if let Some(&id) = self.string_ids.get(text) {
             return id;
         }
@@ -176,6 +199,28 @@ impl Definitions {
         self.strings
             .push(CString::new(text.replace('\0', "?")).unwrap_or_default());
         self.string_ids.insert(text.to_owned(), id);
+        id
+    }
+
+    /// [`Definitions::string`] for a static string, found by its address after first use.
+    pub fn static_string(&mut self, text: &'static str) -> u32 {
+        let key = (text.as_ptr() as usize, text.len());
+        if let Some(&id) = self.static_string_ids.get(&key) {
+            return id;
+        }
+        let id = self.string(text);
+        self.static_string_ids.insert(key, id);
+        id
+    }
+
+    /// [`Definitions::region`] for a static name, found by its address after first use.
+    pub fn static_region(&mut self, name: &'static str, role: Role, description: &str) -> u32 {
+        let key = (name.as_ptr() as usize, name.len());
+        if let Some(&id) = self.static_region_ids.get(&key) {
+            return id;
+        }
+        let id = self.region(name, role, description);
+        self.static_region_ids.insert(key, id);
         id
     }
 

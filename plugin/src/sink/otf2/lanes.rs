@@ -10,6 +10,9 @@
 //! a new lane is opened when none fits. Leaves are written when a later interval starts
 //! after them, or at the end.
 
+use std::cmp::Reverse;
+use std::collections::VecDeque;
+
 /// Something placed on a lane.
 pub trait Interval {
     fn start(&self) -> u64;
@@ -33,6 +36,8 @@ pub trait LaneOutput<T> {
     fn open(&mut self, lane: usize, item: &T, start: u64, stop: u64);
     /// Writes the Leave of a non-leaf interval.
     fn close(&mut self, lane: usize, time: u64, region: u32);
+    /// Takes back an item once it is written (to reuse what it owns).
+    fn done(&mut self, _item: T) {}
 }
 
 #[derive(Default)]
@@ -43,10 +48,21 @@ struct Lane {
     last: u64,
 }
 
+/// A finished interval waiting to be placed. Placing order: start order; at equal starts
+/// the longer first, so it can hold the shorter; then arrival order.
+struct Waiting<T> {
+    key: (u64, Reverse<u64>, u64),
+    item: T,
+}
+
 /// The lanes of one timeline.
 pub struct Lanes<T> {
     lanes: Vec<Lane>,
-    pending: Vec<T>,
+    /// Finished intervals not placed yet, in placing order. They arrive almost in that
+    /// order (by their end), so most are appended and the others inserted a few places
+    /// from the back; nothing is sorted again at each flush.
+    pending: VecDeque<Waiting<T>>,
+    arrivals: u64,
     max_lanes: usize,
     /// Intervals squeezed into the last lane because all lanes were in use.
     pub clipped: u64,
@@ -56,14 +72,29 @@ impl<T: Interval> Lanes<T> {
     pub fn new(max_lanes: usize) -> Lanes<T> {
         Lanes {
             lanes: Vec::new(),
-            pending: Vec::new(),
+            pending: VecDeque::new(),
+            arrivals: 0,
             max_lanes: max_lanes.max(1),
             clipped: 0,
         }
     }
 
     pub fn push(&mut self, item: T) {
-        self.pending.push(item);
+        let waiting = Waiting {
+            key: (item.start(), Reverse(item.stop()), self.arrivals),
+            item,
+        };
+        self.arrivals += 1;
+        if self
+            .pending
+            .back()
+            .is_none_or(|last| last.key <= waiting.key)
+        {
+            self.pending.push_back(waiting);
+        } else {
+            let at = self.pending.partition_point(|w| w.key <= waiting.key);
+            self.pending.insert(at, waiting);
+        }
     }
 
     pub fn pending(&self) -> usize {
@@ -72,18 +103,13 @@ impl<T: Interval> Lanes<T> {
 
     /// Places every pending interval that starts before `watermark`.
     pub fn flush(&mut self, watermark: u64, out: &mut impl LaneOutput<T>) {
-        if self.pending.is_empty() {
-            return;
-        }
-        // Start order; at equal starts the longer first, so it can hold the shorter.
-        self.pending
-            .sort_by(|a, b| (a.start(), b.stop()).cmp(&(b.start(), a.stop())));
-        let ready = self
+        while self
             .pending
-            .partition_point(|item| item.start() < watermark);
-        let items: Vec<T> = self.pending.drain(..ready).collect();
-        for item in items {
-            self.place(item, out);
+            .front()
+            .is_some_and(|waiting| waiting.key.0 < watermark)
+        {
+            let waiting = self.pending.pop_front().expect("present");
+            self.place(waiting.item, out);
         }
     }
 
@@ -119,12 +145,14 @@ impl<T: Interval> Lanes<T> {
                 lane.last <= start && lane.stack.last().is_none_or(|&(outer, _, _)| stop <= outer);
             if fits {
                 self.write(index, &item, start, stop, out);
+                out.done(item);
                 return;
             }
         }
         if self.lanes.len() < self.max_lanes {
             self.lanes.push(Lane::default());
             self.write(self.lanes.len() - 1, &item, start, stop, out);
+            out.done(item);
             return;
         }
         // Every lane is taken: squeeze it into the last one.
@@ -137,6 +165,7 @@ impl<T: Interval> Lanes<T> {
             None => stop.max(start),
         };
         self.write(index, &item, start, stop, out);
+        out.done(item);
     }
 
     fn write(

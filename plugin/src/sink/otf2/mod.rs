@@ -38,8 +38,8 @@ use crate::event::{DataType, Event, Func, Kind, NetPayload, StateArg};
 use defs::{Definitions, LocationKind, Role};
 use lanes::{Interval, LaneOutput, Lanes};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use writer::{Loc, Writer};
@@ -59,6 +59,8 @@ pub struct Otf2Options {
     pub scalasca_safe: bool,
     /// NCCL will report KernelCh events (an operation then waits for all its channels).
     pub kernel_channels: bool,
+    /// Write each proxy step's wait states as intervals nested in the step.
+    pub step_states: bool,
     /// The process's index in the job (launcher rank), else its pid.
     pub process_index: u32,
     /// How the process is named in the trace.
@@ -81,7 +83,50 @@ pub struct OpenView<'a> {
 enum Val {
     U(u64),
     I(i64),
-    S(Cow<'static, str>),
+    /// A static string (NCCL names), interned on first use.
+    S(&'static str),
+    /// A string already interned.
+    Str(u32),
+}
+
+/// Vectors of written items, kept to be reused by the next items.
+#[derive(Default)]
+struct Spares {
+    attrs: Vec<Vec<(Attr, Val)>>,
+    inner: Vec<Vec<(u64, u64, u32)>>,
+}
+
+/// Attributes and inner parts an item is allocated room for.
+const ATTRS_CAPACITY: usize = 24;
+const INNER_CAPACITY: usize = 8;
+/// Spare vectors kept of each sort (more are freed): enough for the items of a large
+/// pass, which all come back when the pass places them.
+const MAX_SPARES: usize = 1 << 16;
+
+impl Spares {
+    fn attrs(&mut self) -> Vec<(Attr, Val)> {
+        // Room for the most attributes any record carries: a reused vector never grows.
+        self.attrs
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(ATTRS_CAPACITY))
+    }
+
+    fn inner(&mut self) -> Vec<(u64, u64, u32)> {
+        self.inner
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(INNER_CAPACITY))
+    }
+
+    fn give_back(&mut self, mut attrs: Vec<(Attr, Val)>, mut inner: Vec<(u64, u64, u32)>) {
+        if attrs.capacity() > 0 && self.attrs.len() < MAX_SPARES {
+            attrs.clear();
+            self.attrs.push(attrs);
+        }
+        if inner.capacity() > 0 && self.inner.len() < MAX_SPARES {
+            inner.clear();
+            self.inner.push(inner);
+        }
+    }
 }
 
 /// One interval waiting for its lane.
@@ -144,6 +189,7 @@ struct Placer<'a> {
     locs: &'a mut Vec<Loc>,
     name: &'a str,
     group: u32,
+    spares: &'a mut Spares,
 }
 
 impl Placer<'_> {
@@ -182,6 +228,10 @@ impl LaneOutput<Item> for Placer<'_> {
         let loc = self.loc(lane);
         self.w.leave(loc, time, region);
     }
+
+    fn done(&mut self, item: Item) {
+        self.spares.give_back(item.attrs, item.inner);
+    }
 }
 
 fn put_attrs(w: &mut Writer, attrs: &[(Attr, Val)]) {
@@ -189,7 +239,8 @@ fn put_attrs(w: &mut Writer, attrs: &[(Attr, Val)]) {
         match value {
             Val::U(v) => w.attr_u64(*attr, *v),
             Val::I(v) => w.attr_i64(*attr, *v),
-            Val::S(v) => w.attr_str(*attr, v),
+            Val::S(v) => w.attr_static_str(*attr, v),
+            Val::Str(id) => w.attr_string_id(*attr, *id),
         }
     }
 }
@@ -213,6 +264,9 @@ struct RankStreams {
     comm: u32,
     ops_loc: Option<Loc>,
     ops: VecDeque<PendingOp>,
+    /// Operations taken from the front of `ops` so far: the operation with sequence
+    /// number `n` (counted from 0 in enqueue order) is `ops[n - written]`.
+    written: u64,
     last_end: u64,
     channels: HashMap<u8, Loc>,
 }
@@ -243,8 +297,9 @@ pub struct Otf2Sink {
     /// Open ProxyOps → the proxy timeline of their steps.
     op_family: HashMap<u64, Family>,
     ranks: HashMap<u64, RankStreams>,
-    /// Task handle → its context, while the operation waits on its ops stream.
-    task_context: HashMap<u64, u64>,
+    /// Task handle → its context and sequence number on that context's ops stream, while
+    /// the operation waits there.
+    task_context: HashMap<u64, (u64, u64)>,
     early_children: HashMap<u64, EarlyChild>,
     /// KernelPhase intervals waiting for their KernelCh: (start, stop, region).
     phases: HashMap<u64, Vec<(u64, u64, u32)>>,
@@ -253,6 +308,14 @@ pub struct Otf2Sink {
     contexts: HashMap<u64, Arc<ContextInfo>>,
     stats: Otf2Stats,
     last_seen: u64,
+    spares: Spares,
+    /// Region ids of host-side events by (kind, function).
+    thread_regions: HashMap<(Kind, Func), u32>,
+    /// Region ids of kernel channels by their operation's function.
+    kernel_regions: HashMap<Option<Func>, u32>,
+    pid: i32,
+    /// A buffer for attribute texts built per event.
+    text: String,
 }
 
 /// Where a process's part goes: `<dir>/parts/<host>.<pid>` (with `.1`, `.2`, … when a
@@ -290,6 +353,11 @@ impl Otf2Sink {
             contexts: HashMap::default(),
             stats: Otf2Stats::default(),
             last_seen: 0,
+            spares: Spares::default(),
+            thread_regions: HashMap::default(),
+            kernel_regions: HashMap::default(),
+            pid: std::process::id() as i32,
+            text: String::new(),
         })
     }
 
@@ -322,7 +390,7 @@ impl Otf2Sink {
 
     /// Records a ring dropped on thread `tid` between `first` and `last`.
     pub fn gap(&mut self, tid: i32, first: u64, last: u64, dropped_total: u64) {
-        let region = self.w.defs.region(
+        let region = self.w.defs.static_region(
             "NCCL records lost",
             Role::Artificial,
             "the plugin's buffer for this thread was full: records in this interval were dropped",
@@ -396,20 +464,15 @@ impl Otf2Sink {
     }
 
     fn push(&mut self, family: Family, item: Item) {
-        if !self.timelines.contains_key(&family) {
-            let (name, group) = self.timeline_name(family);
-            self.timelines.insert(
-                family,
-                Timeline {
-                    lanes: Lanes::new(MAX_LANES),
-                    locs: Vec::new(),
-                    name,
-                    group,
-                },
-            );
+        if let Some(timeline) = self.timelines.get_mut(&family) {
+            timeline.lanes.push(item);
+            if timeline.lanes.pending() <= MAX_PENDING {
+                return;
+            }
+        } else {
+            self.new_timeline(family, item);
         }
-        let timeline = self.timelines.get_mut(&family).expect("inserted above");
-        timeline.lanes.push(item);
+        let timeline = self.timelines.get_mut(&family).expect("exists");
         if timeline.lanes.pending() > MAX_PENDING {
             // Something stays open far too long: place what we have rather than grow.
             self.stats.held_back_overflow += 1;
@@ -418,9 +481,25 @@ impl Otf2Sink {
                 locs: &mut timeline.locs,
                 name: &timeline.name,
                 group: timeline.group,
+                spares: &mut self.spares,
             };
             timeline.lanes.flush(u64::MAX, &mut placer);
         }
+    }
+
+    fn new_timeline(&mut self, family: Family, item: Item) {
+        let (name, group) = self.timeline_name(family);
+        let mut lanes = Lanes::new(MAX_LANES);
+        lanes.push(item);
+        self.timelines.insert(
+            family,
+            Timeline {
+                lanes,
+                locs: Vec::new(),
+                name,
+                group,
+            },
+        );
     }
 
     fn timeline_name(&mut self, family: Family) -> (String, u32) {
@@ -481,6 +560,7 @@ impl Otf2Sink {
                     comm,
                     ops_loc: None,
                     ops: VecDeque::new(),
+                    written: 0,
                     last_end: 0,
                     channels: HashMap::default(),
                 },
@@ -490,11 +570,19 @@ impl Otf2Sink {
     }
 
     fn thread_interval(&mut self, e: &FinishedEvent) {
-        let (name, role) = thread_region(e);
-        let region = self.w.defs.region(&name, role, describe(e.kind));
+        let key = (e.kind, func_of(&e.event));
+        let region = match self.thread_regions.get(&key) {
+            Some(&region) => region,
+            None => {
+                let (name, role) = thread_region(e);
+                let region = self.w.defs.region(&name, role, describe(e.kind));
+                self.thread_regions.insert(key, region);
+                region
+            }
+        };
         let mut attrs = self.attrs_of(e);
         if e.closed != Closed::Stopped {
-            attrs.push((Attr::Closed, Val::S(Cow::Borrowed(e.closed.name()))));
+            attrs.push((Attr::Closed, Val::S(e.closed.name())));
         }
         if e.kind == Kind::GroupApi {
             // From GroupEndApiStart to the stop: launching the group's work. It nests in
@@ -504,7 +592,7 @@ impl Otf2Sink {
                 .iter()
                 .find(|s| s.state == state::GROUP_END_API_START)
             {
-                let launch = self.w.defs.region(
+                let launch = self.w.defs.static_region(
                     "ncclGroupEnd launch",
                     Role::Function,
                     "from the outermost ncclGroupEnd to the end of the group's launches",
@@ -539,8 +627,8 @@ impl Otf2Sink {
     }
 
     /// Attributes describing an event's operation and communicator.
-    fn attrs_of(&self, e: &FinishedEvent) -> Vec<(Attr, Val)> {
-        let mut attrs = Vec::with_capacity(12);
+    fn attrs_of(&mut self, e: &FinishedEvent) -> Vec<(Attr, Val)> {
+        let mut attrs = self.spares.attrs();
         if let Some(comm) = &e.comm {
             attrs.push((Attr::CommHash, Val::U(comm.comm_hash)));
             attrs.push((Attr::Rank, Val::I(i64::from(e.rank))));
@@ -571,20 +659,26 @@ impl Otf2Sink {
                 push_payload(&mut attrs, c.func, c.count, c.datatype);
             }
             Event::NetPlugin(n) => {
-                let text = match n.payload {
+                // Formatted into a reused buffer; the string is interned once per text.
+                let text = &mut self.text;
+                text.clear();
+                let _ = match n.payload {
                     NetPayload::IbQp {
                         device,
                         qp_num,
                         opcode,
                         length,
                         ..
-                    } => format!("ib dev {device} qp {qp_num} opcode {opcode} {length} B"),
+                    } => write!(
+                        text,
+                        "ib dev {device} qp {qp_num} opcode {opcode} {length} B"
+                    ),
                     NetPayload::Socket { fd, op, length } => {
-                        format!("socket fd {fd} op {op} {length} B")
+                        write!(text, "socket fd {fd} op {op} {length} B")
                     }
-                    NetPayload::Unknown => format!("net plugin id {:#x}", n.id),
+                    NetPayload::Unknown => write!(text, "net plugin id {:#x}", n.id),
                 };
-                attrs.push((Attr::NetInfo, Val::S(text.into())));
+                attrs.push((Attr::NetInfo, Val::Str(self.w.defs.string(text))));
             }
             _ => {}
         }
@@ -600,19 +694,22 @@ impl Otf2Sink {
         } else {
             "proxy recv"
         };
-        let region = self.w.defs.region(
+        let region = self.w.defs.static_region(
             name,
             Role::DataTransfer,
             "a proxy operation: one channel's transfer with one peer for one NCCL operation",
         );
-        let mut attrs = vec![
+        let mut attrs = self.spares.attrs();
+        attrs.extend([
             (Attr::Channel, Val::U(u64::from(op.channel))),
             (Attr::Peer, Val::I(i64::from(op.peer))),
             (Attr::NSteps, Val::U(op.n_steps.max(0) as u64)),
             (Attr::ChunkSize, Val::U(op.chunk_size.max(0) as u64)),
-            (Attr::Pid, Val::I(i64::from(op.pid))),
             (Attr::Rank, Val::I(i64::from(e.rank))),
-        ];
+        ]);
+        if op.pid != self.pid {
+            attrs.push((Attr::Pid, Val::I(i64::from(op.pid))));
+        }
         match e.parent {
             Parent::Foreign { value, .. } => attrs.push((Attr::ParentValue, Val::U(value))),
             Parent::Local { handle, .. } => {
@@ -621,7 +718,7 @@ impl Otf2Sink {
                     .map(|op| op.event)
                     .or(e.parent_event);
                 if let Some(task) = task {
-                    push_op_identity(&mut attrs, &task);
+                    push_op_key(&mut attrs, &task, false);
                 }
             }
             _ => {}
@@ -630,7 +727,7 @@ impl Otf2Sink {
             attrs.push((Attr::CommHash, Val::U(comm.comm_hash)));
         }
         if e.closed != Closed::Stopped {
-            attrs.push((Attr::Closed, Val::S(Cow::Borrowed(e.closed.name()))));
+            attrs.push((Attr::Closed, Val::S(e.closed.name())));
         }
         Item {
             start: e.start_ns,
@@ -644,12 +741,20 @@ impl Otf2Sink {
     }
 
     fn pending_op(&self, task: u64) -> Option<&PendingOp> {
-        let context = self.task_context.get(&task)?;
-        self.ranks
-            .get(context)?
+        let &(context, seq) = self.task_context.get(&task)?;
+        let rank = self.ranks.get(&context)?;
+        let op = rank
             .ops
-            .iter()
-            .find(|op| op.handle == task)
+            .get(usize::try_from(seq.checked_sub(rank.written)?).ok()?)?;
+        (op.handle == task).then_some(op)
+    }
+
+    fn pending_op_mut(&mut self, task: u64) -> Option<&mut PendingOp> {
+        let &(context, seq) = self.task_context.get(&task)?;
+        let rank = self.ranks.get_mut(&context)?;
+        let index = usize::try_from(seq.checked_sub(rank.written)?).ok()?;
+        let op = rank.ops.get_mut(index)?;
+        (op.handle == task).then_some(op)
     }
 
     fn step_item(&mut self, e: &FinishedEvent) -> Item {
@@ -664,12 +769,13 @@ impl Otf2Sink {
                     | state::PROXY_STEP_SEND_PEER_WAIT_V4
             )
         });
-        let region = self.w.defs.region(
+        let region = self.w.defs.static_region(
             if send { "send step" } else { "recv step" },
             Role::DataTransfer,
             "one proxy step (a slice of a proxy operation through the network)",
         );
-        let mut attrs = vec![(Attr::Step, Val::U(step.max(0) as u64))];
+        let mut attrs = self.spares.attrs();
+        attrs.push((Attr::Step, Val::U(step.max(0) as u64)));
         // Only SendWait and RecvFlushWait carry this step's own size (ABI notes §3.7).
         if let Some(size) = e.states.iter().find_map(|s| match (s.state, s.arg) {
             (
@@ -681,12 +787,17 @@ impl Otf2Sink {
             attrs.push((Attr::TransSize, Val::U(size)));
         }
         if e.closed != Closed::Stopped {
-            attrs.push((Attr::Closed, Val::S(Cow::Borrowed(e.closed.name()))));
+            attrs.push((Attr::Closed, Val::S(e.closed.name())));
         }
         // Each state lasts until the next different one, the last until the stop.
-        let mut inner: Vec<(u64, u64, u32)> = Vec::new();
+        let mut inner = self.spares.inner();
         let mut current: Option<(i32, u64)> = None;
-        for s in &e.states {
+        let states = if self.options.step_states {
+            &e.states[..]
+        } else {
+            &[]
+        };
+        for s in states {
             if current.is_some_and(|(c, _)| c == s.state) {
                 continue;
             }
@@ -737,7 +848,11 @@ impl Otf2Sink {
             }
             _ => return None,
         };
-        Some(self.w.defs.region(name, Role::DataTransfer, description))
+        Some(
+            self.w
+                .defs
+                .static_region(name, Role::DataTransfer, description),
+        )
     }
 
     fn proxy_ctrl(&mut self, e: &FinishedEvent) {
@@ -747,7 +862,7 @@ impl Otf2Sink {
             find(state::PROXY_CTRL_SLEEP),
             find(state::PROXY_CTRL_WAKEUP),
         ) {
-            let region = self.w.defs.region(
+            let region = self.w.defs.static_region(
                 "proxy sleep",
                 Role::Artificial,
                 "the proxy thread waits for work",
@@ -759,7 +874,7 @@ impl Otf2Sink {
             );
         }
         if let Some(append) = find(state::PROXY_CTRL_APPEND) {
-            let region = self.w.defs.region(
+            let region = self.w.defs.static_region(
                 "proxy append",
                 Role::Artificial,
                 "the proxy thread takes posted operations",
@@ -791,7 +906,7 @@ impl Otf2Sink {
     }
 
     fn push_idle(&mut self, tid: i32, since: u64, until: u64) {
-        let region = self.w.defs.region(
+        let region = self.w.defs.static_region(
             "proxy idle",
             Role::Artificial,
             "the proxy thread has no operation in progress",
@@ -817,6 +932,7 @@ impl Otf2Sink {
         };
         let early = self.early_children.remove(&e.handle).unwrap_or_default();
         let rank = self.rank_streams(context);
+        let seq = rank.written + rank.ops.len() as u64;
         rank.ops.push_back(PendingOp {
             handle: e.handle,
             event: e.event,
@@ -827,7 +943,7 @@ impl Otf2Sink {
             kernels: early.kernels,
             last_activity: e.stop_ns.max(early.last_child.unwrap_or(0)),
         });
-        self.task_context.insert(e.handle, context);
+        self.task_context.insert(e.handle, (context, seq));
     }
 
     /// A child (ProxyOp or KernelCh) of a task finished.
@@ -845,16 +961,10 @@ impl Otf2Sink {
                 *kernels += 1;
             }
         };
-        if let Some(&context) = self.task_context.get(&handle) {
-            if let Some(op) = self
-                .ranks
-                .get_mut(&context)
-                .and_then(|r| r.ops.iter_mut().find(|op| op.handle == handle))
-            {
-                apply(&mut op.first_kernel, &mut op.last_child, &mut op.kernels);
-                op.last_activity = op.last_activity.max(stop);
-                return;
-            }
+        if let Some(op) = self.pending_op_mut(handle) {
+            apply(&mut op.first_kernel, &mut op.last_child, &mut op.kernels);
+            op.last_activity = op.last_activity.max(stop);
+            return;
         }
         if self.early_children.len() < MAX_PENDING {
             let early = self.early_children.entry(handle).or_default();
@@ -884,18 +994,30 @@ impl Otf2Sink {
             _ => None,
         }
         .or(e.parent_event);
-        let func = identity.map_or("NCCL", |ev| func_of(&ev).as_str());
-        let region = self.w.defs.region(
-            &format!("{func} kernel"),
-            Role::Code,
-            "GPU time of one channel of an NCCL kernel (GPU clock converted to host time)",
-        );
-        let phases = self.phases.remove(&e.handle).unwrap_or_default();
+        let func = identity.map(|ev| func_of(&ev));
+        let region = match self.kernel_regions.get(&func) {
+            Some(&region) => region,
+            None => {
+                let name = func.map_or("NCCL", Func::as_str);
+                let region = self.w.defs.region(
+                    &format!("{name} kernel"),
+                    Role::Code,
+                    "GPU time of one channel of an NCCL kernel (GPU clock converted to host time)",
+                );
+                self.kernel_regions.insert(func, region);
+                region
+            }
+        };
+        let phases = if self.phases.is_empty() {
+            None
+        } else {
+            self.phases.remove(&e.handle)
+        };
         let rank = self.rank_streams(context);
-        let (group, label) = (rank.group, rank_label(&rank.info));
         let loc = match rank.channels.get(&channel) {
             Some(&loc) => loc,
             None => {
+                let (group, label) = (rank.group, rank_label(&rank.info));
                 let loc = self.w.add_location(
                     &format!("{label} channel {channel}"),
                     LocationKind::AcceleratorStream,
@@ -911,20 +1033,22 @@ impl Otf2Sink {
         if s != start {
             self.stats.clipped_intervals += 1;
         }
-        let mut attrs = vec![
+        let mut attrs = self.spares.attrs();
+        attrs.extend([
             (Attr::Channel, Val::U(u64::from(channel))),
             (Attr::Rank, Val::I(i64::from(e.rank))),
-        ];
+        ]);
         if let Some(ev) = identity {
-            push_op_identity(&mut attrs, &ev);
+            push_op_key(&mut attrs, &ev, true);
         }
         if let Some(error) = e.gpu.and_then(|g| g.error_ns) {
             attrs.push((Attr::GpuClockError, Val::U(error)));
         }
         put_attrs(&mut self.w, &attrs);
+        self.spares.give_back(attrs, Vec::new());
         self.w.enter(loc, s, region);
         let mut at = s;
-        for (ps, pe, pregion) in phases {
+        for (ps, pe, pregion) in phases.unwrap_or_default() {
             let ps = ps.clamp(at, t);
             let pe = pe.clamp(ps, t);
             self.w.enter(loc, ps, pregion);
@@ -953,7 +1077,7 @@ impl Otf2Sink {
         let region =
             self.w
                 .defs
-                .region(name, Role::Code, "a phase of a kernel channel (NCCL 2.31+)");
+                .static_region(name, Role::Code, "a phase of a kernel channel (NCCL 2.31+)");
         let phases = self.phases.entry(handle).or_default();
         if phases.len() < 16 {
             phases.push((gpu.start_ns, gpu.stop_ns, region));
@@ -1008,6 +1132,7 @@ impl Otf2Sink {
                 locs: &mut timeline.locs,
                 name: &timeline.name,
                 group: timeline.group,
+                spares: &mut self.spares,
             };
             timeline.lanes.flush(mark, &mut placer);
         }
@@ -1037,6 +1162,7 @@ impl Otf2Sink {
                     break;
                 }
                 let op = rank.ops.pop_front().expect("front exists");
+                rank.written += 1;
                 self.task_context.remove(&op.handle);
                 self.write_op(context, op);
             }
@@ -1044,25 +1170,29 @@ impl Otf2Sink {
     }
 
     fn write_op(&mut self, context: u64, op: PendingOp) {
-        let (group, label, comm, info) = {
+        let (comm, comm_hash, my_rank, n_ranks) = {
             let rank = self.rank_streams(context);
             (
-                rank.group,
-                rank_label(&rank.info),
                 rank.comm,
-                Arc::clone(&rank.info),
+                rank.info.comm_hash,
+                rank.info.rank,
+                rank.info.n_ranks,
             )
         };
         let loc = match self.ranks[&context].ops_loc {
             Some(loc) => loc,
             None => {
+                let (group, label) = {
+                    let rank = &self.ranks[&context];
+                    (rank.group, rank_label(&rank.info))
+                };
                 let loc = self.w.add_location(
                     &format!("{label} ops"),
                     LocationKind::AcceleratorStream,
                     group,
                 );
                 let id = self.w.defs.location_ids()[loc.0 as usize];
-                self.w.defs.comm_member(comm, info.rank, id);
+                self.w.defs.comm_member(comm, my_rank, id);
                 self.rank_streams(context).ops_loc = Some(loc);
                 loc
             }
@@ -1076,21 +1206,23 @@ impl Otf2Sink {
         let t = end.max(s);
         self.rank_streams(context).last_end = t;
         let func = func_of(&op.event);
-        let region = self.w.defs.region(func.as_str(), op_role(func), "an NCCL operation on its communicator's stream, from the start of its execution to its completion");
-        let mut attrs = vec![
-            (Attr::CommHash, Val::U(info.comm_hash)),
-            (Attr::Rank, Val::I(i64::from(info.rank))),
-            (Attr::NRanks, Val::I(i64::from(info.n_ranks))),
-        ];
+        let region = self.w.defs.static_region(func.as_str(), op_role(func), "an NCCL operation on its communicator's stream, from the start of its execution to its completion");
+        let mut attrs = self.spares.attrs();
+        attrs.extend([
+            (Attr::CommHash, Val::U(comm_hash)),
+            (Attr::Rank, Val::I(i64::from(my_rank))),
+            (Attr::NRanks, Val::I(i64::from(n_ranks))),
+        ]);
         push_op_identity(&mut attrs, &op.event);
         // With the pid, what another process's PXN proxy operations name as their parent.
         attrs.push((Attr::Task, Val::U(op.handle)));
-        attrs.push((Attr::Pid, Val::I(i64::from(std::process::id() as i32))));
+        attrs.push((Attr::Pid, Val::I(i64::from(self.pid))));
         attrs.push((Attr::EnqueueTime, Val::U(op.enqueue)));
         attrs.push((Attr::CompleteTime, Val::U(end)));
         put_attrs(&mut self.w, &attrs);
+        self.spares.give_back(attrs, Vec::new());
         self.w.enter(loc, s, region);
-        let n = info.n_ranks.max(1) as u64;
+        let n = n_ranks.max(1) as u64;
         match op.event {
             Event::Coll(c) => {
                 let b = bytes_of(c.count, c.datatype);
@@ -1100,14 +1232,14 @@ impl Otf2Sink {
                     Func::ReduceScatter => (b * n, b),
                     Func::AlltoAll | Func::Gather | Func::Scatter => (b * n, b * n),
                     Func::Broadcast => {
-                        if c.root == info.rank {
+                        if c.root == my_rank {
                             (b, b)
                         } else {
                             (0, b)
                         }
                     }
                     Func::Reduce => {
-                        if c.root == info.rank {
+                        if c.root == my_rank {
                             (b, b)
                         } else {
                             (b, 0)
@@ -1152,6 +1284,7 @@ impl Otf2Sink {
                 locs: &mut timeline.locs,
                 name: &timeline.name,
                 group: timeline.group,
+                spares: &mut self.spares,
             };
             timeline.lanes.finish(&mut placer);
             self.stats.clipped_intervals += timeline.lanes.clipped;
@@ -1179,14 +1312,35 @@ fn leaf_item(start: u64, stop: u64, region: u32, attrs: Vec<(Attr, Val)>) -> Ite
     }
 }
 
+/// What names a proxy operation's or kernel channel's operation: `nccl.seq` and
+/// `nccl.func` of a collective, `nccl.func` and (unless the child has its own) `nccl.peer`
+/// of a point-to-point operation. The rest of the operation's identity (count, type, bytes,
+/// algorithm, protocol, channels, root) is on the operation itself (ops stream and
+/// enqueue): written once per rank, not again on each of its children.
+fn push_op_key(attrs: &mut Vec<(Attr, Val)>, event: &Event, with_peer: bool) {
+    match event {
+        Event::Coll(c) => {
+            attrs.push((Attr::Seq, Val::U(c.seq)));
+            attrs.push((Attr::Func, Val::S(c.func.as_str())));
+        }
+        Event::P2p(p) => {
+            attrs.push((Attr::Func, Val::S(p.func.as_str())));
+            if with_peer {
+                attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
+            }
+        }
+        _ => {}
+    }
+}
+
 /// `(nccl.seq, nccl.func)` and the rest of an operation's identity.
 fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
     match event {
         Event::Coll(c) => {
             attrs.push((Attr::Seq, Val::U(c.seq)));
             push_payload(attrs, c.func, c.count, c.datatype);
-            attrs.push((Attr::Algo, Val::S(c.algo.as_str().into())));
-            attrs.push((Attr::Proto, Val::S(c.proto.as_str().into())));
+            attrs.push((Attr::Algo, Val::S(c.algo.as_str())));
+            attrs.push((Attr::Proto, Val::S(c.proto.as_str())));
             attrs.push((Attr::NChannels, Val::U(u64::from(c.n_channels))));
             if is_rooted(c.func) {
                 attrs.push((Attr::Root, Val::I(i64::from(c.root))));
@@ -1205,9 +1359,9 @@ fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
 
 /// `nccl.func`, `nccl.count`, `nccl.datatype` and `nccl.bytes`.
 fn push_payload(attrs: &mut Vec<(Attr, Val)>, func: Func, count: u64, datatype: DataType) {
-    attrs.push((Attr::Func, Val::S(func.as_str().into())));
+    attrs.push((Attr::Func, Val::S(func.as_str())));
     attrs.push((Attr::Count, Val::U(count)));
-    attrs.push((Attr::Datatype, Val::S(datatype.as_str().into())));
+    attrs.push((Attr::Datatype, Val::S(datatype.as_str())));
     attrs.push((Attr::Bytes, Val::U(bytes_of(count, datatype))));
 }
 

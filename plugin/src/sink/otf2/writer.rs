@@ -17,6 +17,12 @@ use std::ptr;
 
 /// Event chunk size: the smallest OTF2 allows, so data reaches the disk often.
 pub const EVENT_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
+/// Definition chunk size: the smallest OTF2 allows. OTF2 clears a whole definition chunk
+/// for every local definition writer it opens or closes (one per location, here and again
+/// when parts are merged), so 4 MiB chunks cost far more than the few kilobytes of a
+/// part's definitions; no single record of a part comes near 256 KiB (strings are capped
+/// at [`super::defs::MAX_STRING_BYTES`]).
+pub const DEFINITION_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
 /// Event chunks one location may hold in memory before OTF2 must flush them. With one
 /// chunk, a location flushes every 256 KiB of encoded events (about 20,000 events).
 const EVENT_CHUNKS_PER_LOCATION: usize = 1;
@@ -182,7 +188,7 @@ impl Writer {
                 name.as_ptr(),
                 OTF2_FILEMODE_WRITE as OTF2_FileMode,
                 EVENT_CHUNK_BYTES,
-                OTF2_CHUNK_SIZE_DEFINITIONS_DEFAULT,
+                DEFINITION_CHUNK_BYTES,
                 OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
                 OTF2_COMPRESSION_NONE as OTF2_Compression,
             );
@@ -299,8 +305,14 @@ impl Writer {
         self.check(code);
     }
 
-    pub fn attr_str(&mut self, attr: Attr, value: &str) {
-        let string = self.defs.string(value);
+    /// A string attribute with a static string (interned on first use).
+    pub fn attr_static_str(&mut self, attr: Attr, value: &'static str) {
+        let string = self.defs.static_string(value);
+        self.attr_string_id(attr, string);
+    }
+
+    /// A string attribute whose string is interned already.
+    pub fn attr_string_id(&mut self, attr: Attr, string: u32) {
         // SAFETY: as in `attr_u64`; the string is defined at close, before any reader
         // resolves it.
         let code = unsafe { OTF2_AttributeList_AddStringRef(self.attributes, attr as u32, string) };
