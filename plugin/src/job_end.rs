@@ -74,17 +74,17 @@ pub fn part_finished(output_dir: &Path, anchor: &Path) {
     }
 }
 
-/// Called when this process is done with NCCL (its exit handler): records that and, if
-/// it is the last of its job, merges. Problems are logged with the command that merges by
-/// hand, never raised.
+/// Called when this process is done with NCCL (its last finalize, or its exit with
+/// communicators alive): records that and, if it is the last of its job, merges. Problems
+/// are logged with the command that merges by hand, never raised.
 pub fn process_done(output_dir: &Path) {
     let Some(job) = this_job(output_dir) else {
         return;
     };
     let by_hand = format!("run `nccl-scorep merge {}`", output_dir.display());
-    // On a thread of its own: this runs in the exit handler, also while NCCL unloads the
-    // library, and thread-local values the merge creates must be dropped while the
-    // library's code is still there, not when the calling thread ends later.
+    // On a thread of its own: thread-local values the merge creates (ours, OTF2's) must be
+    // dropped while the library is loaded, not when the application's thread ends, maybe
+    // long after NCCL unloaded the library.
     let dir = output_dir.to_path_buf();
     let merged = std::thread::Builder::new()
         .name("nccl-scorep-merge".into())
