@@ -164,27 +164,33 @@ pub fn is_forwarded(kind: Kind) -> bool {
     )
 }
 
-fn slot_and_name(event: &Event) -> Option<(usize, String)> {
+/// The region slot of an event; its name is made only when the region is created.
+fn region_slot(event: &Event) -> Option<usize> {
     let func_slot = |func: Func| (func as usize).min(FUNCS - 1);
     Some(match event {
-        Event::GroupApi { .. } => (0, "ncclGroup".to_owned()),
-        Event::KernelLaunch => (1, "NCCL kernel launch".to_owned()),
-        Event::Group => (2, "NCCL plan enqueue".to_owned()),
-        Event::CollApi(c) => (3 + func_slot(c.func), format!("nccl{}", c.func.as_str())),
-        Event::P2pApi(p) => (
-            3 + FUNCS + func_slot(p.func),
-            format!("nccl{}", p.func.as_str()),
-        ),
-        Event::Coll(c) => (
-            3 + 2 * FUNCS + func_slot(c.func),
-            format!("{} enqueue", c.func.as_str()),
-        ),
-        Event::P2p(p) => (
-            3 + 3 * FUNCS + func_slot(p.func),
-            format!("{} enqueue", p.func.as_str()),
-        ),
+        Event::GroupApi { .. } => 0,
+        Event::KernelLaunch => 1,
+        Event::Group => 2,
+        Event::CollApi(c) => 3 + func_slot(c.func),
+        Event::P2pApi(p) => 3 + FUNCS + func_slot(p.func),
+        Event::Coll(c) => 3 + 2 * FUNCS + func_slot(c.func),
+        Event::P2p(p) => 3 + 3 * FUNCS + func_slot(p.func),
         _ => return None,
     })
+}
+
+/// The region name of an event (of a kind [`region_slot`] accepts).
+fn region_name(event: &Event) -> String {
+    match event {
+        Event::GroupApi { .. } => "ncclGroup".to_owned(),
+        Event::KernelLaunch => "NCCL kernel launch".to_owned(),
+        Event::Group => "NCCL plan enqueue".to_owned(),
+        Event::CollApi(c) => format!("nccl{}", c.func.as_str()),
+        Event::P2pApi(p) => format!("nccl{}", p.func.as_str()),
+        Event::Coll(c) => format!("{} enqueue", c.func.as_str()),
+        Event::P2p(p) => format!("{} enqueue", p.func.as_str()),
+        _ => String::new(),
+    }
 }
 
 fn payload_bytes(count: u64, datatype: DataType) -> Option<u64> {
@@ -199,7 +205,7 @@ static CALLS_ISSUED: AtomicU64 = AtomicU64::new(0);
 #[inline(never)]
 pub fn entered(rt: &Runtime, event: &Event, handle: u64, context: u64) {
     let Some(state) = state() else { return };
-    let Some((slot, name)) = slot_and_name(event) else {
+    let Some(slot) = region_slot(event) else {
         return;
     };
     let (bytes, is_api) = match event {
@@ -214,7 +220,7 @@ pub fn entered(rt: &Runtime, event: &Event, handle: u64, context: u64) {
         BYTES_ISSUED.fetch_add(size.unwrap_or(0), Ordering::Relaxed);
         CALLS_ISSUED.fetch_add(1, Ordering::Relaxed);
     }
-    let region = state.regions[slot].get_or_init(|| Region::new(&name, GROUP));
+    let region = state.regions[slot].get_or_init(|| Region::new(&region_name(event), GROUP));
     let Some(region) = region.handle(&state.api) else {
         Counters::bump(&rt.counters.scorep_not_forwarded);
         return;
