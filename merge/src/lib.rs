@@ -297,13 +297,17 @@ fn comm_key(name: &str) -> String {
     }
 }
 
+/// The communicator name and NCCL rank of an ops stream, from its location name
+/// `<comm> rank <r> ops` (the last ` rank `, so a communicator name containing one is kept
+/// whole); `None` for other locations.
+pub fn ops_stream(name: &str) -> Option<(&str, u32)> {
+    let (comm, rank) = name.strip_suffix(" ops")?.rsplit_once(" rank ")?;
+    Some((comm, rank.parse().ok()?))
+}
+
 /// The NCCL rank of an ops stream, from its name `... rank <r> ops`.
 fn ops_rank(name: &str) -> Option<u32> {
-    name.strip_suffix(" ops")?
-        .rsplit_once(" rank ")?
-        .1
-        .parse()
-        .ok()
+    ops_stream(name).map(|(_, rank)| rank)
 }
 
 /// A communicator being assembled from the parts.
@@ -1198,6 +1202,8 @@ mod tests {
         assert_eq!(ops_rank("a rank b rank 12 ops"), Some(12));
         assert_eq!(ops_rank("train rank 3 channel 0"), None);
         assert_eq!(ops_rank("thread 7"), None);
+        assert_eq!(ops_stream("a rank b rank 12 ops"), Some(("a rank b", 12)));
+        assert_eq!(ops_stream("world rank x ops"), None);
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
     };
     for (&id, location) in &defs.locations {
         let name = string(location.value.name);
-        if let Some(comm) = ops_stream_comm(name) {
+        if let Some((comm, _)) = nccl_scorep_merge::ops_stream(name) {
             reader.comm_of.insert(id, comm.to_owned());
         }
     }
@@ -121,13 +121,6 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
             .push(format!("{} (events not fully readable)", anchor.display()));
     }
     Ok(())
-}
-
-/// The communicator name of an ops stream's location name (`<comm> rank <r> ops`).
-fn ops_stream_comm(name: &str) -> Option<&str> {
-    let head = name.strip_suffix(" ops")?;
-    let at = head.rfind(" rank ")?;
-    head[at + 6..].parse::<u32>().ok().map(|_| &head[..at])
 }
 
 struct Reader<'a> {
@@ -253,17 +246,4 @@ impl Reader<'_> {
 fn value(attributes: &[(u32, AttributeValue)], id: Option<u32>) -> Option<AttributeValue> {
     let id = id?;
     attributes.iter().find(|(a, _)| *a == id).map(|(_, v)| *v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ops_streams_are_told_by_name() {
-        assert_eq!(ops_stream_comm("world rank 3 ops"), Some("world"));
-        assert_eq!(ops_stream_comm("a rank b rank 12 ops"), Some("a rank b"));
-        assert_eq!(ops_stream_comm("world rank x ops"), None);
-        assert_eq!(ops_stream_comm("thread 42"), None);
-    }
 }
