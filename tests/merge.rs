@@ -37,11 +37,9 @@ fn merge(run_dir: &Path) -> Output {
 }
 
 fn parts(run_dir: &Path) -> Vec<PathBuf> {
-    // Directories: beside them lie the automatic merge's ledger and lock.
     let mut parts: Vec<PathBuf> = std::fs::read_dir(run_dir.join("parts"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
         .collect();
     parts.sort();
     parts
