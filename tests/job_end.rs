@@ -1,7 +1,8 @@
 //! The end of a job. Under Open MPI's `mpirun`, the last process to finish merges every
 //! process's trace part into one archive by itself, with the processes' times on one time
-//! base. A process killed mid-run leaves a part without definitions: the job is not merged
-//! automatically, and `nccl-scorep merge` merges the rest and reports it.
+//! base. A process killed mid-run never says it is done: the job is not merged
+//! automatically, and `nccl-scorep merge` merges its part with the events it had flushed,
+//! from the definitions it had saved, and reports it.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -240,9 +241,17 @@ fn a_process_killed_mid_run_is_reported_and_the_rest_merged() {
             .map(|e| e.path())
             .find(|p| p.to_string_lossy().ends_with(&format!(".{pid}")))
     };
-    // Under way: its part exists and it has run for a while.
+    // Under way: its part exists, with a snapshot of its definitions that has its rank
+    // (strings are stored as they are), and it has run for a while.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while victim_part(victim.id()).is_none() && Instant::now() < deadline {
+    let snapshot_saved = |part: Option<PathBuf>| {
+        part.and_then(|p| std::fs::read(p.join("snapshot").join("traces.def")).ok())
+            .is_some_and(|defs| {
+                let name = b"single rank 1 ops";
+                defs.windows(name.len()).any(|w| w == name)
+            })
+    };
+    while !snapshot_saved(victim_part(victim.id())) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(100));
@@ -276,11 +285,12 @@ fn a_process_killed_mid_run_is_reported_and_the_rest_merged() {
     let stdout = String::from_utf8_lossy(&merged.stdout);
     assert!(merged.status.success(), "{stdout}");
     let name = part.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(stdout.starts_with("merged 1 part into"), "{stdout}");
+    assert!(stdout.starts_with("merged 2 parts into"), "{stdout}");
     assert!(
-        stdout.contains("skipped 1 incomplete part") && stdout.contains(&name),
+        stdout.contains("merged 1 incomplete part") && stdout.contains(&name),
         "{stdout}"
     );
+    let flushed = flushed_events(&stdout);
     let anchor = out.join("traces.otf2");
     assert_otf2_print_clean(&anchor);
     let trace = dump(&anchor);
@@ -292,12 +302,123 @@ fn a_process_killed_mid_run_is_reported_and_the_rest_merged() {
         .iter()
         .map(|m| m.as_str().unwrap())
         .collect();
-    assert_eq!(members, ["single rank 0 ops"], "only the survivor's rank");
-    let survivor_ops = trace["intervals"]
-        .as_array()
-        .unwrap()
+    assert_eq!(
+        members,
+        ["single rank 0 ops", "single rank 1 ops"],
+        "the killed rank is a member (from its saved definitions)"
+    );
+    let intervals = trace["intervals"].as_array().unwrap();
+    let survivor_ops = intervals
         .iter()
         .filter(|i| i["region"] == "AllReduce" && i["loc"] == "single rank 0 ops")
         .count();
     assert_eq!(survivor_ops, 400, "every collective of the survivor");
+    // The killed process had run for 100 ms: OTF2 flushes a location's events in 4 MiB
+    // blocks, so it had most likely flushed nothing; whatever it had is there.
+    let victim_intervals = intervals
+        .iter()
+        .filter(|i| i["loc"].as_str().unwrap().contains("rank 1"))
+        .count() as u64;
+    assert!(
+        victim_intervals * 2 <= flushed,
+        "{victim_intervals} {flushed}"
+    );
+}
+
+/// The number in "merged with the N events it had flushed" of a merge's report.
+fn flushed_events(report: &str) -> u64 {
+    let after = report
+        .split("merged with the ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no recovered part in {report}"));
+    after
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no event count in {report}"))
+}
+
+/// A process killed after OTF2 had flushed some of its events (in 4 MiB blocks per
+/// location) is merged with them: they read back, nest, and lie within its run.
+#[test]
+fn a_killed_process_is_merged_with_the_events_it_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let realtime_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64
+    };
+    let started = realtime_ns();
+    let mut victim = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "single", "--iterations", "10000000"])
+        .args(["--sizes", "64K", "--speedup", "1000"])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let flushed_file = || -> Option<PathBuf> {
+        let parts = std::fs::read_dir(out.join("parts")).ok()?;
+        let part = parts.filter_map(Result::ok).next()?.path();
+        std::fs::read_dir(part.join("traces"))
+            .ok()?
+            .filter_map(Result::ok)
+            .find(|e| e.metadata().is_ok_and(|m| m.len() > 0))
+            .map(|e| e.path())
+    };
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while flushed_file().is_none() {
+        assert!(
+            victim.try_wait().unwrap().is_none(),
+            "nccl-sim ended before OTF2 flushed events: make its run longer"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "OTF2 flushed no event file in time"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let killed = realtime_ns();
+
+    let merged = nccl_scorep(&["merge"], &out);
+    let stdout = String::from_utf8_lossy(&merged.stdout);
+    assert!(merged.status.success(), "{stdout}");
+    assert!(stdout.starts_with("merged 1 part into"), "{stdout}");
+    assert!(stdout.contains("merged 1 incomplete part"), "{stdout}");
+    let flushed = flushed_events(&stdout);
+    assert!(flushed > 10_000, "{stdout}");
+    let anchor = out.join("traces.otf2");
+    assert_otf2_print_clean(&anchor);
+    let validated = nccl_scorep(&["validate"], &anchor);
+    assert!(
+        validated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validated.stdout)
+    );
+
+    // The Python reader checks that every interval is closed and nests.
+    let trace = dump(&anchor);
+    let comms = trace["comms"].as_array().unwrap();
+    assert_eq!(comms.len(), 1);
+    assert_eq!(comms[0]["members"].as_array().unwrap().len(), 4);
+    let intervals = trace["intervals"].as_array().unwrap();
+    assert!(intervals.len() as u64 * 2 <= flushed);
+    assert!(intervals.len() > 1000, "{}", intervals.len());
+    for interval in intervals {
+        let (start, end) = (
+            interval["start"].as_i64().unwrap(),
+            interval["end"].as_i64().unwrap(),
+        );
+        // Real time, from the clock pairs the process saved; 1 ms for the clock reads.
+        assert!(
+            started - 1_000_000 <= start && start <= end && end <= killed + 1_000_000,
+            "{interval} outside the run [{started}, {killed}]"
+        );
+    }
 }

@@ -36,7 +36,10 @@ use otf2_sys::{
 use serde::Serialize;
 
 mod otf2;
+mod recover;
 pub mod scorep;
+
+pub use recover::{SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR};
 
 // ---------------------------------------------------------------------------------------
 // One part's definitions, with the ids written in the part (also used, with global ids,
@@ -229,6 +232,9 @@ pub struct Report {
     /// The merged parts (directory names).
     pub parts: Vec<String>,
     pub skipped: Vec<SkippedPart>,
+    /// Parts of processes that did not finish their trace, merged with what they had
+    /// flushed (also in `parts`).
+    pub recovered: Vec<SkippedPart>,
     pub locations: usize,
     pub events: u64,
     pub comms: Vec<CommSummary>,
@@ -1004,6 +1010,10 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     let mut dirs = Vec::new();
     let mut parts = Vec::new();
     let mut skipped = Vec::new();
+    let mut recovered = Vec::new();
+    // Where the parts of killed processes are put together for reading (removed at the end).
+    let scratch = run_dir.join(format!(".traces.recovering.{}", std::process::id()));
+    let _scratch_guard = TempDir(scratch.clone());
     let mut candidates = part_dirs(run_dir)?;
     if let Some(only) = options.only_parts {
         candidates.retain(|(name, _)| only.contains(name));
@@ -1012,6 +1022,29 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     for (done, (name, dir)) in candidates.into_iter().enumerate() {
         report(Progress::Reading { done, total });
         let anchor = dir.join("traces.otf2");
+        if !anchor.exists() && recover::has_snapshot(&dir) {
+            match recover::recover_part(&dir, &scratch) {
+                Ok(part) => {
+                    recovered.push(SkippedPart {
+                        part: name.clone(),
+                        incomplete: true,
+                        reason: part.note,
+                    });
+                    names.push(name);
+                    dirs.push(part.dir);
+                    parts.push(part.defs);
+                }
+                Err(why) => skipped.push(SkippedPart {
+                    part: name,
+                    incomplete: true,
+                    reason: format!(
+                        "its process did not finish the trace (killed?), and what it saved \
+                         cannot be used: {why}"
+                    ),
+                }),
+            }
+            continue;
+        }
         if !anchor.exists() {
             let events = std::fs::read_dir(dir.join("traces"))
                 .map(|d| {
@@ -1088,6 +1121,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         archive: out.join("traces.otf2"),
         parts: names,
         skipped,
+        recovered,
         locations: unified.locations.len(),
         events: unified.locations.iter().map(|l| l.number_of_events).sum(),
         comms,
@@ -1141,6 +1175,17 @@ pub fn render(report: &Report) -> String {
             let _ = write!(out, " (no part has rank {:?})", comm.missing_ranks);
         }
         out.push('\n');
+    }
+    if !report.recovered.is_empty() {
+        let _ = writeln!(
+            out,
+            "merged {} incomplete part{}:",
+            report.recovered.len(),
+            if report.recovered.len() == 1 { "" } else { "s" }
+        );
+        for part in &report.recovered {
+            let _ = writeln!(out, "  {}: {}", part.part, part.reason);
+        }
     }
     let incomplete: Vec<&SkippedPart> = report.skipped.iter().filter(|s| s.incomplete).collect();
     if !incomplete.is_empty() {

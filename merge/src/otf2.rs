@@ -263,6 +263,212 @@ struct PartRead {
 
 /// Reads the global definitions and the clock offsets of the part whose anchor file is
 /// `anchor`.
+/// Writes valid event files without events for `locations` in `<dir>/traces/` (through
+/// an archive in `dir` that is otherwise left unfinished): what a location of a killed
+/// process that flushed nothing gets in place of its empty file.
+pub(super) fn write_empty_event_files(
+    dir: &Path,
+    locations: &[u64],
+    event_chunk: u64,
+) -> Result<(), String> {
+    let info = ArchiveInfo {
+        creator: "nccl-scorep merge",
+        description: "empty event files",
+        machine: None,
+    };
+    let archive = Archive::create(dir, event_chunk, OTF2_CHUNK_SIZE_MIN, &info)?;
+    let a = archive.0;
+    // SAFETY: `a` is open; each writer is closed once, before the files.
+    unsafe {
+        check(OTF2_Archive_OpenEvtFiles(a), "cannot open the event files")?;
+        for &location in locations {
+            let writer = OTF2_Archive_GetEvtWriter(a, location);
+            if writer.is_null() {
+                return Err(format!(
+                    "cannot create an event file for location {location}"
+                ));
+            }
+            check(
+                OTF2_Archive_CloseEvtWriter(a, writer),
+                "cannot close an event writer",
+            )?;
+        }
+        check(
+            OTF2_Archive_CloseEvtFiles(a),
+            "cannot close the event files",
+        )?;
+    }
+    archive.close("empty event files")
+}
+
+/// What [`scan_events`] found in one location's event file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct EventScan {
+    /// Events OTF2 read.
+    pub events: u64,
+    /// How many events lead up to the last point where every interval was closed
+    /// (Enter/Leave and MpiCollectiveBegin/End balanced).
+    pub balanced: u64,
+    /// The timestamp of the last of those events.
+    pub balanced_time: u64,
+}
+
+#[derive(Default)]
+struct NestingScan {
+    scan: EventScan,
+    depth: u64,
+}
+
+impl NestingScan {
+    fn opened(&mut self) {
+        self.scan.events += 1;
+        self.depth += 1;
+    }
+
+    fn closed(&mut self, time: u64, position: u64) {
+        self.scan.events += 1;
+        self.depth = self.depth.saturating_sub(1);
+        if self.depth == 0 {
+            self.scan.balanced = position;
+            self.scan.balanced_time = time;
+        }
+    }
+}
+
+/// Reads the event file of each of `locations` (of the archive `anchor`) to find where
+/// its intervals are last all closed: the place to end a killed process's events.
+pub(super) fn scan_events(anchor: &Path, locations: &[u64]) -> Result<Vec<EventScan>, String> {
+    let reader = Reader::open(anchor)?;
+    reader.select_locations(locations)?;
+    // SAFETY: the reader is open.
+    let code = unsafe { OTF2_Reader_OpenEvtFiles(reader.0) };
+    check(code, "cannot open the event files")?;
+    let mut scans = Vec::with_capacity(locations.len());
+    let mut result = Ok(());
+    for &location in locations {
+        // SAFETY: the reader is open with its event files.
+        let evt = unsafe { OTF2_Reader_GetEvtReader(reader.0, location) };
+        if evt.is_null() {
+            result = Err(failure(
+                &format!("cannot read the events of location {location}"),
+                None,
+            ));
+            break;
+        }
+        let mut state = ReadState::new(NestingScan::default());
+        let set = |c: *mut OTF2_EvtReaderCallbacks| {
+            // SAFETY: `c` is the live table of `register_callbacks`; each function has the
+            // type its setter takes (the compiler checks it).
+            unsafe {
+                first_failure(&[
+                    OTF2_EvtReaderCallbacks_SetEnterCallback(c, Some(evt_enter)),
+                    OTF2_EvtReaderCallbacks_SetLeaveCallback(c, Some(evt_leave)),
+                    OTF2_EvtReaderCallbacks_SetMpiCollectiveBeginCallback(
+                        c,
+                        Some(evt_collective_begin),
+                    ),
+                    OTF2_EvtReaderCallbacks_SetMpiCollectiveEndCallback(
+                        c,
+                        Some(evt_collective_end),
+                    ),
+                ])
+            }
+        };
+        // SAFETY: the reader and `evt` are open; the callbacks take a
+        // `ReadState<NestingScan>`; `state` outlives the read and is used only through the
+        // callbacks while it runs.
+        let mut code = unsafe { register_callbacks(reader.0, evt, &mut state, set) };
+        let mut read = 0;
+        if code == OTF2_SUCCESS {
+            // SAFETY: as above.
+            code = unsafe { OTF2_Reader_ReadAllLocalEvents(reader.0, evt, &mut read) };
+        }
+        // SAFETY: `evt` is open and not used after this.
+        unsafe { OTF2_Reader_CloseEvtReader(reader.0, evt) };
+        if let Some(panic) = state.take_panic() {
+            result = Err(format!("internal error while reading events: {panic}"));
+            break;
+        }
+        if code != OTF2_SUCCESS {
+            let what = format!("reading the events of location {location} failed");
+            result = Err(failure(&what, Some(code)));
+            break;
+        }
+        let mut scan = state.data.scan;
+        // Events without a callback (messages) count too.
+        scan.events = read;
+        scans.push(scan);
+    }
+    // SAFETY: the reader is open with its event files.
+    unsafe { OTF2_Reader_CloseEvtFiles(reader.0) };
+    drop(drain_thread_error_reports());
+    result.map(|()| scans)
+}
+
+/// Runs `body` on the scan behind `user_data`.
+///
+/// # Safety
+/// `user_data` is the `ReadState<NestingScan>` of [`scan_events`].
+unsafe fn with_scan(
+    user_data: *mut c_void,
+    body: impl FnOnce(&mut NestingScan),
+) -> OTF2_CallbackCode {
+    // SAFETY: per the caller.
+    unsafe { guarded::<ReadState<NestingScan>>(user_data, |state| body(&mut state.data)) }
+}
+
+unsafe extern "C" fn evt_enter(
+    _location: OTF2_LocationRef,
+    _time: OTF2_TimeStamp,
+    _position: u64,
+    user_data: *mut c_void,
+    _attributes: *mut OTF2_AttributeList,
+    _region: OTF2_RegionRef,
+) -> OTF2_CallbackCode {
+    // SAFETY: registered by `scan_events` with its state.
+    unsafe { with_scan(user_data, NestingScan::opened) }
+}
+
+unsafe extern "C" fn evt_leave(
+    _location: OTF2_LocationRef,
+    time: OTF2_TimeStamp,
+    position: u64,
+    user_data: *mut c_void,
+    _attributes: *mut OTF2_AttributeList,
+    _region: OTF2_RegionRef,
+) -> OTF2_CallbackCode {
+    // SAFETY: registered by `scan_events` with its state.
+    unsafe { with_scan(user_data, |s| s.closed(time, position)) }
+}
+
+unsafe extern "C" fn evt_collective_begin(
+    _location: OTF2_LocationRef,
+    _time: OTF2_TimeStamp,
+    _position: u64,
+    user_data: *mut c_void,
+    _attributes: *mut OTF2_AttributeList,
+) -> OTF2_CallbackCode {
+    // SAFETY: registered by `scan_events` with its state.
+    unsafe { with_scan(user_data, NestingScan::opened) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn evt_collective_end(
+    _location: OTF2_LocationRef,
+    time: OTF2_TimeStamp,
+    position: u64,
+    user_data: *mut c_void,
+    _attributes: *mut OTF2_AttributeList,
+    _op: OTF2_CollectiveOp,
+    _comm: OTF2_CommRef,
+    _root: u32,
+    _sent: u64,
+    _received: u64,
+) -> OTF2_CallbackCode {
+    // SAFETY: registered by `scan_events` with its state.
+    unsafe { with_scan(user_data, |s| s.closed(time, position)) }
+}
+
 pub(super) fn read_part(anchor: &Path) -> Result<PartDefs, String> {
     let reader = Reader::open(anchor)?;
     let mut defs = PartDefs::default();
@@ -1002,5 +1208,120 @@ mod tests {
         };
         let unified = Unified::default();
         assert_eq!(definition_chunk_size(&unified, &[maps]), 512 << 10);
+    }
+}
+
+/// Archives for the tests of other modules, written with OTF2 itself.
+#[cfg(test)]
+pub(crate) mod test_archives {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// The location of [`write_nested_events`].
+    pub(crate) const LOCATION: u64 = 7;
+
+    /// Writes `<dir>/traces.otf2` with one location that has `pairs` intervals, each an
+    /// outer and an inner one (Enter, Enter, Leave, Leave; event `4k + 1` at time
+    /// `10 · (4k + 1)`), with a 40-value attribute list (a record longer than 255 bytes)
+    /// on the outer Enter of every `wide_every`th interval. Answers the event file.
+    pub(crate) fn write_nested_events(dir: &Path, pairs: u64, wide_every: u64) -> PathBuf {
+        let info = ArchiveInfo {
+            creator: "test",
+            description: "nested intervals",
+            machine: None,
+        };
+        let archive = Archive::create(dir, OTF2_CHUNK_SIZE_MIN, OTF2_CHUNK_SIZE_MIN, &info)
+            .expect("an archive");
+        let a = archive.0;
+        // SAFETY: `a` is open; the writers are used on this thread and closed before the
+        // archive; the attribute list lives until it is deleted at the end.
+        unsafe {
+            assert_eq!(OTF2_Archive_OpenEvtFiles(a), OTF2_SUCCESS);
+            let writer = OTF2_Archive_GetEvtWriter(a, LOCATION);
+            assert!(!writer.is_null());
+            let attributes = OTF2_AttributeList_New();
+            let mut event = 0u64;
+            let mut time = || {
+                event += 1;
+                event * 10
+            };
+            for pair in 0..pairs {
+                let list = if wide_every > 0 && pair % wide_every == 0 {
+                    for attribute in 0..40 {
+                        OTF2_AttributeList_AddUint64(attributes, attribute, u64::MAX - pair);
+                    }
+                    attributes
+                } else {
+                    ptr::null_mut()
+                };
+                assert_eq!(OTF2_EvtWriter_Enter(writer, list, time(), 0), OTF2_SUCCESS);
+                assert_eq!(
+                    OTF2_EvtWriter_Enter(writer, ptr::null_mut(), time(), 0),
+                    OTF2_SUCCESS
+                );
+                assert_eq!(
+                    OTF2_EvtWriter_Leave(writer, ptr::null_mut(), time(), 0),
+                    OTF2_SUCCESS
+                );
+                assert_eq!(
+                    OTF2_EvtWriter_Leave(writer, ptr::null_mut(), time(), 0),
+                    OTF2_SUCCESS
+                );
+            }
+            OTF2_AttributeList_Delete(attributes);
+            assert_eq!(OTF2_Archive_CloseEvtWriter(a, writer), OTF2_SUCCESS);
+            assert_eq!(OTF2_Archive_CloseEvtFiles(a), OTF2_SUCCESS);
+            let global = OTF2_Archive_GetGlobalDefWriter(a);
+            assert!(!global.is_null());
+            let strings = [c"", c"machine", c"process", c"location", c"interval"];
+            for (id, text) in strings.iter().enumerate() {
+                OTF2_GlobalDefWriter_WriteString(global, id as u32, text.as_ptr());
+            }
+            OTF2_GlobalDefWriter_WriteClockProperties(
+                global,
+                1_000_000_000,
+                0,
+                10 * (4 * pairs + 1),
+                0,
+            );
+            OTF2_GlobalDefWriter_WriteSystemTreeNode(
+                global,
+                0,
+                1,
+                1,
+                OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+            );
+            OTF2_GlobalDefWriter_WriteLocationGroup(
+                global,
+                0,
+                2,
+                OTF2_LOCATION_GROUP_TYPE_PROCESS as OTF2_LocationGroupType,
+                0,
+                OTF2_UNDEFINED_LOCATION_GROUP,
+            );
+            OTF2_GlobalDefWriter_WriteLocation(
+                global,
+                LOCATION,
+                3,
+                OTF2_LOCATION_TYPE_CPU_THREAD as OTF2_LocationType,
+                4 * pairs,
+                0,
+            );
+            OTF2_GlobalDefWriter_WriteRegion(
+                global,
+                0,
+                4,
+                4,
+                0,
+                OTF2_REGION_ROLE_FUNCTION as OTF2_RegionRole,
+                OTF2_PARADIGM_NONE as OTF2_Paradigm,
+                OTF2_REGION_FLAG_NONE as OTF2_RegionFlag,
+                0,
+                0,
+                0,
+            );
+        }
+        archive.close("test archive").expect("closed");
+        dir.join("traces").join(format!("{LOCATION}.evt"))
     }
 }

@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The paradigm of every NCCL region and communicator. OTF2 has no NCCL paradigm; NONE is
 /// named "NCCL" by a Paradigm definition (Score-P never defines NONE's name).
@@ -158,6 +159,9 @@ pub struct Definitions {
     process_index: u32,
     machine: u32,
     node: u32,
+    /// Counts every definition added: the writer compares it with the count its last
+    /// snapshot of the definitions held (shared with OTF2's memory callbacks).
+    version: Arc<AtomicU64>,
 }
 
 impl Definitions {
@@ -177,6 +181,7 @@ impl Definitions {
             process_index,
             machine: 0,
             node: 0,
+            version: Arc::default(),
         };
         defs.string("");
         defs.intern_fixed();
@@ -190,6 +195,15 @@ impl Definitions {
         defs
     }
 
+    fn added(&self) {
+        self.version.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count of definitions added so far, shared: it changes whenever one is added.
+    pub fn version(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.version)
+    }
+
     pub fn string(&mut self, text: &str) -> u32 {
         let text = truncated(text);
         if let Some(&id) = self.string_ids.get(text) {
@@ -198,6 +212,7 @@ impl Definitions {
         let id = self.strings.len() as u32;
         self.strings
             .push(CString::new(text.replace('\0', "?")).unwrap_or_default());
+        self.added();
         self.string_ids.insert(text.to_owned(), id);
         id
     }
@@ -237,6 +252,7 @@ impl Definitions {
             description,
             role,
         });
+        self.added();
         self.region_ids.insert(name.to_owned(), id);
         id
     }
@@ -251,6 +267,7 @@ impl Definitions {
             name,
             accelerator: true,
         });
+        self.added();
         self.groups.len() as u32 - 1
     }
 
@@ -269,6 +286,7 @@ impl Definitions {
             kind,
             group,
         });
+        self.added();
         id
     }
 
@@ -288,6 +306,7 @@ impl Definitions {
             name,
             members: BTreeMap::new(),
         });
+        self.added();
         self.comm_ids.insert(key, id);
         id
     }
@@ -295,7 +314,10 @@ impl Definitions {
     /// Records that `location` writes the operations of `rank` in `comm`.
     pub fn comm_member(&mut self, comm: u32, rank: i32, location: u64) {
         if let Some(def) = self.comms.get_mut(comm as usize) {
-            def.members.entry(rank).or_insert(location);
+            if let std::collections::btree_map::Entry::Vacant(member) = def.members.entry(rank) {
+                member.insert(location);
+                self.version.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 

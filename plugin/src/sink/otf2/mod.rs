@@ -49,6 +49,13 @@ const MAX_LANES: usize = 64;
 /// An operation whose task has ended and that has no open child is complete once nothing
 /// happened to it for this long (children may still be on their way from another thread).
 const OP_QUIET_NS: u64 = 50_000_000;
+
+/// While a part is written, how long new definitions wait to be saved beside its events
+/// when no event waits for them (processed time), so that a killed process's flushed
+/// events can be merged with them.
+const SNAPSHOT_DELAY_NS: u64 = 100_000_000;
+/// How often the clock pairs beside the snapshot are renewed (processed time).
+const CLOCK_PAIR_INTERVAL_NS: u64 = 1_000_000_000;
 /// Finished intervals a timeline may hold back before they are placed regardless.
 const MAX_PENDING: usize = 1 << 16;
 
@@ -288,6 +295,12 @@ pub struct Otf2Stats {
     pub clipped_intervals: u64,
     pub late_children: u64,
     pub held_back_overflow: u64,
+    /// Definition snapshots (or their clock pairs) that could not be written.
+    pub failed_snapshots: u64,
+    /// Event flushes that could not wait for the definitions snapshot.
+    pub early_flushes: u64,
+    /// Definition snapshots written.
+    pub snapshots: u64,
 }
 
 pub struct Otf2Sink {
@@ -308,6 +321,10 @@ pub struct Otf2Sink {
     contexts: HashMap<u64, Arc<ContextInfo>>,
     stats: Otf2Stats,
     last_seen: u64,
+    /// When the definitions were last saved beside the events (processed time).
+    last_snapshot: u64,
+    /// When the clock pairs were last saved beside them (processed time).
+    last_clock_pair: u64,
     spares: Spares,
     /// Region ids of host-side events by (kind, function).
     thread_regions: HashMap<(Kind, Func), u32>,
@@ -353,6 +370,8 @@ impl Otf2Sink {
             contexts: HashMap::default(),
             stats: Otf2Stats::default(),
             last_seen: 0,
+            last_snapshot: 0,
+            last_clock_pair: 0,
             spares: Spares::default(),
             thread_regions: HashMap::default(),
             kernel_regions: HashMap::default(),
@@ -1137,6 +1156,41 @@ impl Otf2Sink {
             timeline.lanes.flush(mark, &mut placer);
         }
         self.write_completed_ops(&busy_tasks, now, false);
+        self.keep_snapshot(now);
+    }
+
+    /// Keeps what a killed process leaves readable (see `Writer::snapshot`): the
+    /// definitions snapshot when definitions were added (at once when events wait for
+    /// it, else after [`SNAPSHOT_DELAY_NS`]), and the clock pairs beside it every
+    /// [`CLOCK_PAIR_INTERVAL_NS`].
+    fn keep_snapshot(&mut self, now: u64) {
+        let definitions = self
+            .w
+            .snapshot_due(now, self.last_snapshot, SNAPSHOT_DELAY_NS);
+        let clock = now.saturating_sub(self.last_clock_pair) >= CLOCK_PAIR_INTERVAL_NS;
+        if !definitions && !clock {
+            return;
+        }
+        let sample = ClockSample {
+            monotonic_ns: crate::clock::now_ns(),
+            realtime_ns: crate::clock::realtime_ns(),
+        };
+        self.last_clock_pair = now;
+        let written = if definitions {
+            self.last_snapshot = now;
+            self.w.snapshot(sample)
+        } else {
+            self.w.write_snapshot_clock(sample)
+        };
+        if let Err(why) = written {
+            self.stats.failed_snapshots += 1;
+            if self.stats.failed_snapshots == 1 {
+                crate::log::warn(&format!(
+                    "cannot write the definitions snapshot of the trace part (a killed \
+                     process's events could not be merged): {why}"
+                ));
+            }
+        }
     }
 
     fn write_completed_ops(&mut self, busy: &HashSet<u64>, now: u64, finishing: bool) {
@@ -1294,6 +1348,9 @@ impl Otf2Sink {
             realtime_ns: crate::clock::realtime_ns(),
         };
         self.stats.events_written = self.w.close(end);
+        self.w.remove_snapshot();
+        self.stats.early_flushes = self.w.early_flushes();
+        self.stats.snapshots = self.w.snapshots;
         self.stats.failed_calls = self.w.failed_calls;
         self.stats.raised_timestamps = self.w.raised_timestamps;
         self.stats

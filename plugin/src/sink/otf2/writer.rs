@@ -14,6 +14,7 @@ use otf2_sys::*;
 use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Event chunk size: the smallest OTF2 allows, so data reaches the disk often.
 pub const EVENT_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
@@ -26,6 +27,9 @@ pub const DEFINITION_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
 /// Event chunks one location may hold in memory before OTF2 must flush them. With one
 /// chunk, a location flushes every 256 KiB of encoded events (about 20,000 events).
 const EVENT_CHUNKS_PER_LOCATION: usize = 1;
+/// Event chunks one location may hold while definitions are not yet in the snapshot (see
+/// [`FlushGate`]); past this, it flushes anyway (counted).
+const MAX_HELD_CHUNKS_PER_LOCATION: usize = 16;
 
 /// A location of this archive: an index into [`Writer`]'s table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,6 +39,35 @@ struct LocationEntry {
     writer: *mut OTF2_EvtWriter,
     /// The last timestamp written (OTF2 rejects smaller ones).
     last: u64,
+}
+
+/// Where a part keeps the snapshot of its definitions while it is being written, and the
+/// clock pairs for it (the merge reads them from there when the process was killed).
+pub const SNAPSHOT_DIR: &str = nccl_scorep_merge::SNAPSHOT_DIR;
+pub const SNAPSHOT_CLOCK_FILE: &str = nccl_scorep_merge::SNAPSHOT_CLOCK_FILE;
+
+/// Keeps event flushes behind the definitions snapshot: a location's events reach the
+/// disk only once every definition they refer to is in `<part>/snapshot/`, so that a
+/// killed process's flushed events can be merged with the definitions it saved. While
+/// definitions were added since the last snapshot, the memory callbacks give a location
+/// more chunks instead of flushing it; the collector then writes a snapshot soon (see
+/// [`Writer::snapshot_due`]), and the held chunks go out with the location's next flush.
+/// OTF2's memory callbacks reach it through their user data, so it holds atomics only.
+struct FlushGate {
+    /// [`Definitions::version`]: bumped with every definition added.
+    defs_version: std::sync::Arc<AtomicU64>,
+    /// The version the last snapshot holds (`u64::MAX`: none yet).
+    saved_version: AtomicU64,
+    /// Chunks given out instead of a flush since the last snapshot.
+    held_chunks: AtomicU64,
+    /// Flushes that could not wait for a snapshot any longer.
+    early_flushes: AtomicU64,
+}
+
+impl FlushGate {
+    fn holds(&self) -> bool {
+        self.defs_version.load(Ordering::Relaxed) != self.saved_version.load(Ordering::Relaxed)
+    }
 }
 
 /// How a timestamp pair of the two clocks was taken (for the clock offsets).
@@ -59,6 +92,10 @@ pub struct Writer {
     last_time: u64,
     clock_start: ClockSample,
     closed: bool,
+    /// Shared with OTF2's memory callbacks (their user data): boxed, so its address stays.
+    gate: Box<FlushGate>,
+    /// Definition snapshots written.
+    pub snapshots: u64,
 }
 
 // SAFETY: OTF2 objects have no thread affinity; they must only never be used by two
@@ -93,7 +130,7 @@ unsafe extern "C" fn pre_flush(
 struct Chunks(Vec<*mut c_void>);
 
 unsafe extern "C" fn allocate_chunk(
-    _user_data: *mut c_void,
+    user_data: *mut c_void,
     file_type: OTF2_FileType,
     _location: OTF2_LocationRef,
     per_buffer: *mut *mut c_void,
@@ -111,11 +148,25 @@ unsafe extern "C" fn allocate_chunk(
             }
             &mut *(*per_buffer).cast::<Chunks>()
         };
+        // SAFETY: the user data is the writer's boxed `FlushGate`, which outlives the
+        // archive; it is only read through atomics.
+        let gate = unsafe { user_data.cast::<FlushGate>().as_ref() };
         if file_type == OTF2_FILETYPE_EVENTS as OTF2_FileType
             && chunks.0.len() >= EVENT_CHUNKS_PER_LOCATION
         {
-            // NULL makes OTF2 flush this buffer and free its chunks, then ask again.
-            return ptr::null_mut();
+            match gate {
+                Some(gate) if gate.holds() && chunks.0.len() < MAX_HELD_CHUNKS_PER_LOCATION => {
+                    gate.held_chunks.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {
+                    if gate.is_some_and(FlushGate::holds) {
+                        gate.map(|g| g.early_flushes.fetch_add(1, Ordering::Relaxed));
+                    }
+                    // NULL makes OTF2 flush this buffer and free its chunks, then ask
+                    // again.
+                    return ptr::null_mut();
+                }
+            }
         }
         // SAFETY: plain allocation; OTF2 writes at most `chunk_size` bytes into it.
         let chunk = unsafe { libc::malloc(chunk_size as usize) };
@@ -198,6 +249,12 @@ impl Writer {
                     dir.display()
                 )));
             }
+            let gate = Box::new(FlushGate {
+                defs_version: defs.version(),
+                saved_version: AtomicU64::new(u64::MAX),
+                held_chunks: AtomicU64::new(0),
+                early_flushes: AtomicU64::new(0),
+            });
             let mut writer = Writer {
                 archive,
                 attributes: OTF2_AttributeList_New(),
@@ -210,16 +267,19 @@ impl Writer {
                 last_time: 0,
                 clock_start,
                 closed: false,
+                gate,
+                snapshots: 0,
             };
             writer.check(OTF2_Archive_SetFlushCallbacks(
                 archive,
                 &FLUSH_CALLBACKS,
                 ptr::null_mut(),
             ));
+            let gate: *const FlushGate = &*writer.gate;
             writer.check(OTF2_Archive_SetMemoryCallbacks(
                 archive,
                 &MEMORY_CALLBACKS,
-                ptr::null_mut(),
+                gate.cast_mut().cast(),
             ));
             // This process is the primary of its own archive (pattern B).
             let collective = OTF2_Archive_SetSerialCollectiveCallbacks(archive);
@@ -469,6 +529,146 @@ impl Writer {
         }
         self.archive = ptr::null_mut();
         total
+    }
+
+    /// Whether to write the definitions snapshot now: definitions were added since the
+    /// last one, and a location holds events back for it or `interval_ns` passed since
+    /// `last_ns` (both on the collector's clock, `now_ns`).
+    pub fn snapshot_due(&self, now_ns: u64, last_ns: u64, interval_ns: u64) -> bool {
+        !self.closed
+            && self.gate.holds()
+            && (self.gate.held_chunks.load(Ordering::Relaxed) > 0
+                || now_ns.saturating_sub(last_ns) >= interval_ns)
+    }
+
+    /// Event flushes that could not wait for the definitions snapshot (a location filled
+    /// [`MAX_HELD_CHUNKS_PER_LOCATION`] chunks first): a killed process's events of those
+    /// flushes may refer to definitions its snapshot lacks.
+    pub fn early_flushes(&self) -> u64 {
+        self.gate.early_flushes.load(Ordering::Relaxed)
+    }
+
+    /// Writes the definitions so far as an archive of their own, without events or local
+    /// definitions, `<part>/snapshot/traces.otf2` (replacing the previous one), and the
+    /// clock pairs beside it: what the merge needs to read the events a killed process
+    /// flushed. Every location has 0 events in it.
+    pub fn snapshot(&mut self, now: ClockSample) -> Result<(), String> {
+        if self.closed {
+            return Ok(());
+        }
+        let version = self.gate.defs_version.load(Ordering::Relaxed);
+        let part = self
+            .path
+            .parent()
+            .ok_or_else(|| "the part has no directory".to_owned())?;
+        let fresh = part.join("snapshot.new");
+        let current = part.join(SNAPSHOT_DIR);
+        let old = part.join("snapshot.old");
+        for dir in [&fresh, &old] {
+            if dir.exists() {
+                std::fs::remove_dir_all(dir)
+                    .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+            }
+        }
+        std::fs::create_dir(&fresh)
+            .map_err(|e| format!("cannot create {}: {e}", fresh.display()))?;
+        let path = cstring(&fresh.to_string_lossy());
+        let name = cstring("traces");
+        let (offset, length) = self.corrected_range(now);
+        let zeros = vec![0u64; self.defs.location_ids().len()];
+        let mut failed = 0u64;
+        // SAFETY: the write sequence of the OTF2 notes (§1.3) for an archive of global
+        // definitions only, on the collector thread; the flush callbacks are a static.
+        unsafe {
+            let archive = OTF2_Archive_Open(
+                path.as_ptr(),
+                name.as_ptr(),
+                OTF2_FILEMODE_WRITE as OTF2_FileMode,
+                EVENT_CHUNK_BYTES,
+                DEFINITION_CHUNK_BYTES,
+                OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
+                OTF2_COMPRESSION_NONE as OTF2_Compression,
+            );
+            if archive.is_null() {
+                return Err(format!("OTF2 cannot create {}", fresh.display()));
+            }
+            let codes = [
+                OTF2_Archive_SetFlushCallbacks(archive, &FLUSH_CALLBACKS, ptr::null_mut()),
+                OTF2_Archive_SetSerialCollectiveCallbacks(archive),
+            ];
+            failed += codes.iter().filter(|&&c| c != OTF2_SUCCESS).count() as u64;
+            let global = OTF2_Archive_GetGlobalDefWriter(archive);
+            if global.is_null() {
+                failed += 1;
+            } else {
+                let code = OTF2_GlobalDefWriter_WriteClockProperties(
+                    global,
+                    1_000_000_000,
+                    offset,
+                    length,
+                    offset,
+                );
+                failed += u64::from(code != OTF2_SUCCESS);
+                failed += self.defs.write(global, &zeros);
+            }
+            failed += u64::from(OTF2_Archive_Close(archive) != OTF2_SUCCESS);
+        }
+        if failed > 0 {
+            self.failed_calls += failed;
+            return Err(format!("{failed} OTF2 calls failed"));
+        }
+        // The previous snapshot stays complete until the new one replaces it.
+        let replace = || -> std::io::Result<()> {
+            if current.exists() {
+                std::fs::rename(&current, &old)?;
+            }
+            std::fs::rename(&fresh, &current)?;
+            if old.exists() {
+                std::fs::remove_dir_all(&old)?;
+            }
+            Ok(())
+        };
+        replace().map_err(|e| format!("cannot replace {}: {e}", current.display()))?;
+        self.gate.saved_version.store(version, Ordering::Relaxed);
+        self.gate.held_chunks.store(0, Ordering::Relaxed);
+        self.snapshots += 1;
+        self.write_snapshot_clock(now)
+    }
+
+    /// Writes `<part>/snapshot.clock`: the clock pairs taken when the part was opened and
+    /// `now` (replacing the file), from which the merge makes a killed process's clock
+    /// offsets.
+    pub fn write_snapshot_clock(&self, now: ClockSample) -> Result<(), String> {
+        let Some(part) = self.path.parent() else {
+            return Ok(());
+        };
+        let start = self.clock_start;
+        let text = format!(
+            "{} {}\n{} {}\n",
+            start.monotonic_ns, start.realtime_ns, now.monotonic_ns, now.realtime_ns
+        );
+        let fresh = part.join(format!("{SNAPSHOT_CLOCK_FILE}.new"));
+        std::fs::write(&fresh, text)
+            .and_then(|()| std::fs::rename(&fresh, part.join(SNAPSHOT_CLOCK_FILE)))
+            .map_err(|e| format!("cannot write {}: {e}", fresh.display()))
+    }
+
+    /// Removes the definitions snapshot: the part is complete without it.
+    pub fn remove_snapshot(&self) {
+        if let Some(part) = self.path.parent() {
+            for name in [SNAPSHOT_DIR, "snapshot.new", "snapshot.old"] {
+                let dir = part.join(name);
+                if dir.exists() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            }
+            for name in [
+                SNAPSHOT_CLOCK_FILE.to_owned(),
+                format!("{SNAPSHOT_CLOCK_FILE}.new"),
+            ] {
+                let _ = std::fs::remove_file(part.join(name));
+            }
+        }
     }
 
     /// The trace's time range in the corrected (real-time) domain.

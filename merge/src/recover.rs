@@ -1,0 +1,210 @@
+//! Parts of processes that were killed: merged with the events they flushed.
+//!
+//! While it writes its part, the plugin keeps the definitions made so far in
+//! `<part>/snapshot/` (an archive without events) and the clock pairs for its clock offsets
+//! in `<part>/snapshot.clock`, and it never lets OTF2 flush an event before the definitions
+//! it refers to are in the snapshot. A killed process leaves those beside its flushed event
+//! files. The merge puts a readable part together from them in a scratch directory:
+//! - the snapshot's definitions and the clock offsets of `snapshot.clock`;
+//! - each location's event file ended after its last whole chunk ([`event_file`]), then
+//!   shortened to where its intervals were last all closed, so that the part nests like a
+//!   finished one (the intervals still open when the process died have no end);
+//! - an empty event file for a location that flushed nothing.
+//!
+//! Event files of locations created after the last snapshot have no definitions and are
+//! left out, and so is whatever the process had not flushed: both are reported.
+
+mod event_file;
+
+use std::path::{Path, PathBuf};
+
+use super::{otf2, ClockOffset, PartDefs};
+
+/// The directory in which a part keeps a snapshot of its definitions while it is written
+/// (an archive without events, `<part>/snapshot/traces.otf2`); gone once the part is
+/// complete.
+pub const SNAPSHOT_DIR: &str = "snapshot";
+
+/// The file in which a part keeps the clock pairs of its snapshot while it is written: one
+/// line `<CLOCK_MONOTONIC ns> <CLOCK_REALTIME ns>` when the part was opened and one taken
+/// lately.
+pub const SNAPSHOT_CLOCK_FILE: &str = "snapshot.clock";
+
+/// A killed process's part, put together for the merge.
+pub(crate) struct RecoveredPart {
+    pub defs: PartDefs,
+    /// The directory whose `traces/` holds its event files.
+    pub dir: PathBuf,
+    /// What was merged and what was lost, for the report.
+    pub note: String,
+}
+
+/// Whether `part` is a killed process's part that [`recover_part`] can try.
+pub(crate) fn has_snapshot(part: &Path) -> bool {
+    part.join(SNAPSHOT_DIR).join("traces.otf2").exists()
+}
+
+/// The clock offsets in `<part>/snapshot.clock`.
+fn snapshot_clock_offsets(part: &Path) -> Result<Vec<ClockOffset>, String> {
+    let path = part.join(SNAPSHOT_CLOCK_FILE);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut offsets = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut fields = line.split_whitespace().map(str::parse::<u64>);
+        match (fields.next(), fields.next(), fields.next()) {
+            (Some(Ok(monotonic)), Some(Ok(realtime)), None) => offsets.push(ClockOffset {
+                time: monotonic,
+                offset: realtime as i64 - monotonic as i64,
+                standard_deviation: 0.0,
+            }),
+            _ => return Err(format!("{}: unreadable line {line:?}", path.display())),
+        }
+    }
+    offsets.sort_by_key(|o| o.time);
+    offsets.dedup_by_key(|o| o.time);
+    if offsets.is_empty() {
+        return Err(format!("{} holds no clock pair", path.display()));
+    }
+    Ok(offsets)
+}
+
+/// Puts together the part of a process that did not finish it (see the module's notes)
+/// in `scratch/<part name>`.
+pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart, String> {
+    let name = part
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let together = scratch.join(&name);
+    let traces = together.join("traces");
+    let fail = |what: &str, path: &Path, e: std::io::Error| {
+        format!("cannot {what} {}: {e}", path.display())
+    };
+    std::fs::create_dir_all(&traces).map_err(|e| fail("create", &traces, e))?;
+    let snapshot = part.join(SNAPSHOT_DIR);
+    for file in ["traces.otf2", "traces.def"] {
+        std::fs::copy(snapshot.join(file), together.join(file))
+            .map_err(|e| fail("copy", &snapshot.join(file), e))?;
+    }
+    let anchor = together.join("traces.otf2");
+    let mut defs = otf2::read_part(&anchor)?;
+    let clock_offsets = snapshot_clock_offsets(part)?;
+    let chunk = defs.event_chunk.max(1);
+
+    // End every flushed file after its last whole chunk.
+    let mut flushed_nothing = Vec::new();
+    let mut unreadable_chunks = 0;
+    for location in &defs.locations {
+        let file = format!("{}.evt", location.id);
+        let from = part.join("traces").join(&file);
+        let ended = if from.exists() {
+            event_file::end_flushed_file(&from, &traces.join(&file), chunk)?
+        } else {
+            event_file::FlushedFile::default()
+        };
+        unreadable_chunks += ended.unreadable_chunks;
+        if ended.events == 0 {
+            flushed_nothing.push(location.id);
+        }
+    }
+    let defined: std::collections::HashSet<String> = defs
+        .locations
+        .iter()
+        .map(|l| format!("{}.evt", l.id))
+        .collect();
+    let undefined_files = std::fs::read_dir(part.join("traces"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.ends_with(".evt")
+                        && !defined.contains(&name)
+                        && e.metadata().is_ok_and(|m| m.len() > 0)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+
+    // Shorten each file to where its intervals were last all closed.
+    let flushed: Vec<u64> = defs
+        .locations
+        .iter()
+        .map(|l| l.id)
+        .filter(|id| !flushed_nothing.contains(id))
+        .collect();
+    let scans = if flushed.is_empty() {
+        Vec::new()
+    } else {
+        otf2::scan_events(&anchor, &flushed)?
+    };
+    let mut kept_events = 0;
+    let mut unfinished_events = 0;
+    let mut last_time = 0;
+    for (&id, scan) in flushed.iter().zip(&scans) {
+        let path = traces.join(format!("{id}.evt"));
+        if scan.balanced == 0 {
+            std::fs::remove_file(&path).map_err(|e| fail("remove", &path, e))?;
+            flushed_nothing.push(id);
+        } else if scan.balanced < scan.events {
+            event_file::keep_first_events(&path, chunk, scan.balanced)?;
+        }
+        unfinished_events += scan.events - scan.balanced;
+        kept_events += scan.balanced;
+        last_time = last_time.max(scan.balanced_time);
+        if let Some(location) = defs.locations.iter_mut().find(|l| l.id == id) {
+            location.number_of_events = scan.balanced;
+        }
+    }
+    if !flushed_nothing.is_empty() {
+        let empty = together.join("empty");
+        otf2::write_empty_event_files(&empty, &flushed_nothing, defs.event_chunk)?;
+        for id in &flushed_nothing {
+            let file = format!("{id}.evt");
+            let from = empty.join("traces").join(&file);
+            std::fs::rename(&from, traces.join(&file)).map_err(|e| fail("move", &from, e))?;
+        }
+        for location in defs.locations.iter_mut() {
+            if flushed_nothing.contains(&location.id) {
+                location.number_of_events = 0;
+            }
+        }
+    }
+
+    // The snapshot's time range ends at the snapshot; the events may go on after it.
+    if let (Some(clock), Some(latest)) = (defs.clock.as_mut(), clock_offsets.last()) {
+        let corrected_end = last_time.saturating_add_signed(latest.offset);
+        clock.length = clock
+            .length
+            .max(corrected_end.saturating_sub(clock.offset) + 1);
+    }
+    for location in &defs.locations {
+        defs.clock_offsets
+            .insert(location.id, clock_offsets.clone());
+    }
+
+    let mut note = format!(
+        "its process did not finish the trace (killed?): merged with the {kept_events} \
+         events it had flushed, from the definitions it had saved; what it had not flushed \
+         is missing"
+    );
+    if unfinished_events > 0 {
+        note.push_str(&format!(
+            "; {unfinished_events} events of intervals still open at its end left out"
+        ));
+    }
+    if unreadable_chunks > 0 {
+        note.push_str(&format!("; {unreadable_chunks} unreadable chunks left out"));
+    }
+    if undefined_files > 0 {
+        note.push_str(&format!(
+            "; {undefined_files} event files of locations created after its last snapshot \
+             left out"
+        ));
+    }
+    Ok(RecoveredPart {
+        defs,
+        dir: together,
+        note,
+    })
+}

@@ -1,0 +1,361 @@
+//! Ending the event file of a killed process where OTF2 can read it.
+//!
+//! OTF2 writes an event file in chunks of a fixed size. Each chunk starts with a header
+//! (record kind, byte order, the numbers of its first and last event), holds records, and
+//! is padded with end-of-chunk bytes. Only closing the trace writes the end-of-file record
+//! that tells a reader to stop: a reader of a file that lacks it asks for a chunk after the
+//! last one and never returns. A killed process leaves whole chunks (OTF2 writes a chunk
+//! only once it is full, with its header complete), perhaps followed by part of a chunk
+//! its `write` did not finish.
+//!
+//! Ending such a file means walking the records of its last whole chunk to where they end
+//! and putting the end-of-file record there. Records say their own length, so the walk
+//! needs no knowledge of event kinds. Layout facts (OTF2 3.x, `OTF2_Buffer.h`):
+//! - chunk header: kind 3, byte order (0x42 little, 0x23 big endian), first event number
+//!   (8 bytes), last event number (8 bytes), 18 bytes in all;
+//! - timestamp: kind 5, then 8 bytes;
+//! - attribute list (kind 6) and event records (kinds 10 and up): kind, a length byte (255:
+//!   the length follows in 8 bytes), then that many bytes;
+//! - end of chunk 0, end of buffer 1, end of file 2. A finished file ends with `2 1`.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+const END_OF_CHUNK: u8 = 0;
+const END_OF_BUFFER: u8 = 1;
+const END_OF_FILE: u8 = 2;
+const CHUNK_HEADER: u8 = 3;
+const TIMESTAMP: u8 = 5;
+const ATTRIBUTE_LIST: u8 = 6;
+/// Record kinds from this one up are events (OTF2 keeps 0–9 for its own records).
+const FIRST_EVENT_KIND: u8 = 10;
+
+const LITTLE_ENDIAN: u8 = 0x42;
+const BIG_ENDIAN: u8 = 0x23;
+const HEADER_BYTES: usize = 18;
+const FIRST_EVENT_AT: usize = 2;
+const LAST_EVENT_AT: usize = 10;
+/// A length byte of this value says that the length follows in 8 bytes.
+const LONG_LENGTH: u8 = u8::MAX;
+
+/// What the walk of one chunk found.
+#[derive(Debug)]
+struct ChunkRecords {
+    /// The number of the chunk's first event (events are numbered from 1 in a file).
+    first_event: u64,
+    big_endian: bool,
+    /// Where each event record of the chunk ends (offsets in the chunk).
+    event_ends: Vec<usize>,
+    /// Where the records end: the offset of the end-of-chunk byte.
+    records_end: usize,
+}
+
+fn read_u64(bytes: &[u8], at: usize, big_endian: bool) -> Option<u64> {
+    let raw: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+    Some(if big_endian {
+        u64::from_be_bytes(raw)
+    } else {
+        u64::from_le_bytes(raw)
+    })
+}
+
+/// Walks the records of one chunk up to its end-of-chunk (or end-of-file) byte. Fails on
+/// anything that is not a chunk OTF2 wrote and filled: a bad header, an unknown record
+/// kind, a record crossing the chunk's end, or no byte left for the end-of-file record.
+fn walk_chunk(chunk: &[u8]) -> Result<ChunkRecords, String> {
+    if chunk.len() < HEADER_BYTES || chunk[0] != CHUNK_HEADER {
+        return Err("the chunk does not start with a chunk header".to_owned());
+    }
+    let big_endian = match chunk[1] {
+        LITTLE_ENDIAN => false,
+        BIG_ENDIAN => true,
+        other => return Err(format!("unknown byte order mark {other:#04x}")),
+    };
+    let first_event = read_u64(chunk, FIRST_EVENT_AT, big_endian).unwrap_or_default();
+    if first_event == 0 {
+        return Err("the chunk header numbers its first event 0".to_owned());
+    }
+    let mut event_ends = Vec::new();
+    let mut at = HEADER_BYTES;
+    while at < chunk.len() {
+        let kind = chunk[at];
+        let end = match kind {
+            // A chunk this module ended has an end-of-file record where its records end.
+            END_OF_CHUNK | END_OF_FILE => {
+                return Ok(ChunkRecords {
+                    first_event,
+                    big_endian,
+                    event_ends,
+                    records_end: at,
+                })
+            }
+            TIMESTAMP => at + 9,
+            ATTRIBUTE_LIST | FIRST_EVENT_KIND.. => {
+                let length_at = at + 1;
+                let &short = chunk
+                    .get(length_at)
+                    .ok_or_else(|| "a record's length is cut off".to_owned())?;
+                let (data_at, length) = if short == LONG_LENGTH {
+                    let long = read_u64(chunk, length_at + 1, big_endian)
+                        .ok_or_else(|| "a record's length is cut off".to_owned())?;
+                    (length_at + 9, long)
+                } else {
+                    (length_at + 1, u64::from(short))
+                };
+                usize::try_from(length)
+                    .ok()
+                    .and_then(|length| data_at.checked_add(length))
+                    .ok_or_else(|| format!("a record claims {length} bytes"))?
+            }
+            other => return Err(format!("unknown record kind {other} at byte {at}")),
+        };
+        // The end-of-chunk byte must follow within the chunk.
+        if end >= chunk.len() {
+            return Err(format!("a record at byte {at} runs past the chunk's end"));
+        }
+        if kind >= FIRST_EVENT_KIND {
+            event_ends.push(end);
+        }
+        at = end;
+    }
+    Err("the chunk has no end-of-chunk byte".to_owned())
+}
+
+/// What [`end_flushed_file`] kept of a file.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct FlushedFile {
+    /// Events in the ended file (0: nothing could be kept, no file was written).
+    pub events: u64,
+    /// Whole chunks at its end that could not be read and were left out.
+    pub unreadable_chunks: u64,
+    /// Bytes after the last whole chunk (a write the process did not finish).
+    pub partial_bytes: u64,
+}
+
+fn read_chunk(
+    file: &mut File,
+    index: u64,
+    chunk_bytes: u64,
+    into: &mut [u8],
+) -> std::io::Result<()> {
+    file.seek(SeekFrom::Start(index * chunk_bytes))?;
+    file.read_exact(into)
+}
+
+/// Writes at `to` the whole chunks of the event file `from` up to the last one that reads
+/// as a complete chunk, with the end-of-file record after that chunk's last record: a file
+/// OTF2 reads to its end. `chunk_bytes` is the archive's event chunk size.
+pub(crate) fn end_flushed_file(
+    from: &Path,
+    to: &Path,
+    chunk_bytes: u64,
+) -> Result<FlushedFile, String> {
+    let failed = |what: &str, path: &Path, e: std::io::Error| {
+        format!("cannot {what} {}: {e}", path.display())
+    };
+    let mut input = File::open(from).map_err(|e| failed("open", from, e))?;
+    let length = input.metadata().map_err(|e| failed("read", from, e))?.len();
+    let whole = length / chunk_bytes;
+    let mut found = FlushedFile {
+        partial_bytes: length - whole * chunk_bytes,
+        ..FlushedFile::default()
+    };
+    let mut chunk = vec![0u8; chunk_bytes as usize];
+    for index in (0..whole).rev() {
+        read_chunk(&mut input, index, chunk_bytes, &mut chunk)
+            .map_err(|e| failed("read", from, e))?;
+        let Ok(records) = walk_chunk(&chunk) else {
+            found.unreadable_chunks += 1;
+            continue;
+        };
+        found.events = records.first_event - 1 + records.event_ends.len() as u64;
+        input
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| failed("read", from, e))?;
+        let mut output = File::create(to).map_err(|e| failed("create", to, e))?;
+        std::io::copy(&mut (&mut input).take(index * chunk_bytes), &mut output)
+            .map_err(|e| failed("copy", from, e))?;
+        end_chunk_at(&mut chunk, &records, records.records_end);
+        output
+            .write_all(&chunk)
+            .map_err(|e| failed("write", to, e))?;
+        return Ok(found);
+    }
+    Ok(found)
+}
+
+/// Puts the end-of-file record at `end` of `chunk` (after an event record, or where the
+/// records end) and numbers the chunk's last event accordingly.
+fn end_chunk_at(chunk: &mut [u8], records: &ChunkRecords, end: usize) {
+    let kept = records.event_ends.iter().take_while(|&&e| e <= end).count() as u64;
+    let last_event = records.first_event - 1 + kept;
+    let bytes = if records.big_endian {
+        last_event.to_be_bytes()
+    } else {
+        last_event.to_le_bytes()
+    };
+    chunk[LAST_EVENT_AT..LAST_EVENT_AT + 8].copy_from_slice(&bytes);
+    chunk[end] = END_OF_FILE;
+    if let Some(next) = chunk.get_mut(end + 1) {
+        *next = END_OF_BUFFER;
+    }
+}
+
+/// Shortens an event file that [`end_flushed_file`] wrote to its first `keep` events (at
+/// least 1, at most as many as it has).
+pub(crate) fn keep_first_events(path: &Path, chunk_bytes: u64, keep: u64) -> Result<(), String> {
+    let failed = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| failed("open", e))?;
+    let chunks = file.metadata().map_err(|e| failed("read", e))?.len() / chunk_bytes;
+    let mut chunk = vec![0u8; chunk_bytes as usize];
+    for index in (0..chunks).rev() {
+        read_chunk(&mut file, index, chunk_bytes, &mut chunk).map_err(|e| failed("read", e))?;
+        let records = walk_chunk(&chunk)?;
+        if records.first_event > keep {
+            continue;
+        }
+        let index_in_chunk = (keep - records.first_event) as usize;
+        let &end = records
+            .event_ends
+            .get(index_in_chunk)
+            .ok_or_else(|| format!("{} has fewer than {keep} events", path.display()))?;
+        end_chunk_at(&mut chunk, &records, end);
+        file.seek(SeekFrom::Start(index * chunk_bytes))
+            .map_err(|e| failed("write", e))?;
+        file.write_all(&chunk).map_err(|e| failed("write", e))?;
+        file.set_len((index + 1) * chunk_bytes)
+            .map_err(|e| failed("shorten", e))?;
+        return Ok(());
+    }
+    Err(format!("{} has no event {keep}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otf2::test_archives::{write_nested_events, LOCATION};
+    use crate::otf2::{scan_events, EventScan};
+    use std::path::PathBuf;
+
+    const CHUNK: u64 = 256 * 1024;
+
+    /// A copy of the archive `from` whose event file is `evt` instead.
+    fn archive_with(from: &Path, to: &Path, evt: &Path) -> PathBuf {
+        std::fs::create_dir_all(to.join("traces")).unwrap();
+        for file in ["traces.otf2", "traces.def"] {
+            std::fs::copy(from.join(file), to.join(file)).unwrap();
+        }
+        std::fs::copy(evt, to.join("traces").join(format!("{LOCATION}.evt"))).unwrap();
+        to.join("traces.otf2")
+    }
+
+    fn scan(anchor: &Path) -> EventScan {
+        scan_events(anchor, &[LOCATION]).unwrap()[0]
+    }
+
+    /// The event file as a killed process leaves it: `chunks` whole chunks of `evt` and
+    /// `extra` bytes of the next one.
+    fn killed_copy(evt: &Path, to: &Path, chunks: u64, extra: u64) {
+        let bytes = std::fs::read(evt).unwrap();
+        let length = (chunks * CHUNK + extra) as usize;
+        assert!(bytes.len() > length, "write more events");
+        std::fs::write(to, &bytes[..length]).unwrap();
+    }
+
+    #[test]
+    fn a_flushed_file_reads_to_the_end_of_its_last_whole_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = dir.path().join("full");
+        let evt = write_nested_events(&full, 40_000, 100);
+        assert_eq!(scan(&full.join("traces.otf2")).events, 160_000);
+
+        let killed = dir.path().join("killed.evt");
+        killed_copy(&evt, &killed, 3, 1000);
+        let ended = dir.path().join("ended.evt");
+        let kept = end_flushed_file(&killed, &ended, CHUNK).unwrap();
+        assert_eq!(kept.unreadable_chunks, 0);
+        assert_eq!(kept.partial_bytes, 1000);
+        assert_eq!(std::fs::metadata(&ended).unwrap().len(), 3 * CHUNK);
+        // About 13 bytes an event: three chunks hold some 60,000.
+        assert!((50_000..70_000).contains(&kept.events), "{kept:?}");
+
+        let anchor = archive_with(&full, &dir.path().join("read"), &ended);
+        let found = scan(&anchor);
+        assert_eq!(
+            found.events, kept.events,
+            "OTF2 reads every event, and stops"
+        );
+        // Intervals are closed after every fourth event, the last one at 10 · its number.
+        assert_eq!(found.balanced, kept.events / 4 * 4);
+        assert_eq!(found.balanced_time, found.balanced * 10);
+    }
+
+    #[test]
+    fn a_flushed_file_is_cut_after_any_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = dir.path().join("full");
+        let evt = write_nested_events(&full, 40_000, 7);
+        let killed = dir.path().join("killed.evt");
+        killed_copy(&evt, &killed, 4, 0);
+        let ended = dir.path().join("ended.evt");
+        let kept = end_flushed_file(&killed, &ended, CHUNK).unwrap();
+        assert_eq!(kept.partial_bytes, 0);
+
+        // The number of each chunk's first event.
+        let bytes = std::fs::read(&ended).unwrap();
+        let firsts: Vec<u64> = bytes
+            .chunks(CHUNK as usize)
+            .map(|c| read_u64(c, FIRST_EVENT_AT, false).unwrap())
+            .collect();
+        assert_eq!(firsts.len(), 4);
+        assert_eq!(firsts[0], 1);
+        for keep in [kept.events - 1, kept.events / 4 * 4, 10_001, 1] {
+            let cut = dir.path().join(format!("cut-{keep}.evt"));
+            std::fs::copy(&ended, &cut).unwrap();
+            keep_first_events(&cut, CHUNK, keep).unwrap();
+            let anchor = archive_with(&full, &dir.path().join(format!("read-{keep}")), &cut);
+            let found = scan(&anchor);
+            assert_eq!(found.events, keep);
+            assert_eq!(found.balanced, keep / 4 * 4);
+            // Whole chunks up to the one with the last kept event.
+            let chunks = firsts.iter().filter(|&&first| first <= keep).count() as u64;
+            assert_eq!(std::fs::metadata(&cut).unwrap().len(), chunks * CHUNK);
+        }
+        assert!(keep_first_events(&ended, CHUNK, kept.events + 1).is_err());
+    }
+
+    #[test]
+    fn an_unreadable_last_chunk_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = dir.path().join("full");
+        let evt = write_nested_events(&full, 40_000, 0);
+        let killed = dir.path().join("killed.evt");
+        killed_copy(&evt, &killed, 3, 0);
+        let two = dir.path().join("two.evt");
+        killed_copy(&evt, &two, 2, 0);
+        let in_two = end_flushed_file(&two, &dir.path().join("two-ended.evt"), CHUNK).unwrap();
+
+        // A record kind OTF2 does not have, right after the third chunk's header.
+        let mut bytes = std::fs::read(&killed).unwrap();
+        bytes[2 * CHUNK as usize + HEADER_BYTES] = 7;
+        std::fs::write(&killed, &bytes).unwrap();
+        let ended = dir.path().join("ended.evt");
+        let kept = end_flushed_file(&killed, &ended, CHUNK).unwrap();
+        assert_eq!(kept.unreadable_chunks, 1);
+        assert_eq!(kept.events, in_two.events);
+        let anchor = archive_with(&full, &dir.path().join("read"), &ended);
+        assert_eq!(scan(&anchor).events, in_two.events);
+
+        // Less than a chunk: nothing to keep.
+        let short = dir.path().join("short.evt");
+        killed_copy(&evt, &short, 0, 5000);
+        let nothing = end_flushed_file(&short, &dir.path().join("none.evt"), CHUNK).unwrap();
+        assert_eq!(nothing.events, 0);
+        assert!(!dir.path().join("none.evt").exists());
+    }
+}
