@@ -203,8 +203,9 @@ fn part_anchors(dir: &Path) -> Vec<PathBuf> {
     anchors
 }
 
-/// Parts of a run directory that have no definitions (their process was killed): the
-/// merged trace lacks them.
+/// Parts of a run directory whose process did not finish them (it was killed): the merged
+/// trace has only the events it had flushed, or nothing of a part without saved
+/// definitions.
 fn incomplete_parts(dir: &Path, collected: &mut Collected) {
     let mut missing: Vec<String> = std::fs::read_dir(dir.join("parts"))
         .into_iter()
@@ -212,10 +213,17 @@ fn incomplete_parts(dir: &Path, collected: &mut Collected) {
         .filter_map(Result::ok)
         .filter(|e| e.path().is_dir() && !e.path().join("traces.otf2").is_file())
         .map(|e| {
-            format!(
-                "part {} (no definitions: killed?)",
-                e.file_name().to_string_lossy()
-            )
+            let saved = e
+                .path()
+                .join(nccl_scorep_merge::SNAPSHOT_DIR)
+                .join("traces.otf2")
+                .is_file();
+            let what = if saved {
+                "killed? only the events it had flushed"
+            } else {
+                "no definitions: killed?"
+            };
+            format!("part {} ({what})", e.file_name().to_string_lossy())
         })
         .collect();
     missing.sort();
