@@ -56,8 +56,8 @@ enum Command {
     /// OTF2 archive, <run-dir>/traces.otf2, that Vampir opens.
     ///
     /// Definitions are unified and mapped; events are linked, not rewritten. Parts without
-    /// traces.otf2 (a killed process) are reported and left out. An earlier merged archive
-    /// is replaced.
+    /// traces.otf2 (a killed process) are merged with the events they had flushed, from
+    /// their saved definitions, and reported. An earlier merged archive is replaced.
     Merge {
         /// The directory the processes wrote their parts to (NCCL_SCOREP_OUTPUT_DIR).
         run_dir: std::path::PathBuf,

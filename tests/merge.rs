@@ -162,8 +162,8 @@ fn merge_joins_the_parts_of_a_two_process_job() {
 fn a_part_without_anchor_is_reported_incomplete_and_left_out() {
     let dir = tempfile::tempdir().unwrap();
     let run = run_job(dir.path());
-    // A process killed before its trace was finished leaves event files without
-    // definitions and anchor.
+    // A process killed before its trace was finished, and before it saved a snapshot of
+    // its definitions, leaves event files without definitions and anchor.
     let killed = parts(&run).remove(0);
     std::fs::remove_file(killed.join("traces.otf2")).unwrap();
     std::fs::remove_file(killed.join("traces.def")).unwrap();

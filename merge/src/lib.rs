@@ -1057,8 +1057,9 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
                 part: name,
                 incomplete: true,
                 reason: format!(
-                    "no traces.otf2: its process did not finish the trace (killed?); \
-                     {events} event files without definitions left out"
+                    "no traces.otf2: its process did not finish the trace (killed?), and \
+                     saved no definitions; {events} event files without definitions left \
+                     out"
                 ),
             });
             continue;
