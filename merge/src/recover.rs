@@ -1,18 +1,19 @@
-//! Parts of processes that were killed: merged with the events they flushed.
+//! Parts of processes that were killed: merged with the events they had written.
 //!
 //! While it writes its part, the plugin keeps the definitions made so far in
 //! `<part>/snapshot/` (an archive without events) and the clock pairs for its clock offsets
-//! in `<part>/snapshot.clock`, and it never lets OTF2 flush an event before the definitions
-//! it refers to are in the snapshot. A killed process leaves those beside its flushed event
-//! files. The merge puts a readable part together from them in a scratch directory:
+//! in `<part>/snapshot.clock`, and it writes no event to the disk before the definitions
+//! it refers to are in the snapshot. A killed process leaves those beside its event files,
+//! which end after the records it had written (every second). The merge puts a readable
+//! part together from them in a scratch directory:
 //! - the snapshot's definitions and the clock offsets of `snapshot.clock`;
-//! - each location's event file ended after its last whole chunk ([`event_file`]), then
+//! - each location's event file ended after its last record ([`event_file`]), then
 //!   shortened to where its intervals were last all closed, so that the part nests like a
 //!   finished one (the intervals still open when the process died have no end);
-//! - an empty event file for a location that flushed nothing.
+//! - an empty event file for a location that wrote nothing.
 //!
 //! Event files of locations created after the last snapshot have no definitions and are
-//! left out, and so is whatever the process had not flushed: both are reported.
+//! left out, and so is whatever the process had not written yet: both are reported.
 
 mod event_file;
 
@@ -91,20 +92,20 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
     let clock_offsets = snapshot_clock_offsets(part)?;
     let chunk = defs.event_chunk.max(1);
 
-    // End every flushed file after its last whole chunk.
-    let mut flushed_nothing = Vec::new();
+    // End every event file after its last record.
+    let mut wrote_nothing = Vec::new();
     let mut unreadable_chunks = 0;
     for location in &defs.locations {
         let file = format!("{}.evt", location.id);
         let from = part.join("traces").join(&file);
         let ended = if from.exists() {
-            event_file::end_flushed_file(&from, &traces.join(&file), chunk)?
+            event_file::end_written_file(&from, &traces.join(&file), chunk)?
         } else {
             event_file::FlushedFile::default()
         };
         unreadable_chunks += ended.unreadable_chunks;
         if ended.events == 0 {
-            flushed_nothing.push(location.id);
+            wrote_nothing.push(location.id);
         }
     }
     let defined: std::collections::HashSet<String> = defs
@@ -127,25 +128,25 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         .unwrap_or(0);
 
     // Shorten each file to where its intervals were last all closed.
-    let flushed: Vec<u64> = defs
+    let written: Vec<u64> = defs
         .locations
         .iter()
         .map(|l| l.id)
-        .filter(|id| !flushed_nothing.contains(id))
+        .filter(|id| !wrote_nothing.contains(id))
         .collect();
-    let scans = if flushed.is_empty() {
+    let scans = if written.is_empty() {
         Vec::new()
     } else {
-        otf2::scan_events(&anchor, &flushed)?
+        otf2::scan_events(&anchor, &written)?
     };
     let mut kept_events = 0;
     let mut unfinished_events = 0;
     let mut last_time = 0;
-    for (&id, scan) in flushed.iter().zip(&scans) {
+    for (&id, scan) in written.iter().zip(&scans) {
         let path = traces.join(format!("{id}.evt"));
         if scan.balanced == 0 {
             std::fs::remove_file(&path).map_err(|e| fail("remove", &path, e))?;
-            flushed_nothing.push(id);
+            wrote_nothing.push(id);
         } else if scan.balanced < scan.events {
             event_file::keep_first_events(&path, chunk, scan.balanced)?;
         }
@@ -156,16 +157,16 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
             location.number_of_events = scan.balanced;
         }
     }
-    if !flushed_nothing.is_empty() {
+    if !wrote_nothing.is_empty() {
         let empty = together.join("empty");
-        otf2::write_empty_event_files(&empty, &flushed_nothing, defs.event_chunk)?;
-        for id in &flushed_nothing {
+        otf2::write_empty_event_files(&empty, &wrote_nothing, defs.event_chunk)?;
+        for id in &wrote_nothing {
             let file = format!("{id}.evt");
             let from = empty.join("traces").join(&file);
             std::fs::rename(&from, traces.join(&file)).map_err(|e| fail("move", &from, e))?;
         }
         for location in defs.locations.iter_mut() {
-            if flushed_nothing.contains(&location.id) {
+            if wrote_nothing.contains(&location.id) {
                 location.number_of_events = 0;
             }
         }
@@ -185,8 +186,8 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
 
     let mut note = format!(
         "its process did not finish the trace (killed?): merged with the {kept_events} \
-         events it had flushed, from the definitions it had saved; what it had not flushed \
-         is missing"
+         events it had written, from the definitions it had saved; what it had not written \
+         yet is missing"
     );
     if unfinished_events > 0 {
         note.push_str(&format!(

@@ -917,9 +917,12 @@ impl State {
         if let Some(mut trace) = self.trace.take() {
             let stats = trace.finish();
             log::info(&format!(
-                "trace part written to {} ({} OTF2 events, {} definition snapshots)",
+                "trace part written to {} ({} OTF2 events)",
                 trace.path().display(),
-                stats.events_written,
+                stats.events_written
+            ));
+            log::info(&format!(
+                "{} snapshots of the trace part's definitions were kept while it was written",
                 stats.snapshots
             ));
             let repaired = [
@@ -928,8 +931,7 @@ impl State {
                 ("otf2_clipped_intervals", stats.clipped_intervals),
                 ("otf2_late_children", stats.late_children),
                 ("otf2_held_back_overflow", stats.held_back_overflow),
-                ("otf2_failed_snapshots", stats.failed_snapshots),
-                ("otf2_early_flushes", stats.early_flushes),
+                ("otf2_failed_writes", stats.failed_writes),
             ];
             for (name, value) in repaired {
                 if value > 0 {

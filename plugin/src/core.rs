@@ -152,7 +152,7 @@ impl Runtime {
                         && self.collecting.load(Ordering::Relaxed) =>
                 {
                     record = back;
-                    std::thread::yield_now();
+                    ring.wait_for_room();
                 }
                 Err(_) => {
                     // Counted per ring (no shared cache line on an overloaded path); the

@@ -3,8 +3,14 @@
 //! atomic store: no lock, no allocation.
 
 use crate::event::Record;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::Thread;
+use std::time::Duration;
+
+/// How long a producer waiting for room sleeps at most before it looks again (a wake-up
+/// the collector sends can only be missed by this much).
+const ROOM_WAIT: Duration = Duration::from_micros(500);
 
 /// What the producer and the collector both see of a ring.
 #[derive(Debug)]
@@ -20,6 +26,9 @@ pub struct RingShared {
     /// Time (clock ticks) of the first and the last drop not yet reported.
     pub drop_first: AtomicU64,
     pub drop_last: AtomicU64,
+    /// The producing thread, and whether it sleeps until the collector makes room.
+    thread: Thread,
+    waiting_for_room: AtomicBool,
 }
 
 impl RingShared {
@@ -30,6 +39,13 @@ impl RingShared {
             .compare_exchange(0, time, Ordering::AcqRel, Ordering::Relaxed);
         self.drop_last.store(time, Ordering::Release);
         self.dropped.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Wakes the producer if it waits for room (the collector just made some).
+    fn room_made(&self) {
+        if self.waiting_for_room.load(Ordering::SeqCst) {
+            self.thread.unpark();
+        }
     }
 }
 
@@ -48,6 +64,7 @@ pub struct RingConsumer {
 /// Records of one ring, read in place (see [`RingConsumer::read_available`]).
 pub struct Available<'a> {
     chunk: Option<rtrb::chunks::ReadChunk<'a, Record>>,
+    shared: &'a RingShared,
     pub thread_index: u32,
 }
 
@@ -69,10 +86,14 @@ impl Available<'_> {
         }
     }
 
-    /// Removes the first `count` records from the ring.
+    /// Removes the first `count` records from the ring (and wakes its producer if it
+    /// waits for room).
     pub fn commit(self, count: usize) {
         if let Some(chunk) = self.chunk {
             chunk.commit(count);
+            if count > 0 {
+                self.shared.room_made();
+            }
         }
     }
 }
@@ -88,6 +109,8 @@ pub fn ring(capacity: usize, thread_index: u32) -> (RingProducer, RingConsumer) 
         drops_counted: AtomicU64::new(0),
         drop_first: AtomicU64::new(0),
         drop_last: AtomicU64::new(0),
+        thread: std::thread::current(),
+        waiting_for_room: AtomicBool::new(false),
     });
     (
         RingProducer {
@@ -112,6 +135,19 @@ impl RingProducer {
             .push(record)
             .map_err(|rtrb::PushError::Full(r)| r)
     }
+
+    /// Sleeps until the collector has made room in the full ring (or a short while has
+    /// passed): the CPU goes to the collector instead of a spinning thread.
+    #[cold]
+    pub fn wait_for_room(&self) {
+        let shared = &self.shared;
+        shared.waiting_for_room.store(true, Ordering::SeqCst);
+        // Room made between the failed push and the flag going up sends no wake-up.
+        if self.producer.is_full() {
+            std::thread::park_timeout(ROOM_WAIT);
+        }
+        shared.waiting_for_room.store(false, Ordering::SeqCst);
+    }
 }
 
 impl RingConsumer {
@@ -119,10 +155,10 @@ impl RingConsumer {
     /// the rest stays for the next read. Records pushed meanwhile are not included.
     pub fn read_available(&mut self) -> Available<'_> {
         let available = self.consumer.slots();
-        let thread_index = self.shared.thread_index;
         Available {
             chunk: self.consumer.read_chunk(available).ok(),
-            thread_index,
+            shared: &self.shared,
+            thread_index: self.shared.thread_index,
         }
     }
 
@@ -155,6 +191,47 @@ mod tests {
         available.commit(16);
         assert!(!consumer.finished());
         drop(producer);
+        assert!(consumer.finished());
+    }
+
+    /// A producer that sleeps on a full ring goes on as the collector makes room, and
+    /// every record arrives in order.
+    #[test]
+    fn a_producer_waiting_for_room_loses_nothing() {
+        const RECORDS: u64 = 5_000;
+        let consumer = std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            scope.spawn(move || {
+                // The ring belongs to the thread that creates it.
+                let (mut producer, consumer) = ring(16, 0);
+                tx.send(consumer).unwrap();
+                for time in 0..RECORDS {
+                    let mut record = Record {
+                        time,
+                        handle: 0,
+                        action: Action::Stop,
+                    };
+                    while let Err(back) = producer.push(record) {
+                        record = back;
+                        producer.wait_for_room();
+                    }
+                }
+            });
+            let mut consumer = rx.recv().unwrap();
+            let mut next = 0;
+            while next < RECORDS {
+                let available = consumer.read_available();
+                // Small bites, so that the producer waits again and again.
+                let take = available.len().min(3);
+                for index in 0..take {
+                    assert_eq!(available.get(index).time, next);
+                    next += 1;
+                }
+                available.commit(take);
+            }
+            consumer
+        });
+        // The producer's thread has ended: its ring is abandoned and read to the end.
         assert!(consumer.finished());
     }
 }

@@ -4,13 +4,16 @@
 //! (record kind, byte order, the numbers of its first and last event), holds records, and
 //! is padded with end-of-chunk bytes. Only closing the trace writes the end-of-file record
 //! that tells a reader to stop: a reader of a file that lacks it asks for a chunk after the
-//! last one and never returns. A killed process leaves whole chunks (OTF2 writes a chunk
-//! only once it is full, with its header complete), perhaps followed by part of a chunk
-//! its `write` did not finish.
+//! last one and never returns. A killed process leaves whole chunks, and the start of the
+//! chunk it was filling: the plugin writes what a chunk holds now and then, records and
+//! the header's event count, so the file ends after a record (unless the write itself was
+//! cut short).
 //!
-//! Ending such a file means walking the records of its last whole chunk to where they end
-//! and putting the end-of-file record there. Records say their own length, so the walk
-//! needs no knowledge of event kinds. Layout facts (OTF2 3.x, `OTF2_Buffer.h`):
+//! Ending such a file means walking the records of its last chunk to where they end and
+//! putting the end-of-file record there. Records say their own length, so the walk needs
+//! no knowledge of event kinds (Enter and Leave have no length byte, but their one field,
+//! a compressed integer, is a byte count and that many bytes: it reads the same). Layout
+//! facts (OTF2 3.x, `OTF2_Buffer.h`):
 //! - chunk header: kind 3, byte order (0x42 little, 0x23 big endian), first event number
 //!   (8 bytes), last event number (8 bytes), 18 bytes in all;
 //! - timestamp: kind 5, then 8 bytes;
@@ -60,10 +63,15 @@ fn read_u64(bytes: &[u8], at: usize, big_endian: bool) -> Option<u64> {
     })
 }
 
-/// Walks the records of one chunk up to its end-of-chunk (or end-of-file) byte. Fails on
-/// anything that is not a chunk OTF2 wrote and filled: a bad header, an unknown record
-/// kind, a record crossing the chunk's end, or no byte left for the end-of-file record.
-fn walk_chunk(chunk: &[u8]) -> Result<ChunkRecords, String> {
+/// Walks the records of one chunk up to its end-of-chunk (or end-of-file) byte, or to the
+/// last record that ends within its first `data_end` bytes (the rest of the chunk is
+/// zeros: what was never written). Fails on anything that is not such a chunk: a bad
+/// header, an unknown record kind, a record crossing the chunk's end, or no byte left for
+/// the end-of-file record.
+fn walk_chunk(chunk: &[u8], data_end: usize) -> Result<ChunkRecords, String> {
+    if data_end < HEADER_BYTES {
+        return Err("the chunk header is cut off".to_owned());
+    }
     if chunk.len() < HEADER_BYTES || chunk[0] != CHUNK_HEADER {
         return Err("the chunk does not start with a chunk header".to_owned());
     }
@@ -114,6 +122,15 @@ fn walk_chunk(chunk: &[u8]) -> Result<ChunkRecords, String> {
         if end >= chunk.len() {
             return Err(format!("a record at byte {at} runs past the chunk's end"));
         }
+        if end > data_end {
+            // Cut short by the end of the data: the records end before it.
+            return Ok(ChunkRecords {
+                first_event,
+                big_endian,
+                event_ends,
+                records_end: at,
+            });
+        }
         if kind >= FIRST_EVENT_KIND {
             event_ends.push(end);
         }
@@ -122,31 +139,34 @@ fn walk_chunk(chunk: &[u8]) -> Result<ChunkRecords, String> {
     Err("the chunk has no end-of-chunk byte".to_owned())
 }
 
-/// What [`end_flushed_file`] kept of a file.
+/// What [`end_written_file`] kept of a file.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct FlushedFile {
     /// Events in the ended file (0: nothing could be kept, no file was written).
     pub events: u64,
-    /// Whole chunks at its end that could not be read and were left out.
+    /// Chunks at its end that could not be read and were left out.
     pub unreadable_chunks: u64,
-    /// Bytes after the last whole chunk (a write the process did not finish).
-    pub partial_bytes: u64,
 }
 
+/// Reads `length` bytes of chunk `index` into `into`, and zeros after them.
 fn read_chunk(
     file: &mut File,
     index: u64,
     chunk_bytes: u64,
+    length: usize,
     into: &mut [u8],
 ) -> std::io::Result<()> {
     file.seek(SeekFrom::Start(index * chunk_bytes))?;
-    file.read_exact(into)
+    file.read_exact(&mut into[..length])?;
+    into[length..].fill(0);
+    Ok(())
 }
 
-/// Writes at `to` the whole chunks of the event file `from` up to the last one that reads
-/// as a complete chunk, with the end-of-file record after that chunk's last record: a file
-/// OTF2 reads to its end. `chunk_bytes` is the archive's event chunk size.
-pub(crate) fn end_flushed_file(
+/// Writes at `to` the chunks of the event file `from` up to the last one that reads as a
+/// chunk (the last, unfinished one included), with the end-of-file record after that
+/// chunk's last record: a file OTF2 reads to its end. `chunk_bytes` is the archive's event
+/// chunk size.
+pub(crate) fn end_written_file(
     from: &Path,
     to: &Path,
     chunk_bytes: u64,
@@ -157,15 +177,18 @@ pub(crate) fn end_flushed_file(
     let mut input = File::open(from).map_err(|e| failed("open", from, e))?;
     let length = input.metadata().map_err(|e| failed("read", from, e))?.len();
     let whole = length / chunk_bytes;
-    let mut found = FlushedFile {
-        partial_bytes: length - whole * chunk_bytes,
-        ..FlushedFile::default()
-    };
+    let unfinished = (length % chunk_bytes) as usize;
+    // The unfinished chunk first, then the whole ones from the last.
+    let candidates = (unfinished > 0)
+        .then_some((whole, unfinished))
+        .into_iter()
+        .chain((0..whole).rev().map(|index| (index, chunk_bytes as usize)));
+    let mut found = FlushedFile::default();
     let mut chunk = vec![0u8; chunk_bytes as usize];
-    for index in (0..whole).rev() {
-        read_chunk(&mut input, index, chunk_bytes, &mut chunk)
+    for (index, data_end) in candidates {
+        read_chunk(&mut input, index, chunk_bytes, data_end, &mut chunk)
             .map_err(|e| failed("read", from, e))?;
-        let Ok(records) = walk_chunk(&chunk) else {
+        let Ok(records) = walk_chunk(&chunk, data_end) else {
             found.unreadable_chunks += 1;
             continue;
         };
@@ -202,7 +225,7 @@ fn end_chunk_at(chunk: &mut [u8], records: &ChunkRecords, end: usize) {
     }
 }
 
-/// Shortens an event file that [`end_flushed_file`] wrote to its first `keep` events (at
+/// Shortens an event file that [`end_written_file`] wrote to its first `keep` events (at
 /// least 1, at most as many as it has).
 pub(crate) fn keep_first_events(path: &Path, chunk_bytes: u64, keep: u64) -> Result<(), String> {
     let failed = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
@@ -214,8 +237,9 @@ pub(crate) fn keep_first_events(path: &Path, chunk_bytes: u64, keep: u64) -> Res
     let chunks = file.metadata().map_err(|e| failed("read", e))?.len() / chunk_bytes;
     let mut chunk = vec![0u8; chunk_bytes as usize];
     for index in (0..chunks).rev() {
-        read_chunk(&mut file, index, chunk_bytes, &mut chunk).map_err(|e| failed("read", e))?;
-        let records = walk_chunk(&chunk)?;
+        read_chunk(&mut file, index, chunk_bytes, chunk.len(), &mut chunk)
+            .map_err(|e| failed("read", e))?;
+        let records = walk_chunk(&chunk, chunk.len())?;
         if records.first_event > keep {
             continue;
         }
@@ -268,21 +292,32 @@ mod tests {
     }
 
     #[test]
-    fn a_flushed_file_reads_to_the_end_of_its_last_whole_chunk() {
+    fn a_killed_process_file_reads_to_its_last_complete_record() {
         let dir = tempfile::tempdir().unwrap();
         let full = dir.path().join("full");
         let evt = write_nested_events(&full, 40_000, 100);
         assert_eq!(scan(&full.join("traces.otf2")).events, 160_000);
 
+        // Three whole chunks.
+        let whole = dir.path().join("whole.evt");
+        killed_copy(&evt, &whole, 3, 0);
+        let in_whole = end_written_file(&whole, &dir.path().join("whole-ended.evt"), CHUNK);
+        let in_whole = in_whole.unwrap().events;
+        // About 13 bytes an event: three chunks hold some 60,000.
+        assert!((50_000..70_000).contains(&in_whole), "{in_whole}");
+
+        // And the first 1000 bytes of the fourth, cut inside a record.
         let killed = dir.path().join("killed.evt");
         killed_copy(&evt, &killed, 3, 1000);
         let ended = dir.path().join("ended.evt");
-        let kept = end_flushed_file(&killed, &ended, CHUNK).unwrap();
+        let kept = end_written_file(&killed, &ended, CHUNK).unwrap();
         assert_eq!(kept.unreadable_chunks, 0);
-        assert_eq!(kept.partial_bytes, 1000);
-        assert_eq!(std::fs::metadata(&ended).unwrap().len(), 3 * CHUNK);
-        // About 13 bytes an event: three chunks hold some 60,000.
-        assert!((50_000..70_000).contains(&kept.events), "{kept:?}");
+        assert_eq!(std::fs::metadata(&ended).unwrap().len(), 4 * CHUNK);
+        // Some 60 events of 12 to 14 bytes after its 18-byte header.
+        assert!(
+            (in_whole + 50..in_whole + 80).contains(&kept.events),
+            "{kept:?} after {in_whole}"
+        );
 
         let anchor = archive_with(&full, &dir.path().join("read"), &ended);
         let found = scan(&anchor);
@@ -296,15 +331,15 @@ mod tests {
     }
 
     #[test]
-    fn a_flushed_file_is_cut_after_any_event() {
+    fn a_killed_process_file_is_cut_after_any_event() {
         let dir = tempfile::tempdir().unwrap();
         let full = dir.path().join("full");
         let evt = write_nested_events(&full, 40_000, 7);
         let killed = dir.path().join("killed.evt");
         killed_copy(&evt, &killed, 4, 0);
         let ended = dir.path().join("ended.evt");
-        let kept = end_flushed_file(&killed, &ended, CHUNK).unwrap();
-        assert_eq!(kept.partial_bytes, 0);
+        let kept = end_written_file(&killed, &ended, CHUNK).unwrap();
+        assert_eq!(kept.unreadable_chunks, 0);
 
         // The number of each chunk's first event.
         let bytes = std::fs::read(&ended).unwrap();
@@ -338,24 +373,24 @@ mod tests {
         killed_copy(&evt, &killed, 3, 0);
         let two = dir.path().join("two.evt");
         killed_copy(&evt, &two, 2, 0);
-        let in_two = end_flushed_file(&two, &dir.path().join("two-ended.evt"), CHUNK).unwrap();
+        let in_two = end_written_file(&two, &dir.path().join("two-ended.evt"), CHUNK).unwrap();
 
         // A record kind OTF2 does not have, right after the third chunk's header.
         let mut bytes = std::fs::read(&killed).unwrap();
         bytes[2 * CHUNK as usize + HEADER_BYTES] = 7;
         std::fs::write(&killed, &bytes).unwrap();
         let ended = dir.path().join("ended.evt");
-        let kept = end_flushed_file(&killed, &ended, CHUNK).unwrap();
+        let kept = end_written_file(&killed, &ended, CHUNK).unwrap();
         assert_eq!(kept.unreadable_chunks, 1);
         assert_eq!(kept.events, in_two.events);
         let anchor = archive_with(&full, &dir.path().join("read"), &ended);
         assert_eq!(scan(&anchor).events, in_two.events);
 
-        // Less than a chunk: nothing to keep.
+        // Less than a chunk header: nothing to keep.
         let short = dir.path().join("short.evt");
-        killed_copy(&evt, &short, 0, 5000);
-        let nothing = end_flushed_file(&short, &dir.path().join("none.evt"), CHUNK).unwrap();
-        assert_eq!(nothing.events, 0);
+        killed_copy(&evt, &short, 0, 10);
+        let nothing = end_written_file(&short, &dir.path().join("none.evt"), CHUNK).unwrap();
+        assert_eq!((nothing.events, nothing.unreadable_chunks), (0, 1));
         assert!(!dir.path().join("none.evt").exists());
     }
 }

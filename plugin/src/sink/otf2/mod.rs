@@ -25,6 +25,7 @@
 //! and attributes.
 
 mod defs;
+mod event_file;
 mod lanes;
 mod writer;
 
@@ -50,12 +51,10 @@ const MAX_LANES: usize = 64;
 /// happened to it for this long (children may still be on their way from another thread).
 const OP_QUIET_NS: u64 = 50_000_000;
 
-/// While a part is written, how long new definitions wait to be saved beside its events
-/// when no event waits for them (processed time), so that a killed process's flushed
-/// events can be merged with them.
-const SNAPSHOT_DELAY_NS: u64 = 100_000_000;
-/// How often the clock pairs beside the snapshot are renewed (processed time).
-const CLOCK_PAIR_INTERVAL_NS: u64 = 1_000_000_000;
+/// How often the events written so far are put on the disk (processed time), with the
+/// definitions snapshot and clock pairs that make them readable: a killed process loses
+/// about this much of its trace.
+const PERSIST_INTERVAL_NS: u64 = 1_000_000_000;
 /// Finished intervals a timeline may hold back before they are placed regardless.
 const MAX_PENDING: usize = 1 << 16;
 
@@ -295,10 +294,8 @@ pub struct Otf2Stats {
     pub clipped_intervals: u64,
     pub late_children: u64,
     pub held_back_overflow: u64,
-    /// Definition snapshots (or their clock pairs) that could not be written.
-    pub failed_snapshots: u64,
-    /// Event flushes that could not wait for the definitions snapshot.
-    pub early_flushes: u64,
+    /// Writes of event files, the definitions snapshot or its clock pairs that failed.
+    pub failed_writes: u64,
     /// Definition snapshots written.
     pub snapshots: u64,
 }
@@ -321,10 +318,8 @@ pub struct Otf2Sink {
     contexts: HashMap<u64, Arc<ContextInfo>>,
     stats: Otf2Stats,
     last_seen: u64,
-    /// When the definitions were last saved beside the events (processed time).
-    last_snapshot: u64,
-    /// When the clock pairs were last saved beside them (processed time).
-    last_clock_pair: u64,
+    /// When the events were last put on the disk (processed time).
+    last_persist: u64,
     spares: Spares,
     /// Region ids of host-side events by (kind, function).
     thread_regions: HashMap<(Kind, Func), u32>,
@@ -370,8 +365,7 @@ impl Otf2Sink {
             contexts: HashMap::default(),
             stats: Otf2Stats::default(),
             last_seen: 0,
-            last_snapshot: 0,
-            last_clock_pair: 0,
+            last_persist: 0,
             spares: Spares::default(),
             thread_regions: HashMap::default(),
             kernel_regions: HashMap::default(),
@@ -1159,38 +1153,18 @@ impl Otf2Sink {
         self.keep_snapshot(now);
     }
 
-    /// Keeps what a killed process leaves readable (see `Writer::snapshot`): the
-    /// definitions snapshot when definitions were added (at once when events wait for
-    /// it, else after [`SNAPSHOT_DELAY_NS`]), and the clock pairs beside it every
-    /// [`CLOCK_PAIR_INTERVAL_NS`].
+    /// Every [`PERSIST_INTERVAL_NS`], puts the events written so far on the disk, readable
+    /// without the end of the trace (see `Writer::persist`).
     fn keep_snapshot(&mut self, now: u64) {
-        let definitions = self
-            .w
-            .snapshot_due(now, self.last_snapshot, SNAPSHOT_DELAY_NS);
-        let clock = now.saturating_sub(self.last_clock_pair) >= CLOCK_PAIR_INTERVAL_NS;
-        if !definitions && !clock {
+        if now.saturating_sub(self.last_persist) < PERSIST_INTERVAL_NS {
             return;
         }
+        self.last_persist = now;
         let sample = ClockSample {
             monotonic_ns: crate::clock::now_ns(),
             realtime_ns: crate::clock::realtime_ns(),
         };
-        self.last_clock_pair = now;
-        let written = if definitions {
-            self.last_snapshot = now;
-            self.w.snapshot(sample)
-        } else {
-            self.w.write_snapshot_clock(sample)
-        };
-        if let Err(why) = written {
-            self.stats.failed_snapshots += 1;
-            if self.stats.failed_snapshots == 1 {
-                crate::log::warn(&format!(
-                    "cannot write the definitions snapshot of the trace part (a killed \
-                     process's events could not be merged): {why}"
-                ));
-            }
-        }
+        self.w.persist(sample);
     }
 
     fn write_completed_ops(&mut self, busy: &HashSet<u64>, now: u64, finishing: bool) {
@@ -1349,7 +1323,7 @@ impl Otf2Sink {
         };
         self.stats.events_written = self.w.close(end);
         self.w.remove_snapshot();
-        self.stats.early_flushes = self.w.early_flushes();
+        self.stats.failed_writes = self.w.failed_writes;
         self.stats.snapshots = self.w.snapshots;
         self.stats.failed_calls = self.w.failed_calls;
         self.stats.raised_timestamps = self.w.raised_timestamps;

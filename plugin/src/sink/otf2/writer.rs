@@ -3,20 +3,24 @@
 //! joins parts with mapping tables, without rewriting events).
 //!
 //! Everything here runs on the collector thread, which owns every OTF2 object: OTF2's
-//! writers are not thread safe, and a flush then never blocks an NCCL thread.
+//! writers are not thread safe, and a flush then never blocks an NCCL thread. Event files
+//! are encoded and written here ([`super::event_file`]); OTF2 writes the anchor and the
+//! definitions.
 //!
 //! Definitions are collected while events are written and go to `traces.def` when the
 //! archive closes: their ids are dense and handed out in first-use order, and at close they
 //! are written category by category (strings first), so every reference precedes its user.
 
 use super::defs::{Attr, Definitions, LocationKind};
+use super::event_file::{AttributeValue, Event, EventFile, MAX_ATTRIBUTES};
 use otf2_sys::*;
 use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Event chunk size: the smallest OTF2 allows, so data reaches the disk often.
+/// Event chunk size: the smallest OTF2 allows; the memory each location holds.
 pub const EVENT_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
 /// Definition chunk size: the smallest OTF2 allows. OTF2 clears a whole definition chunk
 /// for every local definition writer it opens or closes (one per location, here and again
@@ -24,20 +28,13 @@ pub const EVENT_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
 /// part's definitions; no single record of a part comes near 256 KiB (strings are capped
 /// at [`super::defs::MAX_STRING_BYTES`]).
 pub const DEFINITION_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
-/// Event chunks one location may hold in memory before OTF2 must flush them. With one
-/// chunk, a location flushes every 256 KiB of encoded events (about 20,000 events).
-const EVENT_CHUNKS_PER_LOCATION: usize = 1;
-/// Event chunks one location may hold while definitions are not yet in the snapshot (see
-/// [`FlushGate`]); past this, it flushes anyway (counted).
-const MAX_HELD_CHUNKS_PER_LOCATION: usize = 16;
-
 /// A location of this archive: an index into [`Writer`]'s table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Loc(pub u32);
 
 struct LocationEntry {
-    writer: *mut OTF2_EvtWriter,
-    /// The last timestamp written (OTF2 rejects smaller ones).
+    file: EventFile,
+    /// The last timestamp written (OTF2 readers reject smaller ones).
     last: u64,
 }
 
@@ -45,30 +42,6 @@ struct LocationEntry {
 /// clock pairs for it (the merge reads them from there when the process was killed).
 pub const SNAPSHOT_DIR: &str = nccl_scorep_merge::SNAPSHOT_DIR;
 pub const SNAPSHOT_CLOCK_FILE: &str = nccl_scorep_merge::SNAPSHOT_CLOCK_FILE;
-
-/// Keeps event flushes behind the definitions snapshot: a location's events reach the
-/// disk only once every definition they refer to is in `<part>/snapshot/`, so that a
-/// killed process's flushed events can be merged with the definitions it saved. While
-/// definitions were added since the last snapshot, the memory callbacks give a location
-/// more chunks instead of flushing it; the collector then writes a snapshot soon (see
-/// [`Writer::snapshot_due`]), and the held chunks go out with the location's next flush.
-/// OTF2's memory callbacks reach it through their user data, so it holds atomics only.
-struct FlushGate {
-    /// [`Definitions::version`]: bumped with every definition added.
-    defs_version: std::sync::Arc<AtomicU64>,
-    /// The version the last snapshot holds (`u64::MAX`: none yet).
-    saved_version: AtomicU64,
-    /// Chunks given out instead of a flush since the last snapshot.
-    held_chunks: AtomicU64,
-    /// Flushes that could not wait for a snapshot any longer.
-    early_flushes: AtomicU64,
-}
-
-impl FlushGate {
-    fn holds(&self) -> bool {
-        self.defs_version.load(Ordering::Relaxed) != self.saved_version.load(Ordering::Relaxed)
-    }
-}
 
 /// How a timestamp pair of the two clocks was taken (for the clock offsets).
 #[derive(Clone, Copy, Debug)]
@@ -80,7 +53,8 @@ pub struct ClockSample {
 /// An open OTF2 archive being written.
 pub struct Writer {
     archive: *mut OTF2_Archive,
-    attributes: *mut OTF2_AttributeList,
+    /// Attribute values for the next event.
+    attributes: Vec<(u32, AttributeValue)>,
     entries: Vec<LocationEntry>,
     pub defs: Definitions,
     path: PathBuf,
@@ -92,10 +66,15 @@ pub struct Writer {
     last_time: u64,
     clock_start: ClockSample,
     closed: bool,
-    /// Shared with OTF2's memory callbacks (their user data): boxed, so its address stays.
-    gate: Box<FlushGate>,
+    /// [`Definitions::version`], and the version the last snapshot holds (`u64::MAX`:
+    /// none yet): no event reaches the disk before every definition it refers to is in the
+    /// snapshot, so that a killed process's events can be merged.
+    defs_version: Arc<AtomicU64>,
+    saved_version: u64,
     /// Definition snapshots written.
     pub snapshots: u64,
+    /// Event file writes that failed (the first one is logged).
+    pub failed_writes: u64,
 }
 
 // SAFETY: OTF2 objects have no thread affinity; they must only never be used by two
@@ -109,11 +88,6 @@ static FLUSH_CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
     // No BufferFlush records: flushes happen on the collector thread, not in the job.
     otf2_post_flush: None,
 };
-static MEMORY_CALLBACKS: OTF2_MemoryCallbacks = OTF2_MemoryCallbacks {
-    otf2_allocate: Some(allocate_chunk),
-    otf2_free_all: Some(free_chunks),
-};
-
 unsafe extern "C" fn pre_flush(
     _user_data: *mut c_void,
     _file_type: OTF2_FileType,
@@ -121,86 +95,8 @@ unsafe extern "C" fn pre_flush(
     _caller_data: *mut c_void,
     _final: bool,
 ) -> OTF2_FlushType {
-    // Always write: the memory callbacks decide how often this happens.
+    // Definitions: always write (event files are not OTF2's).
     OTF2_FLUSH as OTF2_FlushType
-}
-
-/// The chunks one OTF2 buffer holds, kept in that buffer's `perBufferData`.
-#[derive(Default)]
-struct Chunks(Vec<*mut c_void>);
-
-unsafe extern "C" fn allocate_chunk(
-    user_data: *mut c_void,
-    file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-    per_buffer: *mut *mut c_void,
-    chunk_size: u64,
-) -> *mut c_void {
-    std::panic::catch_unwind(|| {
-        if per_buffer.is_null() {
-            return ptr::null_mut();
-        }
-        // SAFETY: OTF2 passes the address of this buffer's private pointer, NULL at first
-        // and afterwards the `Chunks` box we stored there.
-        let chunks = unsafe {
-            if (*per_buffer).is_null() {
-                *per_buffer = Box::into_raw(Box::<Chunks>::default()).cast();
-            }
-            &mut *(*per_buffer).cast::<Chunks>()
-        };
-        // SAFETY: the user data is the writer's boxed `FlushGate`, which outlives the
-        // archive; it is only read through atomics.
-        let gate = unsafe { user_data.cast::<FlushGate>().as_ref() };
-        if file_type == OTF2_FILETYPE_EVENTS as OTF2_FileType
-            && chunks.0.len() >= EVENT_CHUNKS_PER_LOCATION
-        {
-            match gate {
-                Some(gate) if gate.holds() && chunks.0.len() < MAX_HELD_CHUNKS_PER_LOCATION => {
-                    gate.held_chunks.fetch_add(1, Ordering::Relaxed);
-                }
-                _ => {
-                    if gate.is_some_and(FlushGate::holds) {
-                        gate.map(|g| g.early_flushes.fetch_add(1, Ordering::Relaxed));
-                    }
-                    // NULL makes OTF2 flush this buffer and free its chunks, then ask
-                    // again.
-                    return ptr::null_mut();
-                }
-            }
-        }
-        // SAFETY: plain allocation; OTF2 writes at most `chunk_size` bytes into it.
-        let chunk = unsafe { libc::malloc(chunk_size as usize) };
-        if !chunk.is_null() {
-            chunks.0.push(chunk);
-        }
-        chunk
-    })
-    .unwrap_or(ptr::null_mut())
-}
-
-unsafe extern "C" fn free_chunks(
-    _user_data: *mut c_void,
-    _file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-    per_buffer: *mut *mut c_void,
-    final_: bool,
-) {
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: as in `allocate_chunk`; the chunks were allocated there with malloc.
-        unsafe {
-            if per_buffer.is_null() || (*per_buffer).is_null() {
-                return;
-            }
-            let chunks = (*per_buffer).cast::<Chunks>();
-            for chunk in (*chunks).0.drain(..) {
-                libc::free(chunk);
-            }
-            if final_ {
-                drop(Box::from_raw(chunks));
-                *per_buffer = ptr::null_mut();
-            }
-        }
-    });
 }
 
 fn cstring(text: &str) -> CString {
@@ -249,15 +145,10 @@ impl Writer {
                     dir.display()
                 )));
             }
-            let gate = Box::new(FlushGate {
-                defs_version: defs.version(),
-                saved_version: AtomicU64::new(u64::MAX),
-                held_chunks: AtomicU64::new(0),
-                early_flushes: AtomicU64::new(0),
-            });
+            let defs_version = defs.version();
             let mut writer = Writer {
                 archive,
-                attributes: OTF2_AttributeList_New(),
+                attributes: Vec::with_capacity(MAX_ATTRIBUTES),
                 entries: Vec::new(),
                 defs,
                 path: dir.join("traces.otf2"),
@@ -267,19 +158,15 @@ impl Writer {
                 last_time: 0,
                 clock_start,
                 closed: false,
-                gate,
+                defs_version,
+                saved_version: u64::MAX,
                 snapshots: 0,
+                failed_writes: 0,
             };
             writer.check(OTF2_Archive_SetFlushCallbacks(
                 archive,
                 &FLUSH_CALLBACKS,
                 ptr::null_mut(),
-            ));
-            let gate: *const FlushGate = &*writer.gate;
-            writer.check(OTF2_Archive_SetMemoryCallbacks(
-                archive,
-                &MEMORY_CALLBACKS,
-                gate.cast_mut().cast(),
             ));
             // This process is the primary of its own archive (pattern B).
             let collective = OTF2_Archive_SetSerialCollectiveCallbacks(archive);
@@ -298,7 +185,6 @@ impl Writer {
             ));
             let description = cstring("NCCL communication traced by the nccl-scorep plugin");
             writer.check(OTF2_Archive_SetDescription(archive, description.as_ptr()));
-            writer.check(OTF2_Archive_OpenEvtFiles(archive));
             Ok(writer)
         }
     }
@@ -316,53 +202,36 @@ impl Writer {
         }
     }
 
-    /// Adds a location and opens its event writer.
+    /// Adds a location; its event file is created when something is first written to it.
     pub fn add_location(&mut self, name: &str, kind: LocationKind, group: u32) -> Loc {
         let index = self.entries.len() as u32;
         let id = self.defs.add_location(name, kind, group);
-        // SAFETY: the archive is open; one writer per location, used on this thread only.
-        let writer = unsafe { OTF2_Archive_GetEvtWriter(self.archive, id) };
-        if writer.is_null() {
-            self.failed_calls += 1;
-        }
-        self.entries.push(LocationEntry { writer, last: 0 });
+        let path = self.path.with_file_name("traces").join(format!("{id}.evt"));
+        self.entries.push(LocationEntry {
+            file: EventFile::new(path, EVENT_CHUNK_BYTES),
+            last: 0,
+        });
         Loc(index)
-    }
-
-    /// The timestamp to write on `loc`: never below the last one written there.
-    fn stamp(&mut self, loc: Loc, time: u64) -> Option<(*mut OTF2_EvtWriter, u64)> {
-        let entry = self.entries.get_mut(loc.0 as usize)?;
-        if entry.writer.is_null() {
-            return None;
-        }
-        let time = if time < entry.last {
-            self.raised_timestamps += 1;
-            entry.last
-        } else {
-            time
-        };
-        entry.last = time;
-        self.first_time = self.first_time.min(time);
-        self.last_time = self.last_time.max(time);
-        Some((entry.writer, time))
     }
 
     pub fn last_time(&self, loc: Loc) -> u64 {
         self.entries.get(loc.0 as usize).map_or(0, |e| e.last)
     }
 
-    // Attribute values for the next event record (OTF2 empties the list with each write).
+    // Attribute values for the next Enter or Leave.
+
+    fn attribute(&mut self, attr: Attr, value: AttributeValue) {
+        if self.attributes.len() < MAX_ATTRIBUTES {
+            self.attributes.push((attr as u32, value));
+        }
+    }
 
     pub fn attr_u64(&mut self, attr: Attr, value: u64) {
-        // SAFETY: the list was created in `open` and is used on this thread only.
-        let code = unsafe { OTF2_AttributeList_AddUint64(self.attributes, attr as u32, value) };
-        self.check(code);
+        self.attribute(attr, AttributeValue::Uint64(value));
     }
 
     pub fn attr_i64(&mut self, attr: Attr, value: i64) {
-        // SAFETY: as in `attr_u64`.
-        let code = unsafe { OTF2_AttributeList_AddInt64(self.attributes, attr as u32, value) };
-        self.check(code);
+        self.attribute(attr, AttributeValue::Int64(value));
     }
 
     /// A string attribute with a static string (interned on first use).
@@ -373,45 +242,81 @@ impl Writer {
 
     /// A string attribute whose string is interned already.
     pub fn attr_string_id(&mut self, attr: Attr, string: u32) {
-        // SAFETY: as in `attr_u64`; the string is defined at close, before any reader
-        // resolves it.
-        let code = unsafe { OTF2_AttributeList_AddStringRef(self.attributes, attr as u32, string) };
-        self.check(code);
+        self.attribute(attr, AttributeValue::StringRef(string));
     }
 
-    /// Drops attribute values that no record took (a location without a writer).
-    fn clear_attributes(&mut self) {
-        // SAFETY: as in `attr_u64`.
-        unsafe {
-            OTF2_AttributeList_RemoveAllAttributes(self.attributes);
+    /// Writes `event` on `loc` at `time` (raised to the location's last time if earlier),
+    /// with the attribute values set since the last Enter or Leave when `with_attributes`.
+    fn emit(&mut self, loc: Loc, time: u64, event: Event, with_attributes: bool) {
+        let index = loc.0 as usize;
+        if index >= self.entries.len() || self.closed {
+            self.attributes.clear();
+            return;
+        }
+        if !self.entries[index].file.has_room() {
+            self.before_writing();
+            let result = self.entries[index].file.next_chunk();
+            self.note_write(result);
+        }
+        let entry = &mut self.entries[index];
+        let time = if time < entry.last {
+            self.raised_timestamps += 1;
+            entry.last
+        } else {
+            time
+        };
+        entry.last = time;
+        self.first_time = self.first_time.min(time);
+        self.last_time = self.last_time.max(time);
+        let attributes: &[(u32, AttributeValue)] = if with_attributes {
+            &self.attributes
+        } else {
+            &[]
+        };
+        entry.file.write(time, attributes, event);
+        if with_attributes {
+            self.attributes.clear();
+        }
+    }
+
+    /// What must hold before events go to the disk: every definition they refer to is in
+    /// the snapshot.
+    fn before_writing(&mut self) {
+        if self.defs_version.load(Ordering::Relaxed) != self.saved_version {
+            let now = ClockSample {
+                monotonic_ns: crate::clock::now_ns(),
+                realtime_ns: crate::clock::realtime_ns(),
+            };
+            if let Err(why) = self.snapshot(now) {
+                self.note_write(Err(std::io::Error::other(format!(
+                    "cannot write the definitions snapshot: {why}"
+                ))));
+            }
+        }
+    }
+
+    fn note_write(&mut self, result: std::io::Result<()>) {
+        if let Err(error) = result {
+            self.failed_writes += 1;
+            if self.failed_writes == 1 {
+                crate::log::warn(&format!(
+                    "cannot write the trace part's events in {}: {error}",
+                    self.path.with_file_name("traces").display()
+                ));
+            }
         }
     }
 
     pub fn enter(&mut self, loc: Loc, time: u64, region: u32) {
-        let Some((w, t)) = self.stamp(loc, time) else {
-            return self.clear_attributes();
-        };
-        // SAFETY: `w` is this location's open writer; the region id is defined at close.
-        let code = unsafe { OTF2_EvtWriter_Enter(w, self.attributes, t, region) };
-        self.check(code);
+        self.emit(loc, time, Event::Enter { region }, true);
     }
 
     pub fn leave(&mut self, loc: Loc, time: u64, region: u32) {
-        let Some((w, t)) = self.stamp(loc, time) else {
-            return self.clear_attributes();
-        };
-        // SAFETY: as in `enter`.
-        let code = unsafe { OTF2_EvtWriter_Leave(w, self.attributes, t, region) };
-        self.check(code);
+        self.emit(loc, time, Event::Leave { region }, true);
     }
 
     pub fn collective_begin(&mut self, loc: Loc, time: u64) {
-        let Some((w, t)) = self.stamp(loc, time) else {
-            return;
-        };
-        // SAFETY: as in `enter`.
-        let code = unsafe { OTF2_EvtWriter_MpiCollectiveBegin(w, ptr::null_mut(), t) };
-        self.check(code);
+        self.emit(loc, time, Event::MpiCollectiveBegin, false);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -425,33 +330,53 @@ impl Writer {
         sent: u64,
         received: u64,
     ) {
-        let Some((w, t)) = self.stamp(loc, time) else {
-            return;
+        let event = Event::MpiCollectiveEnd {
+            op,
+            comm,
+            root,
+            sent,
+            received,
         };
-        // SAFETY: as in `enter`; the comm id is defined at close.
-        let code = unsafe {
-            OTF2_EvtWriter_MpiCollectiveEnd(w, ptr::null_mut(), t, op, comm, root, sent, received)
-        };
-        self.check(code);
+        self.emit(loc, time, event, false);
     }
 
     pub fn send(&mut self, loc: Loc, time: u64, receiver: u32, comm: u32, bytes: u64) {
-        let Some((w, t)) = self.stamp(loc, time) else {
-            return;
+        let event = Event::MpiSend {
+            receiver,
+            comm,
+            tag: 0,
+            bytes,
         };
-        // SAFETY: as in `collective_end`.
-        let code =
-            unsafe { OTF2_EvtWriter_MpiSend(w, ptr::null_mut(), t, receiver, comm, 0, bytes) };
-        self.check(code);
+        self.emit(loc, time, event, false);
     }
 
     pub fn recv(&mut self, loc: Loc, time: u64, sender: u32, comm: u32, bytes: u64) {
-        let Some((w, t)) = self.stamp(loc, time) else {
-            return;
+        let event = Event::MpiRecv {
+            sender,
+            comm,
+            tag: 0,
+            bytes,
         };
-        // SAFETY: as in `collective_end`.
-        let code = unsafe { OTF2_EvtWriter_MpiRecv(w, ptr::null_mut(), t, sender, comm, 0, bytes) };
-        self.check(code);
+        self.emit(loc, time, event, false);
+    }
+
+    /// Puts every event written so far on the disk (after the definitions snapshot, when
+    /// definitions were added), and renews the clock pairs beside the snapshot: what a
+    /// process killed after this leaves.
+    pub fn persist(&mut self, now: ClockSample) {
+        if self.closed {
+            return;
+        }
+        if self.entries.iter().any(|e| e.file.unpersisted() > 0) {
+            self.before_writing();
+        }
+        for index in 0..self.entries.len() {
+            let result = self.entries[index].file.persist();
+            self.note_write(result);
+        }
+        if let Err(why) = self.write_snapshot_clock(now) {
+            self.note_write(Err(std::io::Error::other(why)));
+        }
     }
 
     /// Closes every writer, writes the local definitions (clock offsets) and the global
@@ -463,26 +388,16 @@ impl Writer {
         self.closed = true;
         let mut total = 0;
         let mut counts = Vec::with_capacity(self.entries.len());
-        // SAFETY: the close sequence of the OTF2 notes (§1.3) on the owning thread; every
-        // writer is closed exactly once.
+        for index in 0..self.entries.len() {
+            let result = self.entries[index].file.finish();
+            self.note_write(result);
+            let events = self.entries[index].file.events();
+            counts.push(events);
+            total += events;
+        }
+        // SAFETY: the close sequence of the OTF2 notes (§1.3) on the owning thread, for
+        // an archive whose event files are written by `EventFile`.
         unsafe {
-            for entry in &self.entries {
-                let mut events = 0u64;
-                if !entry.writer.is_null() {
-                    OTF2_EvtWriter_GetNumberOfEvents(entry.writer, &mut events);
-                }
-                counts.push(events);
-                total += events;
-            }
-            for index in 0..self.entries.len() {
-                let writer = self.entries[index].writer;
-                if !writer.is_null() {
-                    let code = OTF2_Archive_CloseEvtWriter(self.archive, writer);
-                    self.check(code);
-                }
-            }
-            let code = OTF2_Archive_CloseEvtFiles(self.archive);
-            self.check(code);
             let code = OTF2_Archive_OpenDefFiles(self.archive);
             self.check(code);
             let start = self.clock_start;
@@ -525,27 +440,9 @@ impl Writer {
             }
             let code = OTF2_Archive_Close(self.archive);
             self.check(code);
-            OTF2_AttributeList_Delete(self.attributes);
         }
         self.archive = ptr::null_mut();
         total
-    }
-
-    /// Whether to write the definitions snapshot now: definitions were added since the
-    /// last one, and a location holds events back for it or `interval_ns` passed since
-    /// `last_ns` (both on the collector's clock, `now_ns`).
-    pub fn snapshot_due(&self, now_ns: u64, last_ns: u64, interval_ns: u64) -> bool {
-        !self.closed
-            && self.gate.holds()
-            && (self.gate.held_chunks.load(Ordering::Relaxed) > 0
-                || now_ns.saturating_sub(last_ns) >= interval_ns)
-    }
-
-    /// Event flushes that could not wait for the definitions snapshot (a location filled
-    /// [`MAX_HELD_CHUNKS_PER_LOCATION`] chunks first): a killed process's events of those
-    /// flushes may refer to definitions its snapshot lacks.
-    pub fn early_flushes(&self) -> u64 {
-        self.gate.early_flushes.load(Ordering::Relaxed)
     }
 
     /// Writes the definitions so far as an archive of their own, without events or local
@@ -556,7 +453,7 @@ impl Writer {
         if self.closed {
             return Ok(());
         }
-        let version = self.gate.defs_version.load(Ordering::Relaxed);
+        let version = self.defs_version.load(Ordering::Relaxed);
         let part = self
             .path
             .parent()
@@ -629,8 +526,7 @@ impl Writer {
             Ok(())
         };
         replace().map_err(|e| format!("cannot replace {}: {e}", current.display()))?;
-        self.gate.saved_version.store(version, Ordering::Relaxed);
-        self.gate.held_chunks.store(0, Ordering::Relaxed);
+        self.saved_version = version;
         self.snapshots += 1;
         self.write_snapshot_clock(now)
     }

@@ -1,0 +1,622 @@
+//! One location's OTF2 event file, encoded and written by the plugin itself.
+//!
+//! OTF2's own event writer keeps a location's events in memory until a chunk is full, and
+//! its file layer then collects chunks into 4 MiB blocks before it writes them: a quiet
+//! location reaches the disk only when the trace is closed, and every location holds up
+//! to 4 MiB more than its chunk. Writing the file here keeps one chunk per location in
+//! memory and puts what it holds on disk whenever the collector asks
+//! ([`EventFile::persist`]), so a killed process leaves nearly all its events; it also
+//! costs a fraction of OTF2's per-record work. The format is OTF2 3.x's, read by OTF2
+//! itself (the archive's definitions and anchor are still written by OTF2):
+//!
+//! - chunks of [`super::writer::EVENT_CHUNK_BYTES`]: a header (kind 3, byte order, the
+//!   numbers of the chunk's first and last event, 8 bytes each), records, and end-of-chunk
+//!   bytes (0) to the chunk's end (a hole in the file: holes read as zeros);
+//! - a timestamp record (kind 5, 8 bytes) before an event whose time is newer than the
+//!   previous record's, and at the start of every chunk;
+//! - an attribute list (kind 6, length, count, then per attribute its id, type and value)
+//!   before the event it belongs to;
+//! - event records: Enter (12) and Leave (13) with the region; MpiSend (14), MpiRecv (18)
+//!   and MpiCollectiveEnd (23) with a length and their fields; MpiCollectiveBegin (22)
+//!   with a zero length;
+//! - integers compressed as OTF2 does: 0 and the all-ones value as one byte (0, 0xff),
+//!   others as a byte count and that many little-endian bytes;
+//! - the file ends with end of file (2) and end of buffer (1) after the last record.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+const CHUNK_HEADER: u8 = 3;
+const TIMESTAMP: u8 = 5;
+const ATTRIBUTE_LIST: u8 = 6;
+const END_OF_FILE: u8 = 2;
+const END_OF_BUFFER: u8 = 1;
+const ENTER: u8 = 12;
+const LEAVE: u8 = 13;
+const MPI_SEND: u8 = 14;
+const MPI_RECV: u8 = 18;
+const MPI_COLLECTIVE_BEGIN: u8 = 22;
+const MPI_COLLECTIVE_END: u8 = 23;
+
+#[cfg(target_endian = "little")]
+const BYTE_ORDER: u8 = 0x42;
+#[cfg(target_endian = "big")]
+const BYTE_ORDER: u8 = 0x23;
+const HEADER_BYTES: usize = 18;
+const FIRST_EVENT_AT: usize = 2;
+const LAST_EVENT_AT: usize = 10;
+/// The most one event takes: a timestamp, an attribute list of [`MAX_ATTRIBUTES`] values
+/// and the largest record, with room for the end-of-file bytes.
+const MAX_EVENT_BYTES: usize = 9 + (11 + MAX_ATTRIBUTES * 15) + 40 + 2;
+/// Attributes one event may carry (the plugin writes at most about 20).
+pub const MAX_ATTRIBUTES: usize = 64;
+
+/// An attribute value as OTF2 types it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttributeValue {
+    Uint64(u64),
+    Int64(i64),
+    /// A string definition's id.
+    StringRef(u32),
+}
+
+impl AttributeValue {
+    /// OTF2's type code.
+    fn type_code(self) -> u8 {
+        match self {
+            AttributeValue::Uint64(_) => otf2_sys::OTF2_TYPE_UINT64 as u8,
+            AttributeValue::Int64(_) => otf2_sys::OTF2_TYPE_INT64 as u8,
+            AttributeValue::StringRef(_) => otf2_sys::OTF2_TYPE_STRING as u8,
+        }
+    }
+}
+
+/// An event record.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    Enter {
+        region: u32,
+    },
+    Leave {
+        region: u32,
+    },
+    MpiSend {
+        receiver: u32,
+        comm: u32,
+        tag: u32,
+        bytes: u64,
+    },
+    MpiRecv {
+        sender: u32,
+        comm: u32,
+        tag: u32,
+        bytes: u64,
+    },
+    MpiCollectiveBegin,
+    MpiCollectiveEnd {
+        op: u8,
+        comm: u32,
+        root: u32,
+        sent: u64,
+        received: u64,
+    },
+}
+
+/// Appends `value` compressed: 0 and `all_ones` as one byte, others as a byte count and
+/// the value's significant little-endian bytes.
+#[inline]
+fn put_unsigned(out: &mut Vec<u8>, value: u64, all_ones: u64) {
+    if value == 0 {
+        out.push(0);
+    } else if value == all_ones {
+        out.push(0xff);
+    } else {
+        let bytes = 8 - (value.leading_zeros() / 8) as usize;
+        out.push(bytes as u8);
+        out.extend_from_slice(&value.to_le_bytes()[..bytes]);
+    }
+}
+
+#[inline]
+fn put_u32(out: &mut Vec<u8>, value: u32) {
+    put_unsigned(out, u64::from(value), u64::from(u32::MAX));
+}
+
+#[inline]
+fn put_u64(out: &mut Vec<u8>, value: u64) {
+    put_unsigned(out, value, u64::MAX);
+}
+
+/// A signed value: 0 as one byte, a negative one in all 8 bytes.
+#[inline]
+fn put_i64(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(8);
+        out.extend_from_slice(&value.to_le_bytes());
+    } else if value == 0 {
+        out.push(0);
+    } else {
+        let bytes = 8 - (value.leading_zeros() / 8) as usize;
+        out.push(bytes as u8);
+        out.extend_from_slice(&value.to_le_bytes()[..bytes]);
+    }
+}
+
+/// Appends a record's length and data (written by `data`): one byte, or 0xff and 8 bytes
+/// for 255 bytes and more.
+#[inline]
+fn put_with_length(out: &mut Vec<u8>, data: impl FnOnce(&mut Vec<u8>)) {
+    let length_at = out.len();
+    out.push(0);
+    data(out);
+    let length = out.len() - length_at - 1;
+    if length < 255 {
+        out[length_at] = length as u8;
+    } else {
+        let mut long = [0u8; 9];
+        long[0] = 0xff;
+        long[1..].copy_from_slice(&(length as u64).to_le_bytes());
+        out.splice(length_at..=length_at, long);
+    }
+}
+
+/// One location's event file being written.
+pub struct EventFile {
+    path: PathBuf,
+    /// Opened when something is first written.
+    file: Option<File>,
+    chunk_bytes: usize,
+    /// The current chunk, as far as it is written.
+    chunk: Vec<u8>,
+    /// Its index in the file.
+    chunk_index: u64,
+    /// Bytes of the current chunk already in the file.
+    persisted: usize,
+    /// The header's last-event field of the current chunk, as it is in the file.
+    persisted_last_event: u64,
+    /// Events written so far (the file's, not the chunk's).
+    events: u64,
+    /// The time of the last timestamp record in the current chunk.
+    time: Option<u64>,
+    finished: bool,
+}
+
+impl EventFile {
+    pub fn new(path: PathBuf, chunk_bytes: u64) -> EventFile {
+        let chunk_bytes = chunk_bytes as usize;
+        let mut file = EventFile {
+            path,
+            file: None,
+            chunk_bytes,
+            chunk: Vec::new(),
+            chunk_index: 0,
+            persisted: 0,
+            persisted_last_event: 0,
+            events: 0,
+            time: None,
+            finished: false,
+        };
+        file.start_chunk();
+        file
+    }
+
+    /// Events written.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Bytes of events not yet in the file.
+    pub fn unpersisted(&self) -> usize {
+        self.chunk.len() - self.persisted
+    }
+
+    fn start_chunk(&mut self) {
+        self.chunk.clear();
+        self.chunk.reserve(self.chunk_bytes);
+        self.chunk.push(CHUNK_HEADER);
+        self.chunk.push(BYTE_ORDER);
+        // The numbers of the chunk's first event (at FIRST_EVENT_AT) and of its last one
+        // (at LAST_EVENT_AT, set when the chunk goes to the file).
+        self.chunk
+            .extend_from_slice(&(self.events + 1).to_ne_bytes());
+        self.chunk.extend_from_slice(&0u64.to_ne_bytes());
+        debug_assert_eq!(self.chunk.len(), HEADER_BYTES);
+        debug_assert_eq!(LAST_EVENT_AT, FIRST_EVENT_AT + 8);
+        self.persisted = 0;
+        self.persisted_last_event = 0;
+        self.time = None;
+    }
+
+    /// Whether the next event fits in the current chunk; when not, [`EventFile::next_chunk`]
+    /// must come first.
+    pub fn has_room(&self) -> bool {
+        self.chunk.len() + MAX_EVENT_BYTES <= self.chunk_bytes
+    }
+
+    /// Ends the current chunk (its end-of-chunk bytes are the hole up to the next one),
+    /// writes what is not yet in the file, and starts the next chunk.
+    pub fn next_chunk(&mut self) -> std::io::Result<()> {
+        let result = self.persist();
+        self.chunk_index += 1;
+        self.start_chunk();
+        result
+    }
+
+    /// Appends one event with its attributes at `time` (not before the last one). The
+    /// caller made room ([`EventFile::has_room`]).
+    pub fn write(&mut self, time: u64, attributes: &[(u32, AttributeValue)], event: Event) {
+        debug_assert!(self.has_room() && attributes.len() <= MAX_ATTRIBUTES);
+        let out = &mut self.chunk;
+        if self.time.is_none_or(|last| time > last) {
+            out.push(TIMESTAMP);
+            out.extend_from_slice(&time.to_le_bytes());
+            self.time = Some(time);
+        }
+        if !attributes.is_empty() {
+            out.push(ATTRIBUTE_LIST);
+            put_with_length(out, |out| {
+                put_u32(out, attributes.len() as u32);
+                for &(id, value) in attributes {
+                    put_u32(out, id);
+                    out.push(value.type_code());
+                    match value {
+                        AttributeValue::Uint64(v) => put_u64(out, v),
+                        AttributeValue::Int64(v) => put_i64(out, v),
+                        AttributeValue::StringRef(v) => put_u32(out, v),
+                    }
+                }
+            });
+        }
+        match event {
+            // A single compressed field and no length.
+            Event::Enter { region } => {
+                out.push(ENTER);
+                put_u32(out, region);
+            }
+            Event::Leave { region } => {
+                out.push(LEAVE);
+                put_u32(out, region);
+            }
+            Event::MpiSend {
+                receiver,
+                comm,
+                tag,
+                bytes,
+            } => {
+                out.push(MPI_SEND);
+                put_with_length(out, |out| {
+                    put_u32(out, receiver);
+                    put_u32(out, comm);
+                    put_u32(out, tag);
+                    put_u64(out, bytes);
+                });
+            }
+            Event::MpiRecv {
+                sender,
+                comm,
+                tag,
+                bytes,
+            } => {
+                out.push(MPI_RECV);
+                put_with_length(out, |out| {
+                    put_u32(out, sender);
+                    put_u32(out, comm);
+                    put_u32(out, tag);
+                    put_u64(out, bytes);
+                });
+            }
+            Event::MpiCollectiveBegin => {
+                out.push(MPI_COLLECTIVE_BEGIN);
+                out.push(0);
+            }
+            Event::MpiCollectiveEnd {
+                op,
+                comm,
+                root,
+                sent,
+                received,
+            } => {
+                out.push(MPI_COLLECTIVE_END);
+                put_with_length(out, |out| {
+                    out.push(op);
+                    put_u32(out, comm);
+                    put_u32(out, root);
+                    put_u64(out, sent);
+                    put_u64(out, received);
+                });
+            }
+        }
+        self.events += 1;
+    }
+
+    /// Writes to the file what the current chunk holds and the file does not: the new
+    /// records and the chunk's event count. A reader of the file (a killed process's)
+    /// then finds every event written so far.
+    pub fn persist(&mut self) -> std::io::Result<()> {
+        let last_event = self.events;
+        if self.persisted == self.chunk.len() && self.persisted_last_event == last_event {
+            return Ok(());
+        }
+        self.chunk[LAST_EVENT_AT..HEADER_BYTES].copy_from_slice(&last_event.to_ne_bytes());
+        if self.file.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            self.file = Some(File::create(&self.path)?);
+        }
+        let file = self.file.as_ref().expect("opened above");
+        let start = self.chunk_index * self.chunk_bytes as u64;
+        if self.persisted > 0 && self.persisted_last_event != last_event {
+            file.write_all_at(
+                &self.chunk[LAST_EVENT_AT..HEADER_BYTES],
+                start + LAST_EVENT_AT as u64,
+            )?;
+        }
+        // The header's event count goes with the first bytes of the chunk.
+        let from = if self.persisted == 0 {
+            0
+        } else {
+            self.persisted
+        };
+        file.write_all_at(&self.chunk[from..], start + from as u64)?;
+        self.persisted = self.chunk.len();
+        self.persisted_last_event = last_event;
+        Ok(())
+    }
+
+    /// Ends the file (end of file after the last record) and writes what is left.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finished = true;
+        self.chunk.push(END_OF_FILE);
+        self.chunk.push(END_OF_BUFFER);
+        let result = self.persist();
+        self.file = None;
+        self.chunk = Vec::new();
+        result
+    }
+
+    /// The number of the current chunk's first event (for tests).
+    #[cfg(test)]
+    fn chunk_first_event(&self) -> u64 {
+        u64::from_ne_bytes(
+            self.chunk[FIRST_EVENT_AT..FIRST_EVENT_AT + 8]
+                .try_into()
+                .expect("8 bytes"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use otf2_sys::*;
+    use std::ffi::{c_void, CString};
+    use std::ptr;
+
+    const CHUNK: u64 = 256 * 1024;
+
+    /// A record of the test sequence: time, attributes, event.
+    type Step = (u64, Vec<(u32, AttributeValue)>, Event);
+
+    fn sequence() -> Vec<Step> {
+        let many: Vec<(u32, AttributeValue)> = (0..30)
+            .map(|i| (i, AttributeValue::Uint64(u64::MAX - u64::from(i))))
+            .collect();
+        vec![
+            (0, vec![], Event::Enter { region: 0 }),
+            (
+                5,
+                vec![
+                    (0, AttributeValue::Uint64(0)),
+                    (1, AttributeValue::Int64(-3)),
+                    (2, AttributeValue::Int64(70_000)),
+                    (3, AttributeValue::StringRef(300)),
+                    (4, AttributeValue::Uint64(u64::MAX)),
+                    (5, AttributeValue::Int64(0)),
+                ],
+                Event::Enter { region: 70_000 },
+            ),
+            (5, vec![], Event::MpiCollectiveBegin),
+            (
+                1 << 40,
+                vec![],
+                Event::MpiCollectiveEnd {
+                    op: 4,
+                    comm: 1,
+                    root: u32::MAX,
+                    sent: 1 << 33,
+                    received: 0,
+                },
+            ),
+            (
+                (1 << 40) + 1,
+                vec![],
+                Event::MpiSend {
+                    receiver: 3,
+                    comm: 0,
+                    tag: 0,
+                    bytes: 4096,
+                },
+            ),
+            (
+                (1 << 40) + 1,
+                vec![],
+                Event::MpiRecv {
+                    sender: 255,
+                    comm: 256,
+                    tag: 0,
+                    bytes: u64::MAX,
+                },
+            ),
+            ((1 << 40) + 2, many, Event::Leave { region: 70_000 }),
+            (u64::MAX - 1, vec![], Event::Leave { region: 0 }),
+        ]
+    }
+
+    unsafe extern "C" fn flush(
+        _: *mut c_void,
+        _: OTF2_FileType,
+        _: OTF2_LocationRef,
+        _: *mut c_void,
+        _: bool,
+    ) -> OTF2_FlushType {
+        OTF2_FLUSH as OTF2_FlushType
+    }
+
+    static CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
+        otf2_pre_flush: Some(flush),
+        otf2_post_flush: None,
+    };
+
+    /// The event file OTF2's own event writer makes of `steps`.
+    fn written_by_otf2(dir: &std::path::Path, steps: &[Step]) -> Vec<u8> {
+        let path = CString::new(dir.to_str().unwrap()).unwrap();
+        // SAFETY: the write sequence of the OTF2 notes on this thread; the attribute list
+        // and the writer are used between their creation and their deletion only.
+        unsafe {
+            let archive = OTF2_Archive_Open(
+                path.as_ptr(),
+                c"traces".as_ptr(),
+                OTF2_FILEMODE_WRITE as OTF2_FileMode,
+                CHUNK,
+                CHUNK,
+                OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
+                OTF2_COMPRESSION_NONE as OTF2_Compression,
+            );
+            assert!(!archive.is_null());
+            assert_eq!(
+                OTF2_Archive_SetFlushCallbacks(archive, &CALLBACKS, ptr::null_mut()),
+                OTF2_SUCCESS
+            );
+            assert_eq!(
+                OTF2_Archive_SetSerialCollectiveCallbacks(archive),
+                OTF2_SUCCESS
+            );
+            assert_eq!(OTF2_Archive_OpenEvtFiles(archive), OTF2_SUCCESS);
+            let writer = OTF2_Archive_GetEvtWriter(archive, 0);
+            let list = OTF2_AttributeList_New();
+            for (time, attributes, event) in steps {
+                for &(id, value) in attributes {
+                    let code = match value {
+                        AttributeValue::Uint64(v) => OTF2_AttributeList_AddUint64(list, id, v),
+                        AttributeValue::Int64(v) => OTF2_AttributeList_AddInt64(list, id, v),
+                        AttributeValue::StringRef(v) => {
+                            OTF2_AttributeList_AddStringRef(list, id, v)
+                        }
+                    };
+                    assert_eq!(code, OTF2_SUCCESS);
+                }
+                let t = *time;
+                let code = match *event {
+                    Event::Enter { region } => OTF2_EvtWriter_Enter(writer, list, t, region),
+                    Event::Leave { region } => OTF2_EvtWriter_Leave(writer, list, t, region),
+                    Event::MpiSend {
+                        receiver,
+                        comm,
+                        tag,
+                        bytes,
+                    } => OTF2_EvtWriter_MpiSend(writer, list, t, receiver, comm, tag, bytes),
+                    Event::MpiRecv {
+                        sender,
+                        comm,
+                        tag,
+                        bytes,
+                    } => OTF2_EvtWriter_MpiRecv(writer, list, t, sender, comm, tag, bytes),
+                    Event::MpiCollectiveBegin => OTF2_EvtWriter_MpiCollectiveBegin(writer, list, t),
+                    Event::MpiCollectiveEnd {
+                        op,
+                        comm,
+                        root,
+                        sent,
+                        received,
+                    } => OTF2_EvtWriter_MpiCollectiveEnd(
+                        writer, list, t, op, comm, root, sent, received,
+                    ),
+                };
+                assert_eq!(code, OTF2_SUCCESS);
+            }
+            OTF2_AttributeList_Delete(list);
+            assert_eq!(OTF2_Archive_CloseEvtWriter(archive, writer), OTF2_SUCCESS);
+            assert_eq!(OTF2_Archive_CloseEvtFiles(archive), OTF2_SUCCESS);
+            OTF2_Archive_Close(archive);
+        }
+        std::fs::read(dir.join("traces").join("0.evt")).unwrap()
+    }
+
+    fn written_here(path: &std::path::Path, steps: &[Step]) -> EventFile {
+        let mut file = EventFile::new(path.to_owned(), CHUNK);
+        for (time, attributes, event) in steps {
+            assert!(file.has_room());
+            file.write(*time, attributes, *event);
+        }
+        file
+    }
+
+    #[test]
+    fn events_are_encoded_byte_for_byte_as_otf2_encodes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = sequence();
+        let expected = written_by_otf2(&dir.path().join("otf2"), &steps);
+        let ours = dir.path().join("ours.evt");
+        let mut file = written_here(&ours, &steps);
+        assert_eq!(file.events(), steps.len() as u64);
+        file.finish().unwrap();
+        assert_eq!(std::fs::read(&ours).unwrap(), expected);
+    }
+
+    #[test]
+    fn what_is_persisted_reads_as_the_events_so_far() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = sequence();
+        let path = dir.path().join("traces").join("7.evt");
+        let mut file = written_here(&path, &steps[..3]);
+        file.persist().unwrap();
+        // The header counts the three events; the records follow it.
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(on_disk.len(), file.chunk.len());
+        assert_eq!(on_disk[LAST_EVENT_AT], 3);
+        for (time, attributes, event) in &steps[3..] {
+            file.write(*time, attributes, *event);
+        }
+        file.persist().unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(on_disk[LAST_EVENT_AT], steps.len() as u8);
+        assert_eq!(on_disk, file.chunk);
+        // Nothing new: nothing written.
+        assert_eq!(file.unpersisted(), 0);
+    }
+
+    #[test]
+    fn chunks_are_numbered_and_placed_at_their_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.evt");
+        let mut file = EventFile::new(path.clone(), CHUNK);
+        let mut chunks = 1;
+        for time in 0..100_000u64 {
+            if !file.has_room() {
+                file.next_chunk().unwrap();
+                chunks += 1;
+                assert_eq!(file.chunk_first_event(), file.events() + 1);
+            }
+            file.write(time, &[], Event::Enter { region: 1 });
+        }
+        file.finish().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(chunks > 1);
+        assert_eq!(bytes.len() as u64 / CHUNK + 1, chunks);
+        let mut expected_first = 1;
+        for chunk in bytes.chunks(CHUNK as usize) {
+            assert_eq!(chunk[0], CHUNK_HEADER);
+            let first = u64::from_ne_bytes(chunk[2..10].try_into().unwrap());
+            let last = u64::from_ne_bytes(chunk[10..18].try_into().unwrap());
+            assert_eq!(first, expected_first);
+            assert!(last >= first);
+            expected_first = last + 1;
+        }
+        assert_eq!(expected_first, 100_001);
+    }
+}
