@@ -103,61 +103,88 @@ pub enum Event {
     },
 }
 
-/// Appends `value` compressed: 0 and `all_ones` as one byte, others as a byte count and
-/// the value's significant little-endian bytes.
-#[inline]
-fn put_unsigned(out: &mut Vec<u8>, value: u64, all_ones: u64) {
-    if value == 0 {
-        out.push(0);
-    } else if value == all_ones {
-        out.push(0xff);
-    } else {
-        let bytes = 8 - (value.leading_zeros() / 8) as usize;
-        out.push(bytes as u8);
-        out.extend_from_slice(&value.to_le_bytes()[..bytes]);
+/// Writes into a chunk at `pos`. Integers are stored with fixed-size copies of all 8
+/// bytes (the bytes past the value are overwritten by what follows, or never written to
+/// the file): the chunk keeps [`SLACK`] bytes of room for that.
+struct Out<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+/// Room kept after the last byte an event may take, for the 8-byte copies.
+const SLACK: usize = 16;
+
+impl Out<'_> {
+    #[inline]
+    fn byte(&mut self, value: u8) {
+        self.buf[self.pos] = value;
+        self.pos += 1;
     }
-}
 
-#[inline]
-fn put_u32(out: &mut Vec<u8>, value: u32) {
-    put_unsigned(out, u64::from(value), u64::from(u32::MAX));
-}
-
-#[inline]
-fn put_u64(out: &mut Vec<u8>, value: u64) {
-    put_unsigned(out, value, u64::MAX);
-}
-
-/// A signed value: 0 as one byte, a negative one in all 8 bytes.
-#[inline]
-fn put_i64(out: &mut Vec<u8>, value: i64) {
-    if value < 0 {
-        out.push(8);
-        out.extend_from_slice(&value.to_le_bytes());
-    } else if value == 0 {
-        out.push(0);
-    } else {
-        let bytes = 8 - (value.leading_zeros() / 8) as usize;
-        out.push(bytes as u8);
-        out.extend_from_slice(&value.to_le_bytes()[..bytes]);
+    #[inline]
+    fn full_u64(&mut self, value: u64) {
+        self.buf[self.pos..self.pos + 8].copy_from_slice(&value.to_le_bytes());
+        self.pos += 8;
     }
-}
 
-/// Appends a record's length and data (written by `data`): one byte, or 0xff and 8 bytes
-/// for 255 bytes and more.
-#[inline]
-fn put_with_length(out: &mut Vec<u8>, data: impl FnOnce(&mut Vec<u8>)) {
-    let length_at = out.len();
-    out.push(0);
-    data(out);
-    let length = out.len() - length_at - 1;
-    if length < 255 {
-        out[length_at] = length as u8;
-    } else {
-        let mut long = [0u8; 9];
-        long[0] = 0xff;
-        long[1..].copy_from_slice(&(length as u64).to_le_bytes());
-        out.splice(length_at..=length_at, long);
+    /// `value` compressed: 0 and `all_ones` as one byte, others as a byte count and the
+    /// value's significant little-endian bytes.
+    #[inline]
+    fn unsigned(&mut self, value: u64, all_ones: u64) {
+        if value == 0 {
+            self.byte(0);
+        } else if value == all_ones {
+            self.byte(0xff);
+        } else {
+            let bytes = 8 - (value.leading_zeros() / 8) as usize;
+            self.byte(bytes as u8);
+            self.buf[self.pos..self.pos + 8].copy_from_slice(&value.to_le_bytes());
+            self.pos += bytes;
+        }
+    }
+
+    #[inline]
+    fn u32(&mut self, value: u32) {
+        self.unsigned(u64::from(value), u64::from(u32::MAX));
+    }
+
+    #[inline]
+    fn u64(&mut self, value: u64) {
+        self.unsigned(value, u64::MAX);
+    }
+
+    /// A signed value: 0 as one byte, a negative one in all 8 bytes.
+    #[inline]
+    fn i64(&mut self, value: i64) {
+        if value <= 0 {
+            self.byte(if value == 0 { 0 } else { 8 });
+            if value < 0 {
+                self.full_u64(value as u64);
+            }
+        } else {
+            let bytes = 8 - (value.leading_zeros() / 8) as usize;
+            self.byte(bytes as u8);
+            self.buf[self.pos..self.pos + 8].copy_from_slice(&value.to_le_bytes());
+            self.pos += bytes;
+        }
+    }
+
+    /// A record's length and data (written by `data`): one byte, or 0xff and 8 bytes for
+    /// 255 bytes and more.
+    #[inline]
+    fn with_length(&mut self, data: impl FnOnce(&mut Self)) {
+        let length_at = self.pos;
+        self.pos += 1;
+        data(self);
+        let length = self.pos - length_at - 1;
+        if length < 255 {
+            self.buf[length_at] = length as u8;
+        } else {
+            self.buf.copy_within(length_at + 1..self.pos, length_at + 9);
+            self.buf[length_at] = 0xff;
+            self.buf[length_at + 1..length_at + 9].copy_from_slice(&(length as u64).to_le_bytes());
+            self.pos += 8;
+        }
     }
 }
 
@@ -167,8 +194,9 @@ pub struct EventFile {
     /// Opened when something is first written.
     file: Option<File>,
     chunk_bytes: usize,
-    /// The current chunk, as far as it is written.
-    chunk: Vec<u8>,
+    /// The current chunk; its first `len` bytes are written.
+    chunk: Box<[u8]>,
+    len: usize,
     /// Its index in the file.
     chunk_index: u64,
     /// Bytes of the current chunk already in the file.
@@ -189,7 +217,8 @@ impl EventFile {
             path,
             file: None,
             chunk_bytes,
-            chunk: Vec::new(),
+            chunk: vec![0u8; chunk_bytes].into_boxed_slice(),
+            len: 0,
             chunk_index: 0,
             persisted: 0,
             persisted_last_event: 0,
@@ -208,21 +237,18 @@ impl EventFile {
 
     /// Bytes of events not yet in the file.
     pub fn unpersisted(&self) -> usize {
-        self.chunk.len() - self.persisted
+        self.len - self.persisted
     }
 
     fn start_chunk(&mut self) {
-        self.chunk.clear();
-        self.chunk.reserve(self.chunk_bytes);
-        self.chunk.push(CHUNK_HEADER);
-        self.chunk.push(BYTE_ORDER);
-        // The numbers of the chunk's first event (at FIRST_EVENT_AT) and of its last one
-        // (at LAST_EVENT_AT, set when the chunk goes to the file).
-        self.chunk
-            .extend_from_slice(&(self.events + 1).to_ne_bytes());
-        self.chunk.extend_from_slice(&0u64.to_ne_bytes());
-        debug_assert_eq!(self.chunk.len(), HEADER_BYTES);
-        debug_assert_eq!(LAST_EVENT_AT, FIRST_EVENT_AT + 8);
+        let header = &mut self.chunk[..HEADER_BYTES];
+        header[0] = CHUNK_HEADER;
+        header[1] = BYTE_ORDER;
+        // The numbers of the chunk's first event and of its last one (set when the chunk
+        // goes to the file).
+        header[FIRST_EVENT_AT..LAST_EVENT_AT].copy_from_slice(&(self.events + 1).to_ne_bytes());
+        header[LAST_EVENT_AT..].copy_from_slice(&0u64.to_ne_bytes());
+        self.len = HEADER_BYTES;
         self.persisted = 0;
         self.persisted_last_event = 0;
         self.time = None;
@@ -231,7 +257,7 @@ impl EventFile {
     /// Whether the next event fits in the current chunk; when not, [`EventFile::next_chunk`]
     /// must come first.
     pub fn has_room(&self) -> bool {
-        self.chunk.len() + MAX_EVENT_BYTES <= self.chunk_bytes
+        self.len + MAX_EVENT_BYTES + SLACK <= self.chunk.len()
     }
 
     /// Ends the current chunk (its end-of-chunk bytes are the hole up to the next one),
@@ -247,23 +273,26 @@ impl EventFile {
     /// caller made room ([`EventFile::has_room`]).
     pub fn write(&mut self, time: u64, attributes: &[(u32, AttributeValue)], event: Event) {
         debug_assert!(self.has_room() && attributes.len() <= MAX_ATTRIBUTES);
-        let out = &mut self.chunk;
+        let mut out = Out {
+            buf: &mut self.chunk,
+            pos: self.len,
+        };
         if self.time.is_none_or(|last| time > last) {
-            out.push(TIMESTAMP);
-            out.extend_from_slice(&time.to_le_bytes());
+            out.byte(TIMESTAMP);
+            out.full_u64(time);
             self.time = Some(time);
         }
         if !attributes.is_empty() {
-            out.push(ATTRIBUTE_LIST);
-            put_with_length(out, |out| {
-                put_u32(out, attributes.len() as u32);
+            out.byte(ATTRIBUTE_LIST);
+            out.with_length(|out| {
+                out.u32(attributes.len() as u32);
                 for &(id, value) in attributes {
-                    put_u32(out, id);
-                    out.push(value.type_code());
+                    out.u32(id);
+                    out.byte(value.type_code());
                     match value {
-                        AttributeValue::Uint64(v) => put_u64(out, v),
-                        AttributeValue::Int64(v) => put_i64(out, v),
-                        AttributeValue::StringRef(v) => put_u32(out, v),
+                        AttributeValue::Uint64(v) => out.u64(v),
+                        AttributeValue::Int64(v) => out.i64(v),
+                        AttributeValue::StringRef(v) => out.u32(v),
                     }
                 }
             });
@@ -271,12 +300,12 @@ impl EventFile {
         match event {
             // A single compressed field and no length.
             Event::Enter { region } => {
-                out.push(ENTER);
-                put_u32(out, region);
+                out.byte(ENTER);
+                out.u32(region);
             }
             Event::Leave { region } => {
-                out.push(LEAVE);
-                put_u32(out, region);
+                out.byte(LEAVE);
+                out.u32(region);
             }
             Event::MpiSend {
                 receiver,
@@ -284,12 +313,12 @@ impl EventFile {
                 tag,
                 bytes,
             } => {
-                out.push(MPI_SEND);
-                put_with_length(out, |out| {
-                    put_u32(out, receiver);
-                    put_u32(out, comm);
-                    put_u32(out, tag);
-                    put_u64(out, bytes);
+                out.byte(MPI_SEND);
+                out.with_length(|out| {
+                    out.u32(receiver);
+                    out.u32(comm);
+                    out.u32(tag);
+                    out.u64(bytes);
                 });
             }
             Event::MpiRecv {
@@ -298,17 +327,17 @@ impl EventFile {
                 tag,
                 bytes,
             } => {
-                out.push(MPI_RECV);
-                put_with_length(out, |out| {
-                    put_u32(out, sender);
-                    put_u32(out, comm);
-                    put_u32(out, tag);
-                    put_u64(out, bytes);
+                out.byte(MPI_RECV);
+                out.with_length(|out| {
+                    out.u32(sender);
+                    out.u32(comm);
+                    out.u32(tag);
+                    out.u64(bytes);
                 });
             }
             Event::MpiCollectiveBegin => {
-                out.push(MPI_COLLECTIVE_BEGIN);
-                out.push(0);
+                out.byte(MPI_COLLECTIVE_BEGIN);
+                out.byte(0);
             }
             Event::MpiCollectiveEnd {
                 op,
@@ -317,16 +346,17 @@ impl EventFile {
                 sent,
                 received,
             } => {
-                out.push(MPI_COLLECTIVE_END);
-                put_with_length(out, |out| {
-                    out.push(op);
-                    put_u32(out, comm);
-                    put_u32(out, root);
-                    put_u64(out, sent);
-                    put_u64(out, received);
+                out.byte(MPI_COLLECTIVE_END);
+                out.with_length(|out| {
+                    out.byte(op);
+                    out.u32(comm);
+                    out.u32(root);
+                    out.u64(sent);
+                    out.u64(received);
                 });
             }
         }
+        self.len = out.pos;
         self.events += 1;
     }
 
@@ -335,7 +365,7 @@ impl EventFile {
     /// then finds every event written so far.
     pub fn persist(&mut self) -> std::io::Result<()> {
         let last_event = self.events;
-        if self.persisted == self.chunk.len() && self.persisted_last_event == last_event {
+        if self.persisted == self.len && self.persisted_last_event == last_event {
             return Ok(());
         }
         self.chunk[LAST_EVENT_AT..HEADER_BYTES].copy_from_slice(&last_event.to_ne_bytes());
@@ -359,8 +389,8 @@ impl EventFile {
         } else {
             self.persisted
         };
-        file.write_all_at(&self.chunk[from..], start + from as u64)?;
-        self.persisted = self.chunk.len();
+        file.write_all_at(&self.chunk[from..self.len], start + from as u64)?;
+        self.persisted = self.len;
         self.persisted_last_event = last_event;
         Ok(())
     }
@@ -371,11 +401,12 @@ impl EventFile {
             return Ok(());
         }
         self.finished = true;
-        self.chunk.push(END_OF_FILE);
-        self.chunk.push(END_OF_BUFFER);
+        self.chunk[self.len] = END_OF_FILE;
+        self.chunk[self.len + 1] = END_OF_BUFFER;
+        self.len += 2;
         let result = self.persist();
         self.file = None;
-        self.chunk = Vec::new();
+        self.chunk = Box::default();
         result
     }
 
@@ -577,7 +608,7 @@ mod tests {
         file.persist().unwrap();
         // The header counts the three events; the records follow it.
         let on_disk = std::fs::read(&path).unwrap();
-        assert_eq!(on_disk.len(), file.chunk.len());
+        assert_eq!(on_disk.len(), file.len);
         assert_eq!(on_disk[LAST_EVENT_AT], 3);
         for (time, attributes, event) in &steps[3..] {
             file.write(*time, attributes, *event);
@@ -585,7 +616,7 @@ mod tests {
         file.persist().unwrap();
         let on_disk = std::fs::read(&path).unwrap();
         assert_eq!(on_disk[LAST_EVENT_AT], steps.len() as u8);
-        assert_eq!(on_disk, file.chunk);
+        assert_eq!(on_disk, &file.chunk[..file.len]);
         // Nothing new: nothing written.
         assert_eq!(file.unpersisted(), 0);
     }
