@@ -153,19 +153,14 @@ impl Out<'_> {
         self.unsigned(value, u64::MAX);
     }
 
-    /// A signed value: 0 as one byte, a negative one in all 8 bytes.
+    /// A signed value: like an unsigned one, but a negative one in all 8 bytes.
     #[inline]
     fn i64(&mut self, value: i64) {
-        if value <= 0 {
-            self.byte(if value == 0 { 0 } else { 8 });
-            if value < 0 {
-                self.full_u64(value as u64);
-            }
+        if value < 0 {
+            self.byte(8);
+            self.full_u64(value as u64);
         } else {
-            let bytes = 8 - (value.leading_zeros() / 8) as usize;
-            self.byte(bytes as u8);
-            self.buf[self.pos..self.pos + 8].copy_from_slice(&value.to_le_bytes());
-            self.pos += bytes;
+            self.u64(value as u64);
         }
     }
 

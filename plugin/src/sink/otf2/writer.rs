@@ -113,6 +113,43 @@ impl std::fmt::Display for OpenError {
     }
 }
 
+/// Opens `<dir>/traces.otf2` for writing by this process alone (the primary of its own
+/// archive, pattern B), with the flush callbacks its definitions need.
+fn create_archive(dir: &Path) -> Result<*mut OTF2_Archive, String> {
+    let path = cstring(&dir.to_string_lossy());
+    let name = cstring("traces");
+    // SAFETY: the first steps of the write sequence of the OTF2 notes (§1.3) on the calling
+    // thread; the flush callbacks are a static, so they outlive the archive; an archive
+    // that cannot be set up is closed here.
+    unsafe {
+        let archive = OTF2_Archive_Open(
+            path.as_ptr(),
+            name.as_ptr(),
+            OTF2_FILEMODE_WRITE as OTF2_FileMode,
+            EVENT_CHUNK_BYTES,
+            DEFINITION_CHUNK_BYTES,
+            OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
+            OTF2_COMPRESSION_NONE as OTF2_Compression,
+        );
+        if archive.is_null() {
+            return Err(format!(
+                "OTF2 cannot create an archive in {}",
+                dir.display()
+            ));
+        }
+        let flush = OTF2_Archive_SetFlushCallbacks(archive, &FLUSH_CALLBACKS, ptr::null_mut());
+        let collective = OTF2_Archive_SetSerialCollectiveCallbacks(archive);
+        if flush != OTF2_SUCCESS || collective != OTF2_SUCCESS {
+            OTF2_Archive_Close(archive);
+            return Err(format!(
+                "OTF2 cannot create {}/traces (does it exist already?)",
+                dir.display()
+            ));
+        }
+        Ok(archive)
+    }
+}
+
 impl Writer {
     /// Creates `<dir>/traces.otf2` (and `<dir>/traces/`); `dir` may exist, `dir/traces`
     /// must not.
@@ -125,26 +162,10 @@ impl Writer {
         otf2_sys::install_error_handler(report_otf2_error);
         std::fs::create_dir_all(dir)
             .map_err(|e| OpenError(format!("cannot create {}: {e}", dir.display())))?;
-        let path = cstring(&dir.to_string_lossy());
-        let name = cstring("traces");
-        // SAFETY: the write sequence of the OTF2 notes (§1.3) on this thread only; the
-        // callback tables are statics, so they outlive the archive.
+        let archive = create_archive(dir).map_err(OpenError)?;
+        // SAFETY: the rest of the write sequence of the OTF2 notes (§1.3) on this thread
+        // only, with the archive just created.
         unsafe {
-            let archive = OTF2_Archive_Open(
-                path.as_ptr(),
-                name.as_ptr(),
-                OTF2_FILEMODE_WRITE as OTF2_FileMode,
-                EVENT_CHUNK_BYTES,
-                DEFINITION_CHUNK_BYTES,
-                OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-                OTF2_COMPRESSION_NONE as OTF2_Compression,
-            );
-            if archive.is_null() {
-                return Err(OpenError(format!(
-                    "OTF2 cannot create an archive in {}",
-                    dir.display()
-                )));
-            }
             let defs_version = defs.version();
             let mut writer = Writer {
                 archive,
@@ -163,20 +184,6 @@ impl Writer {
                 snapshots: 0,
                 failed_writes: 0,
             };
-            writer.check(OTF2_Archive_SetFlushCallbacks(
-                archive,
-                &FLUSH_CALLBACKS,
-                ptr::null_mut(),
-            ));
-            // This process is the primary of its own archive (pattern B).
-            let collective = OTF2_Archive_SetSerialCollectiveCallbacks(archive);
-            if collective != OTF2_SUCCESS {
-                OTF2_Archive_Close(archive);
-                return Err(OpenError(format!(
-                    "OTF2 cannot create {}/traces (does it exist already?)",
-                    dir.display()
-                )));
-            }
             let creator = cstring(concat!("nccl-scorep ", env!("CARGO_PKG_VERSION")));
             writer.check(OTF2_Archive_SetCreator(archive, creator.as_ptr()));
             writer.check(OTF2_Archive_SetMachineName(
@@ -423,21 +430,7 @@ impl Writer {
             }
             let code = OTF2_Archive_CloseDefFiles(self.archive);
             self.check(code);
-            let global = OTF2_Archive_GetGlobalDefWriter(self.archive);
-            if global.is_null() {
-                self.failed_calls += 1;
-            } else {
-                let (offset, length) = self.corrected_range(clock_end);
-                let code = OTF2_GlobalDefWriter_WriteClockProperties(
-                    global,
-                    1_000_000_000,
-                    offset,
-                    length,
-                    offset,
-                );
-                self.check(code);
-                self.failed_calls += self.defs.write(global, &counts);
-            }
+            self.failed_calls += self.write_global_definitions(self.archive, clock_end, &counts);
             let code = OTF2_Archive_Close(self.archive);
             self.check(code);
         }
@@ -469,47 +462,14 @@ impl Writer {
         }
         std::fs::create_dir(&fresh)
             .map_err(|e| format!("cannot create {}: {e}", fresh.display()))?;
-        let path = cstring(&fresh.to_string_lossy());
-        let name = cstring("traces");
-        let (offset, length) = self.corrected_range(now);
+        let archive = create_archive(&fresh)?;
         let zeros = vec![0u64; self.defs.location_ids().len()];
-        let mut failed = 0u64;
-        // SAFETY: the write sequence of the OTF2 notes (§1.3) for an archive of global
-        // definitions only, on the collector thread; the flush callbacks are a static.
-        unsafe {
-            let archive = OTF2_Archive_Open(
-                path.as_ptr(),
-                name.as_ptr(),
-                OTF2_FILEMODE_WRITE as OTF2_FileMode,
-                EVENT_CHUNK_BYTES,
-                DEFINITION_CHUNK_BYTES,
-                OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-                OTF2_COMPRESSION_NONE as OTF2_Compression,
-            );
-            if archive.is_null() {
-                return Err(format!("OTF2 cannot create {}", fresh.display()));
-            }
-            let codes = [
-                OTF2_Archive_SetFlushCallbacks(archive, &FLUSH_CALLBACKS, ptr::null_mut()),
-                OTF2_Archive_SetSerialCollectiveCallbacks(archive),
-            ];
-            failed += codes.iter().filter(|&&c| c != OTF2_SUCCESS).count() as u64;
-            let global = OTF2_Archive_GetGlobalDefWriter(archive);
-            if global.is_null() {
-                failed += 1;
-            } else {
-                let code = OTF2_GlobalDefWriter_WriteClockProperties(
-                    global,
-                    1_000_000_000,
-                    offset,
-                    length,
-                    offset,
-                );
-                failed += u64::from(code != OTF2_SUCCESS);
-                failed += self.defs.write(global, &zeros);
-            }
-            failed += u64::from(OTF2_Archive_Close(archive) != OTF2_SUCCESS);
-        }
+        // SAFETY: an archive of global definitions only, just created, on the collector
+        // thread; closed once.
+        let failed = unsafe {
+            self.write_global_definitions(archive, now, &zeros)
+                + u64::from(OTF2_Archive_Close(archive) != OTF2_SUCCESS)
+        };
         if failed > 0 {
             self.failed_calls += failed;
             return Err(format!("{failed} OTF2 calls failed"));
@@ -564,6 +524,36 @@ impl Writer {
             ] {
                 let _ = std::fs::remove_file(part.join(name));
             }
+        }
+    }
+
+    /// Writes into `archive` the ClockProperties (the trace's range up to `end`) and every
+    /// definition, with `events` per location. Returns the number of calls that failed.
+    ///
+    /// # Safety
+    /// `archive` is open for writing and its global definitions are not written yet.
+    unsafe fn write_global_definitions(
+        &self,
+        archive: *mut OTF2_Archive,
+        end: ClockSample,
+        events: &[u64],
+    ) -> u64 {
+        // SAFETY: per the caller.
+        let global = unsafe { OTF2_Archive_GetGlobalDefWriter(archive) };
+        if global.is_null() {
+            return 1;
+        }
+        let (offset, length) = self.corrected_range(end);
+        // SAFETY: `global` is the archive's open global definition writer.
+        unsafe {
+            let code = OTF2_GlobalDefWriter_WriteClockProperties(
+                global,
+                1_000_000_000,
+                offset,
+                length,
+                offset,
+            );
+            u64::from(code != OTF2_SUCCESS) + self.defs.write(global, events)
         }
     }
 
