@@ -230,6 +230,9 @@ impl Writer {
     fn attribute(&mut self, attr: Attr, value: AttributeValue) {
         if self.attributes.len() < MAX_ATTRIBUTES {
             self.attributes.push((attr as u32, value));
+        } else {
+            // Never with the plugin's records (about 20 at most); counted, not silent.
+            self.failed_calls += 1;
         }
     }
 
