@@ -101,7 +101,7 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         let ended = if from.exists() {
             event_file::end_written_file(&from, &traces.join(&file), chunk)?
         } else {
-            event_file::FlushedFile::default()
+            event_file::EndedFile::default()
         };
         unreadable_chunks += ended.unreadable_chunks;
         if ended.events == 0 {

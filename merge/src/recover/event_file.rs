@@ -141,7 +141,7 @@ fn walk_chunk(chunk: &[u8], data_end: usize) -> Result<ChunkRecords, String> {
 
 /// What [`end_written_file`] kept of a file.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct FlushedFile {
+pub(crate) struct EndedFile {
     /// Events in the ended file (0: nothing could be kept, no file was written).
     pub events: u64,
     /// Chunks at its end that could not be read and were left out.
@@ -170,7 +170,7 @@ pub(crate) fn end_written_file(
     from: &Path,
     to: &Path,
     chunk_bytes: u64,
-) -> Result<FlushedFile, String> {
+) -> Result<EndedFile, String> {
     let failed = |what: &str, path: &Path, e: std::io::Error| {
         format!("cannot {what} {}: {e}", path.display())
     };
@@ -183,7 +183,7 @@ pub(crate) fn end_written_file(
         .then_some((whole, unfinished))
         .into_iter()
         .chain((0..whole).rev().map(|index| (index, chunk_bytes as usize)));
-    let mut found = FlushedFile::default();
+    let mut found = EndedFile::default();
     let mut chunk = vec![0u8; chunk_bytes as usize];
     for (index, data_end) in candidates {
         read_chunk(&mut input, index, chunk_bytes, data_end, &mut chunk)
