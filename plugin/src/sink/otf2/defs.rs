@@ -7,7 +7,6 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// The paradigm of every NCCL region and communicator. OTF2 has no NCCL paradigm; NONE is
 /// named "NCCL" by a Paradigm definition (Score-P never defines NONE's name).
@@ -160,8 +159,8 @@ pub struct Definitions {
     machine: u32,
     node: u32,
     /// Counts every definition added: the writer compares it with the count its last
-    /// snapshot of the definitions held (shared with OTF2's memory callbacks).
-    version: Arc<AtomicU64>,
+    /// snapshot of the definitions held.
+    version: u64,
 }
 
 impl Definitions {
@@ -181,7 +180,7 @@ impl Definitions {
             process_index,
             machine: 0,
             node: 0,
-            version: Arc::default(),
+            version: 0,
         };
         defs.string("");
         defs.intern_fixed();
@@ -195,13 +194,13 @@ impl Definitions {
         defs
     }
 
-    fn added(&self) {
-        self.version.fetch_add(1, Ordering::Relaxed);
+    fn added(&mut self) {
+        self.version += 1;
     }
 
-    /// The count of definitions added so far, shared: it changes whenever one is added.
-    pub fn version(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.version)
+    /// The count of definitions added so far: it changes whenever one is added.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     pub fn string(&mut self, text: &str) -> u32 {
@@ -316,7 +315,7 @@ impl Definitions {
         if let Some(def) = self.comms.get_mut(comm as usize) {
             if let std::collections::btree_map::Entry::Vacant(member) = def.members.entry(rank) {
                 member.insert(location);
-                self.version.fetch_add(1, Ordering::Relaxed);
+                self.version += 1;
             }
         }
     }

@@ -17,8 +17,6 @@ use otf2_sys::*;
 use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Event chunk size: the smallest OTF2 allows; the memory each location holds.
 pub const EVENT_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
@@ -66,10 +64,9 @@ pub struct Writer {
     last_time: u64,
     clock_start: ClockSample,
     closed: bool,
-    /// [`Definitions::version`], and the version the last snapshot holds (`u64::MAX`:
-    /// none yet): no event reaches the disk before every definition it refers to is in the
-    /// snapshot, so that a killed process's events can be merged.
-    defs_version: Arc<AtomicU64>,
+    /// The [`Definitions::version`] the last snapshot holds (`u64::MAX`: none yet): no
+    /// event reaches the disk before every definition it refers to is in the snapshot, so
+    /// that a killed process's events can be merged.
     saved_version: u64,
     /// Definition snapshots written.
     pub snapshots: u64,
@@ -166,7 +163,6 @@ impl Writer {
         // SAFETY: the rest of the write sequence of the OTF2 notes (§1.3) on this thread
         // only, with the archive just created.
         unsafe {
-            let defs_version = defs.version();
             let mut writer = Writer {
                 archive,
                 attributes: Vec::with_capacity(MAX_ATTRIBUTES),
@@ -179,7 +175,6 @@ impl Writer {
                 last_time: 0,
                 clock_start,
                 closed: false,
-                defs_version,
                 saved_version: u64::MAX,
                 snapshots: 0,
                 failed_writes: 0,
@@ -292,7 +287,7 @@ impl Writer {
     /// What must hold before events go to the disk: every definition they refer to is in
     /// the snapshot.
     fn before_writing(&mut self) {
-        if self.defs_version.load(Ordering::Relaxed) != self.saved_version {
+        if self.defs.version() != self.saved_version {
             let now = ClockSample {
                 monotonic_ns: crate::clock::now_ns(),
                 realtime_ns: crate::clock::realtime_ns(),
@@ -449,7 +444,7 @@ impl Writer {
         if self.closed {
             return Ok(());
         }
-        let version = self.defs_version.load(Ordering::Relaxed);
+        let version = self.defs.version();
         let part = self
             .path
             .parent()
