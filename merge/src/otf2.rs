@@ -261,46 +261,6 @@ struct PartRead {
     taken: u64,
 }
 
-/// Reads the global definitions and the clock offsets of the part whose anchor file is
-/// `anchor`.
-/// Writes valid event files without events for `locations` in `<dir>/traces/` (through
-/// an archive in `dir` that is otherwise left unfinished): what a location of a killed
-/// process that flushed nothing gets in place of its empty file.
-pub(super) fn write_empty_event_files(
-    dir: &Path,
-    locations: &[u64],
-    event_chunk: u64,
-) -> Result<(), String> {
-    let info = ArchiveInfo {
-        creator: "nccl-scorep merge",
-        description: "empty event files",
-        machine: None,
-    };
-    let archive = Archive::create(dir, event_chunk, OTF2_CHUNK_SIZE_MIN, &info)?;
-    let a = archive.0;
-    // SAFETY: `a` is open; each writer is closed once, before the files.
-    unsafe {
-        check(OTF2_Archive_OpenEvtFiles(a), "cannot open the event files")?;
-        for &location in locations {
-            let writer = OTF2_Archive_GetEvtWriter(a, location);
-            if writer.is_null() {
-                return Err(format!(
-                    "cannot create an event file for location {location}"
-                ));
-            }
-            check(
-                OTF2_Archive_CloseEvtWriter(a, writer),
-                "cannot close an event writer",
-            )?;
-        }
-        check(
-            OTF2_Archive_CloseEvtFiles(a),
-            "cannot close the event files",
-        )?;
-    }
-    archive.close("empty event files")
-}
-
 /// What [`scan_events`] found in one location's event file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct EventScan {
@@ -469,6 +429,8 @@ unsafe extern "C" fn evt_collective_end(
     unsafe { with_scan(user_data, |s| s.closed(time, position)) }
 }
 
+/// Reads the global definitions and the clock offsets of the part whose anchor file is
+/// `anchor`.
 pub(super) fn read_part(anchor: &Path) -> Result<PartDefs, String> {
     let reader = Reader::open(anchor)?;
     let mut defs = PartDefs::default();

@@ -158,12 +158,10 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         }
     }
     if !wrote_nothing.is_empty() {
-        let empty = together.join("empty");
-        otf2::write_empty_event_files(&empty, &wrote_nothing, defs.event_chunk)?;
+        let empty = otf2_sys::event_format::empty_event_file();
         for id in &wrote_nothing {
-            let file = format!("{id}.evt");
-            let from = empty.join("traces").join(&file);
-            std::fs::rename(&from, traces.join(&file)).map_err(|e| fail("move", &from, e))?;
+            let path = traces.join(format!("{id}.evt"));
+            std::fs::write(&path, &empty).map_err(|e| fail("write", &path, e))?;
         }
         for location in defs.locations.iter_mut() {
             if wrote_nothing.contains(&location.id) {

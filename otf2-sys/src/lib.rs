@@ -109,6 +109,7 @@ pub mod bindings {
 pub mod callbacks;
 mod consts;
 pub mod error;
+pub mod event_format;
 pub mod reading;
 
 pub use bindings::*;

@@ -11,36 +11,17 @@
 //!
 //! Ending such a file means walking the records of its last chunk to where they end and
 //! putting the end-of-file record there. Records say their own length, so the walk needs
-//! no knowledge of event kinds (Enter and Leave have no length byte, but their one field,
-//! a compressed integer, is a byte count and that many bytes: it reads the same). Layout
-//! facts (OTF2 3.x, `OTF2_Buffer.h`):
-//! - chunk header: kind 3, byte order (0x42 little, 0x23 big endian), first event number
-//!   (8 bytes), last event number (8 bytes), 18 bytes in all;
-//! - timestamp: kind 5, then 8 bytes;
-//! - attribute list (kind 6) and event records (kinds 10 and up): kind, a length byte (255:
-//!   the length follows in 8 bytes), then that many bytes;
-//! - end of chunk 0, end of buffer 1, end of file 2. A finished file ends with `2 1`.
+//! no knowledge of event kinds (the layout: [`otf2_sys::event_format`]).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-const END_OF_CHUNK: u8 = 0;
-const END_OF_BUFFER: u8 = 1;
-const END_OF_FILE: u8 = 2;
-const CHUNK_HEADER: u8 = 3;
-const TIMESTAMP: u8 = 5;
-const ATTRIBUTE_LIST: u8 = 6;
-/// Record kinds from this one up are events (OTF2 keeps 0–9 for its own records).
-const FIRST_EVENT_KIND: u8 = 10;
-
-const LITTLE_ENDIAN: u8 = 0x42;
-const BIG_ENDIAN: u8 = 0x23;
-const HEADER_BYTES: usize = 18;
-const FIRST_EVENT_AT: usize = 2;
-const LAST_EVENT_AT: usize = 10;
-/// A length byte of this value says that the length follows in 8 bytes.
-const LONG_LENGTH: u8 = u8::MAX;
+use otf2_sys::event_format::{
+    ATTRIBUTE_LIST, BIG_ENDIAN, CHUNK_HEADER, END_OF_BUFFER, END_OF_CHUNK, END_OF_FILE,
+    FIRST_EVENT_AT, FIRST_EVENT_KIND, HEADER_BYTES, LAST_EVENT_AT, LITTLE_ENDIAN, LONG_LENGTH,
+    TIMESTAMP,
+};
 
 /// What the walk of one chunk found.
 #[derive(Debug)]

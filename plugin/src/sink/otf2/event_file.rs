@@ -6,46 +6,20 @@
 //! to 4 MiB more than its chunk. Writing the file here keeps one chunk per location in
 //! memory and puts what it holds on disk whenever the collector asks
 //! ([`EventFile::persist`]), so a killed process leaves nearly all its events; it also
-//! costs a fraction of OTF2's per-record work. The format is OTF2 3.x's, read by OTF2
-//! itself (the archive's definitions and anchor are still written by OTF2):
-//!
-//! - chunks of [`super::writer::EVENT_CHUNK_BYTES`]: a header (kind 3, byte order, the
-//!   numbers of the chunk's first and last event, 8 bytes each), records, and end-of-chunk
-//!   bytes (0) to the chunk's end (a hole in the file: holes read as zeros);
-//! - a timestamp record (kind 5, 8 bytes) before an event whose time is newer than the
-//!   previous record's, and at the start of every chunk;
-//! - an attribute list (kind 6, length, count, then per attribute its id, type and value)
-//!   before the event it belongs to;
-//! - event records: Enter (12) and Leave (13) with the region; MpiSend (14), MpiRecv (18)
-//!   and MpiCollectiveEnd (23) with a length and their fields; MpiCollectiveBegin (22)
-//!   with a zero length;
-//! - integers compressed as OTF2 does: 0 and the all-ones value as one byte (0, 0xff),
-//!   others as a byte count and that many little-endian bytes;
-//! - the file ends with end of file (2) and end of buffer (1) after the last record.
+//! costs a fraction of OTF2's per-record work. The format is OTF2 3.x's
+//! ([`otf2_sys::event_format`]), read by OTF2 itself; the archive's definitions and
+//! anchor are still written by OTF2. Completed chunks are not padded: the hole up to the
+//! next chunk reads as end-of-chunk bytes.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-const CHUNK_HEADER: u8 = 3;
-const TIMESTAMP: u8 = 5;
-const ATTRIBUTE_LIST: u8 = 6;
-const END_OF_FILE: u8 = 2;
-const END_OF_BUFFER: u8 = 1;
-const ENTER: u8 = 12;
-const LEAVE: u8 = 13;
-const MPI_SEND: u8 = 14;
-const MPI_RECV: u8 = 18;
-const MPI_COLLECTIVE_BEGIN: u8 = 22;
-const MPI_COLLECTIVE_END: u8 = 23;
+use otf2_sys::event_format::{
+    chunk_header, ATTRIBUTE_LIST, END_OF_BUFFER, END_OF_FILE, ENTER, HEADER_BYTES, LAST_EVENT_AT,
+    LEAVE, MPI_COLLECTIVE_BEGIN, MPI_COLLECTIVE_END, MPI_RECV, MPI_SEND, TIMESTAMP,
+};
 
-#[cfg(target_endian = "little")]
-const BYTE_ORDER: u8 = 0x42;
-#[cfg(target_endian = "big")]
-const BYTE_ORDER: u8 = 0x23;
-const HEADER_BYTES: usize = 18;
-const FIRST_EVENT_AT: usize = 2;
-const LAST_EVENT_AT: usize = 10;
 /// The most one event takes: a timestamp, an attribute list of [`MAX_ATTRIBUTES`] values
 /// and the largest record, with room for the end-of-file bytes.
 const MAX_EVENT_BYTES: usize = 9 + (11 + MAX_ATTRIBUTES * 15) + 40 + 2;
@@ -236,13 +210,8 @@ impl EventFile {
     }
 
     fn start_chunk(&mut self) {
-        let header = &mut self.chunk[..HEADER_BYTES];
-        header[0] = CHUNK_HEADER;
-        header[1] = BYTE_ORDER;
-        // The numbers of the chunk's first event and of its last one (set when the chunk
-        // goes to the file).
-        header[FIRST_EVENT_AT..LAST_EVENT_AT].copy_from_slice(&(self.events + 1).to_ne_bytes());
-        header[LAST_EVENT_AT..].copy_from_slice(&0u64.to_ne_bytes());
+        // The last event's number is set when the chunk goes to the file.
+        self.chunk[..HEADER_BYTES].copy_from_slice(&chunk_header(self.events + 1, 0));
         self.len = HEADER_BYTES;
         self.persisted = 0;
         self.persisted_last_event = 0;
@@ -408,6 +377,7 @@ impl EventFile {
     /// The number of the current chunk's first event (for tests).
     #[cfg(test)]
     fn chunk_first_event(&self) -> u64 {
+        use otf2_sys::event_format::FIRST_EVENT_AT;
         u64::from_ne_bytes(
             self.chunk[FIRST_EVENT_AT..FIRST_EVENT_AT + 8]
                 .try_into()
@@ -592,6 +562,13 @@ mod tests {
         assert_eq!(file.events(), steps.len() as u64);
         file.finish().unwrap();
         assert_eq!(std::fs::read(&ours).unwrap(), expected);
+
+        // A location without events.
+        let expected = written_by_otf2(&dir.path().join("otf2-empty"), &[]);
+        assert_eq!(expected, otf2_sys::event_format::empty_event_file());
+        let empty = dir.path().join("empty.evt");
+        written_here(&empty, &[]).finish().unwrap();
+        assert_eq!(std::fs::read(&empty).unwrap(), expected);
     }
 
     #[test]
@@ -636,7 +613,7 @@ mod tests {
         assert_eq!(bytes.len() as u64 / CHUNK + 1, chunks);
         let mut expected_first = 1;
         for chunk in bytes.chunks(CHUNK as usize) {
-            assert_eq!(chunk[0], CHUNK_HEADER);
+            assert_eq!(chunk[0], otf2_sys::event_format::CHUNK_HEADER);
             let first = u64::from_ne_bytes(chunk[2..10].try_into().unwrap());
             let last = u64::from_ne_bytes(chunk[10..18].try_into().unwrap());
             assert_eq!(first, expected_first);
