@@ -248,7 +248,8 @@ impl Collector {
 struct State {
     rt: &'static Runtime,
     rings: Vec<RingConsumer>,
-    tids: HashMap<u32, i32>,
+    /// OS thread id per ring's thread index (-1 where unknown).
+    tids: Vec<i32>,
     /// State vectors of closed events, kept for the next events (no allocation per event).
     spare_states: Vec<Vec<StateRecord>>,
     /// Which kinds are remembered after they close (see [`remembered_kinds`]).
@@ -299,7 +300,7 @@ impl State {
         State {
             rt,
             rings: Vec::new(),
-            tids: HashMap::default(),
+            tids: Vec::new(),
             spare_states: Vec::new(),
             remembered: remembered_kinds(rt.config.event_mask),
             processed_until: 0,
@@ -335,8 +336,11 @@ impl State {
             crate::clock::ticks()
         };
         for ring in self.rt.take_new_rings() {
-            self.tids
-                .insert(ring.shared.thread_index, ring.shared.os_tid);
+            let index = ring.shared.thread_index as usize;
+            if self.tids.len() <= index {
+                self.tids.resize(index + 1, -1);
+            }
+            self.tids[index] = ring.shared.os_tid;
             self.rings.push(ring);
         }
         // Finalize records seen in the previous pass are applied now: everything other
@@ -465,13 +469,12 @@ impl State {
         let Some(trace) = &mut self.trace else {
             return;
         };
-        let tids = &self.tids;
         let open = self.open.values().map(|open| OpenView {
             kind: open.kind,
             owner: open.owner,
             parent: open.parent,
             start_ns: open.start_ns,
-            start_tid: tids.get(&open.start_thread).copied().unwrap_or(-1),
+            start_tid: tid_of(&self.tids, open.start_thread),
             event: &open.event,
         });
         // Operations are judged quiet by the time the records processed have reached, not
@@ -491,13 +494,16 @@ impl State {
                 }),
                 None => self.park_early(thread, record),
             },
-            Action::Stop => {
-                if self.open.contains_key(&record.handle) {
-                    self.close(record.handle, record.time, Some(thread), Closed::Stopped);
-                } else {
-                    self.park_early(thread, record);
-                }
-            }
+            Action::Stop => match self.open.remove(&record.handle) {
+                Some(open) => self.finish_event(
+                    record.handle,
+                    open,
+                    record.time,
+                    Some(thread),
+                    Closed::Stopped,
+                ),
+                None => self.park_early(thread, record),
+            },
             Action::Init { context } => {
                 if let Some(info) = self.comm(context) {
                     if let Some(sink) = self.sink.as_mut() {
@@ -557,6 +563,9 @@ impl State {
             },
         );
         // Records of this event that another thread pushed and we saw first.
+        if self.early_count == 0 {
+            return;
+        }
         if let Some(waiting) = self.early.remove(&handle) {
             self.early_count -= waiting.len();
             for (thread, record) in waiting {
@@ -720,9 +729,20 @@ impl State {
     }
 
     fn close(&mut self, handle: u64, stop_ns: u64, stop_thread: Option<u32>, closed: Closed) {
-        let Some(open) = self.open.remove(&handle) else {
-            return;
-        };
+        if let Some(open) = self.open.remove(&handle) {
+            self.finish_event(handle, open, stop_ns, stop_thread, closed);
+        }
+    }
+
+    /// Hands an event that was open to the sinks.
+    fn finish_event(
+        &mut self,
+        handle: u64,
+        open: OpenEvent,
+        stop_ns: u64,
+        stop_thread: Option<u32>,
+        closed: Closed,
+    ) {
         match open.kind {
             Kind::ProxyStep => {
                 if let Parent::Local { handle: op, .. } = open.parent {
@@ -867,7 +887,7 @@ impl State {
     }
 
     fn tid(&self, thread: u32) -> i32 {
-        self.tids.get(&thread).copied().unwrap_or(-1)
+        tid_of(&self.tids, thread)
     }
 
     /// Closes every open event that `keep` does not keep, at its last record.
@@ -1036,6 +1056,11 @@ fn remembered_kinds(event_mask: u64) -> u64 {
 }
 
 /// The handle of a local parent, else 0.
+/// The OS thread id of a ring's thread index.
+fn tid_of(tids: &[i32], thread: u32) -> i32 {
+    tids.get(thread as usize).copied().unwrap_or(-1)
+}
+
 fn local_handle(parent: Parent) -> u64 {
     match parent {
         Parent::Local { handle, .. } => handle,
