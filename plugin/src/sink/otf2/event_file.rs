@@ -102,19 +102,18 @@ impl Out<'_> {
     }
 
     /// `value` compressed: 0 and `all_ones` as one byte, others as a byte count and the
-    /// value's significant little-endian bytes.
+    /// value's significant little-endian bytes. (0 is the count 0 with no bytes.)
     #[inline]
     fn unsigned(&mut self, value: u64, all_ones: u64) {
-        if value == 0 {
-            self.byte(0);
-        } else if value == all_ones {
+        if value == all_ones {
             self.byte(0xff);
-        } else {
-            let bytes = 8 - (value.leading_zeros() / 8) as usize;
-            self.byte(bytes as u8);
-            self.buf[self.pos..self.pos + 8].copy_from_slice(&value.to_le_bytes());
-            self.pos += bytes;
+            return;
         }
+        let bytes = 8 - (value.leading_zeros() / 8) as usize;
+        let window = &mut self.buf[self.pos..self.pos + 9];
+        window[0] = bytes as u8;
+        window[1..].copy_from_slice(&value.to_le_bytes());
+        self.pos += 1 + bytes;
     }
 
     #[inline]
@@ -235,6 +234,7 @@ impl EventFile {
 
     /// Appends one event with its attributes at `time` (not before the last one). The
     /// caller made room ([`EventFile::has_room`]).
+    #[inline]
     pub fn write(&mut self, time: u64, attributes: &[(u32, AttributeValue)], event: Event) {
         debug_assert!(self.has_room() && attributes.len() <= MAX_ATTRIBUTES);
         let mut out = Out {

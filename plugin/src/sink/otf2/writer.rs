@@ -32,6 +32,8 @@ pub struct Loc(pub u32);
 
 struct LocationEntry {
     file: EventFile,
+    /// The first timestamp written (`u64::MAX` before any).
+    first: u64,
     /// The last timestamp written (OTF2 readers reject smaller ones).
     last: u64,
 }
@@ -60,8 +62,6 @@ pub struct Writer {
     pub failed_calls: u64,
     /// Timestamps raised to the location's last one (a bug if ever non-zero).
     pub raised_timestamps: u64,
-    first_time: u64,
-    last_time: u64,
     clock_start: ClockSample,
     closed: bool,
     /// The [`Definitions::version`] the last snapshot holds (`u64::MAX`: none yet): no
@@ -171,8 +171,6 @@ impl Writer {
                 path: dir.join("traces.otf2"),
                 failed_calls: 0,
                 raised_timestamps: 0,
-                first_time: u64::MAX,
-                last_time: 0,
                 clock_start,
                 closed: false,
                 saved_version: u64::MAX,
@@ -211,6 +209,7 @@ impl Writer {
         let path = self.path.with_file_name("traces").join(format!("{id}.evt"));
         self.entries.push(LocationEntry {
             file: EventFile::new(path, EVENT_CHUNK_BYTES),
+            first: u64::MAX,
             last: 0,
         });
         Loc(index)
@@ -252,6 +251,7 @@ impl Writer {
 
     /// Writes `event` on `loc` at `time` (raised to the location's last time if earlier),
     /// with the attribute values set since the last Enter or Leave when `with_attributes`.
+    #[inline]
     fn emit(&mut self, loc: Loc, time: u64, event: Event, with_attributes: bool) {
         let index = loc.0 as usize;
         if index >= self.entries.len() || self.closed {
@@ -271,8 +271,9 @@ impl Writer {
             time
         };
         entry.last = time;
-        self.first_time = self.first_time.min(time);
-        self.last_time = self.last_time.max(time);
+        if entry.first == u64::MAX {
+            entry.first = time;
+        }
         let attributes: &[(u32, AttributeValue)] = if with_attributes {
             &self.attributes
         } else {
@@ -569,14 +570,17 @@ impl Writer {
             };
             (t as i128 + offset).max(0) as u64
         };
-        if self.first_time > self.last_time {
+        let written = self.entries.iter().filter(|e| e.first != u64::MAX);
+        let first_time = written.clone().map(|e| e.first).min();
+        let last_time = written.map(|e| e.last).max();
+        let (Some(first_time), Some(last_time)) = (first_time, last_time) else {
             let now = correct(end.monotonic_ns);
             return (now, 1);
-        }
+        };
         // One tick of margin each side: readers interpolate the offsets in floating point
         // and may round a timestamp one tick differently.
-        let first = correct(self.first_time).saturating_sub(1);
-        let last = correct(self.last_time) + 1;
+        let first = correct(first_time).saturating_sub(1);
+        let last = correct(last_time) + 1;
         (first, last - first + 1)
     }
 }
