@@ -102,6 +102,9 @@ struct Spares {
     inner: Vec<Vec<(u64, u64, u32)>>,
 }
 
+/// Proxy-step states whose wait region is cached (NCCL's are below 32).
+const WAIT_REGION_STATES: usize = 32;
+
 /// Attributes and inner parts an item is allocated room for.
 const ATTRS_CAPACITY: usize = 24;
 const INNER_CAPACITY: usize = 8;
@@ -325,6 +328,8 @@ pub struct Otf2Sink {
     thread_regions: HashMap<(Kind, Func), u32>,
     /// Region ids of kernel channels by their operation's function.
     kernel_regions: HashMap<Option<Func>, u32>,
+    /// Region ids of proxy-step wait states by state number, once looked up.
+    wait_regions: [Option<Option<u32>>; WAIT_REGION_STATES],
     pid: i32,
     /// A buffer for attribute texts built per event.
     text: String,
@@ -369,6 +374,7 @@ impl Otf2Sink {
             spares: Spares::default(),
             thread_regions: HashMap::default(),
             kernel_regions: HashMap::default(),
+            wait_regions: [None; WAIT_REGION_STATES],
             pid: std::process::id() as i32,
             text: String::new(),
         })
@@ -838,6 +844,20 @@ impl Otf2Sink {
     }
 
     fn wait_region(&mut self, step_state: i32) -> Option<u32> {
+        let cached = usize::try_from(step_state)
+            .ok()
+            .filter(|&index| index < WAIT_REGION_STATES);
+        if let Some(region) = cached.and_then(|index| self.wait_regions[index]) {
+            return region;
+        }
+        let region = self.define_wait_region(step_state);
+        if let Some(index) = cached {
+            self.wait_regions[index] = Some(region);
+        }
+        region
+    }
+
+    fn define_wait_region(&mut self, step_state: i32) -> Option<u32> {
         let (name, description) = match step_state {
             state::PROXY_STEP_SEND_GPU_WAIT => {
                 ("send: GPU wait", "waiting for the GPU to fill the buffer")
