@@ -878,47 +878,43 @@ fn main() {
     }
 
     println!();
-    println!("events: finished NCCL events (one per start); total: first callback to the return of the last finalize;");
-    println!("cb done: first to last callback; per coll.CPU s: events per CPU second of the process minus the callback threads;");
-    println!("B/event: bytes of the whole part per NCCL event; B/OTF2 ev: bytes of the event files per OTF2 event record");
+    println!("NCCL ev: finished NCCL events (one per start); OTF2 ev: event records the trace holds (Enter, Leave,");
+    println!("collective begin/end, send/receive: what otf2-print counts); total: first callback to the return of the");
     println!(
-        "{:>5} {:>10} {:>10} {:>8} {:>9} {:>12} {:>10} {:>14} {:>8} {:>9}",
+        "last finalize; per coll.CPU s: per CPU second of the process minus the callback threads;"
+    );
+    println!("B/…: bytes of the whole part (event files, definitions, anchor) per event");
+    println!(
+        "{:>5} {:>10} {:>10} {:>8} {:>11} {:>11} {:>14} {:>10} {:>9}",
         "ranks",
-        "callbacks",
-        "events",
+        "NCCL ev",
+        "OTF2 ev",
         "total s",
-        "cb done s",
-        "callbacks/s",
-        "events/s",
+        "NCCL ev/s",
+        "OTF2 ev/s",
         "per coll.CPU s",
-        "B/event",
+        "B/NCCL ev",
         "B/OTF2 ev"
     );
     let mut ok_no_loss = true;
-    let mut ok_rate = true;
-    let mut ok_bytes = true;
+    let mut verdicts = Vec::new();
     for r in &results {
-        let events = r.starts;
+        let events = r.starts as f64;
+        let otf2_events = r.otf2_events.unwrap_or(0) as f64;
         let secs = r.total.as_secs_f64();
-        let per_event = r.bytes as f64 / events as f64;
-        let per_otf2 = r
-            .otf2_events
-            .map_or(f64::NAN, |n| r.evt_bytes as f64 / n as f64);
         println!(
-            "{:>5} {:>10} {:>10} {:>8.2} {:>9.2} {:>12} {:>10} {:>14} {:>8.1} {:>9.1}",
+            "{:>5} {:>10} {:>10} {:>8.2} {:>11} {:>11} {:>14} {:>10.1} {:>9.1}",
             r.comms,
-            r.callbacks,
-            events,
+            r.starts,
+            otf2_events,
             secs,
-            r.producers.as_secs_f64(),
-            millions(r.callbacks as f64 / secs),
-            millions(events as f64 / secs),
-            millions(events as f64 / r.collector_cpu.as_secs_f64()),
-            per_event,
-            per_otf2,
+            millions(events / secs),
+            millions(otf2_events / secs),
+            millions(otf2_events / r.collector_cpu.as_secs_f64()),
+            r.bytes as f64 / events,
+            r.bytes as f64 / otf2_events,
         );
-        ok_rate &= events as f64 / secs >= TARGET_EVENTS_PER_S;
-        ok_bytes &= per_event <= TARGET_BYTES_PER_EVENT;
+        verdicts.push((r.comms, otf2_events / secs, r.bytes as f64 / otf2_events));
     }
     println!();
     for r in &results {
@@ -1001,13 +997,29 @@ fn main() {
             && r.otf2_events_printed
                 .is_none_or(|n| Some(n) == r.otf2_events);
     }
+    // The targets count events as otf2-writing.md §2.5 counts them when it measures OTF2
+    // itself (10–14 ns and 11.75 B per event): OTF2 event records.
     println!();
     println!(
-        "targets: >= {} events/s through the collector: {}; <= {TARGET_BYTES_PER_EVENT} B per event on disk: {}",
-        millions(TARGET_EVENTS_PER_S),
-        if ok_rate { "met" } else { "NOT met" },
-        if ok_bytes { "met" } else { "NOT met" }
+        "targets, per OTF2 event record: >= {}/s through the collector, <= {TARGET_BYTES_PER_EVENT} B on disk",
+        millions(TARGET_EVENTS_PER_S)
     );
+    for (comms, rate, bytes) in verdicts {
+        println!(
+            "  {comms} rank(s): {}/s: {}; {bytes:.1} B: {}",
+            millions(rate),
+            if rate >= TARGET_EVENTS_PER_S {
+                "met"
+            } else {
+                "NOT met"
+            },
+            if bytes <= TARGET_BYTES_PER_EVENT {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    }
     let invalid: Vec<String> = results
         .iter()
         .filter_map(|r| {
