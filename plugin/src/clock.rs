@@ -246,12 +246,12 @@ impl TickConverter {
                 return segment.at(ticks);
             }
         }
-        self.to_ns_in_new_segment(ticks)
+        self.convert_in_new_segment(ticks)
     }
 
     /// [`TickConverter::to_ns`] for ticks outside the last segment used.
     #[inline(never)]
-    fn to_ns_in_new_segment(&mut self, ticks: u64) -> u64 {
+    fn convert_in_new_segment(&mut self, ticks: u64) -> u64 {
         let count = self.anchors.len() + self.recent.len();
         if count == 0 {
             return ticks;

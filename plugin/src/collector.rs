@@ -102,11 +102,11 @@ pub struct StateRecord {
 
 /// One event as the sinks see it: complete, with everything resolved.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FinishedEvent {
+pub struct FinishedEvent<'a> {
     pub handle: u64,
     pub kind: Kind,
     pub owner: Owner,
-    pub comm: Option<Arc<ContextInfo>>,
+    pub comm: Option<&'a ContextInfo>,
     pub parent: Parent,
     pub rank: i32,
     pub event: Event,
@@ -261,6 +261,8 @@ struct State {
     /// Stop/state records that arrived before their start (another thread's ring).
     early: HashMap<u64, Vec<(u32, Record)>>,
     early_count: usize,
+    /// Events handed to the sinks and not yet added to the shared counter (once a pass).
+    events_written: u64,
     /// ProxyOp handle → its open steps (step number, handle).
     steps: HashMap<u64, Vec<(i32, u64)>>,
     /// Per owner: ProxyOps in start order, and which of them are open without a step.
@@ -308,6 +310,7 @@ impl State {
             known: KnownTable::new(),
             early: HashMap::default(),
             early_count: 0,
+            events_written: 0,
             steps: HashMap::default(),
             stepless: HashMap::default(),
             stepless_live: HashSet::default(),
@@ -408,6 +411,7 @@ impl State {
             sink.flush_if_due();
         }
         self.trace_pass();
+        self.count_written_events();
         limited
     }
 
@@ -721,11 +725,7 @@ impl State {
     }
 
     fn comm(&mut self, context: u64) -> Option<Arc<ContextInfo>> {
-        let rt = self.rt;
-        self.comms
-            .entry(context)
-            .or_insert_with(|| rt.contexts.info(context).map(Arc::new))
-            .clone()
+        cached_comm(&mut self.comms, self.rt, context).cloned()
     }
 
     fn close(&mut self, handle: u64, stop_ns: u64, stop_thread: Option<u32>, closed: Closed) {
@@ -776,7 +776,8 @@ impl State {
         }
         let gpu = self.gpu_interval(&open);
         let comm = match open.owner {
-            Owner::Local(context) => self.comm(context),
+            // A borrow of the cache, not a clone of the `Arc`: no atomic operations.
+            Owner::Local(context) => cached_comm(&mut self.comms, self.rt, context).map(|c| &**c),
             _ => None,
         };
         let parent_event = match (open.kind, open.parent) {
@@ -792,22 +793,21 @@ impl State {
             // Kinds whose descriptor carries the rank keep it (0 is a real rank there);
             // the others (rank left 0 by NCCL) take the communicator's.
             rank: comm
-                .as_ref()
                 .filter(|_| !descriptor_sets_rank(open.kind))
                 .map_or(open.rank, |c| c.rank),
             comm,
             parent: open.parent,
             event: open.event,
             start_ns: open.start_ns,
-            start_tid: self.tid(open.start_thread),
+            start_tid: tid_of(&self.tids, open.start_thread),
             stop_ns: stop_ns.max(open.start_ns),
-            stop_tid: stop_thread.map(|t| self.tid(t)),
+            stop_tid: stop_thread.map(|t| tid_of(&self.tids, t)),
             states: open.states,
             closed,
             gpu,
             parent_event,
         };
-        Counters::bump(&self.rt.counters.events_written);
+        self.events_written += 1;
         if let Some(sink) = &mut self.sink {
             sink.event(&finished);
         }
@@ -818,6 +818,18 @@ impl State {
             let mut states = finished.states;
             states.clear();
             self.spare_states.push(states);
+        }
+    }
+
+    /// Adds the events written since the last call to the shared counter: one atomic
+    /// addition per pass instead of one per event.
+    fn count_written_events(&mut self) {
+        let written = std::mem::take(&mut self.events_written);
+        if written > 0 {
+            self.rt
+                .counters
+                .events_written
+                .fetch_add(written, Ordering::Relaxed);
         }
     }
 
@@ -884,10 +896,6 @@ impl State {
                 parent: local_handle(open.parent),
             })
             .or_else(|| self.known.get(handle))
-    }
-
-    fn tid(&self, thread: u32) -> i32 {
-        tid_of(&self.tids, thread)
     }
 
     /// Closes every open event that `keep` does not keep, at its last record.
@@ -963,6 +971,7 @@ impl State {
                 crate::job_end::part_finished(&self.rt.config.output_dir, trace.path());
             }
         }
+        self.count_written_events();
         let counters = self.rt.counters.snapshot();
         let losses = self.rt.counters.losses();
         if let Some(sink) = &mut self.sink {
@@ -1056,6 +1065,18 @@ fn remembered_kinds(event_mask: u64) -> u64 {
 }
 
 /// The handle of a local parent, else 0.
+/// A context's description, looked up once (`None` for a context not ours).
+fn cached_comm<'a>(
+    comms: &'a mut HashMap<u64, Option<Arc<ContextInfo>>>,
+    rt: &Runtime,
+    context: u64,
+) -> Option<&'a Arc<ContextInfo>> {
+    comms
+        .entry(context)
+        .or_insert_with(|| rt.contexts.info(context).map(Arc::new))
+        .as_ref()
+}
+
 /// The OS thread id of a ring's thread index.
 fn tid_of(tids: &[i32], thread: u32) -> i32 {
     tids.get(thread as usize).copied().unwrap_or(-1)
