@@ -1064,7 +1064,6 @@ fn remembered_kinds(event_mask: u64) -> u64 {
     kinds
 }
 
-/// The handle of a local parent, else 0.
 /// A context's description, looked up once (`None` for a context not ours).
 fn cached_comm<'a>(
     comms: &'a mut HashMap<u64, Option<Arc<ContextInfo>>>,
@@ -1082,6 +1081,7 @@ fn tid_of(tids: &[i32], thread: u32) -> i32 {
     tids.get(thread as usize).copied().unwrap_or(-1)
 }
 
+/// The handle of a local parent, else 0.
 fn local_handle(parent: Parent) -> u64 {
     match parent {
         Parent::Local { handle, .. } => handle,

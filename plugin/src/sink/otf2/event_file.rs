@@ -85,7 +85,8 @@ struct Out<'a> {
     pos: usize,
 }
 
-/// Room kept after the last byte an event may take, for the 8-byte copies.
+/// Room kept after the last byte an event may take, for the fixed-size copies of integers
+/// (up to 8 bytes past the value's last one).
 const SLACK: usize = 16;
 
 impl Out<'_> {
@@ -234,7 +235,6 @@ impl EventFile {
 
     /// Appends one event with its attributes at `time` (not before the last one). The
     /// caller made room ([`EventFile::has_room`]).
-    #[inline]
     pub fn write(&mut self, time: u64, attributes: &[(u32, AttributeValue)], event: Event) {
         debug_assert!(self.has_room() && attributes.len() <= MAX_ATTRIBUTES);
         let mut out = Out {
