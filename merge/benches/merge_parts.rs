@@ -25,7 +25,7 @@
 //! | `MERGE_BENCH_KEEP` | unset | `1`: leave each case's parts and merged archive there (to profile a merge: `merge_parts --merge-child <run-dir> <output-dir>`) |
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use std::ffi::{c_void, CString};
+use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -440,22 +440,6 @@ struct PartSize {
     events: u64,
 }
 
-/// OTF2 keeps this pointer until the archive is closed: a static outlives it.
-static FLUSH_CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
-    otf2_pre_flush: Some(pre_flush),
-    otf2_post_flush: None,
-};
-
-unsafe extern "C" fn pre_flush(
-    _user_data: *mut c_void,
-    _file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-    _caller_data: *mut c_void,
-    _final: bool,
-) -> OTF2_FlushType {
-    OTF2_FLUSH as OTF2_FlushType
-}
-
 fn check(code: OTF2_ErrorCode, what: &str) -> Result<(), String> {
     if code == OTF2_SUCCESS {
         Ok(())
@@ -579,7 +563,11 @@ unsafe fn write_archive(
     // event writer is closed before the event files.
     unsafe {
         check(
-            OTF2_Archive_SetFlushCallbacks(archive, &FLUSH_CALLBACKS, ptr::null_mut()),
+            OTF2_Archive_SetFlushCallbacks(
+                archive,
+                &otf2_sys::writing::ALWAYS_FLUSH,
+                ptr::null_mut(),
+            ),
             "SetFlushCallbacks",
         )?;
         check(

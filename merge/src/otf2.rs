@@ -663,22 +663,6 @@ unsafe extern "C" fn local_mapping_table(
 
 // ---- Writing ----------------------------------------------------------------------
 
-/// OTF2 keeps this pointer until the archive is closed: a static outlives it.
-static FLUSH_CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
-    otf2_pre_flush: Some(pre_flush),
-    otf2_post_flush: None,
-};
-
-unsafe extern "C" fn pre_flush(
-    _user_data: *mut c_void,
-    _file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-    _caller_data: *mut c_void,
-    _final: bool,
-) -> OTF2_FlushType {
-    OTF2_FLUSH as OTF2_FlushType
-}
-
 /// An open `OTF2_Archive` being written, closed when dropped (after a failure).
 pub(crate) struct Archive(*mut OTF2_Archive);
 
@@ -732,8 +716,10 @@ impl Archive {
         }
         let archive = Archive(archive);
         let a = archive.0;
-        // SAFETY: `a` is open; FLUSH_CALLBACKS is a static.
-        let code = unsafe { OTF2_Archive_SetFlushCallbacks(a, &FLUSH_CALLBACKS, ptr::null_mut()) };
+        // SAFETY: `a` is open; ALWAYS_FLUSH is a static.
+        let code = unsafe {
+            OTF2_Archive_SetFlushCallbacks(a, &otf2_sys::writing::ALWAYS_FLUSH, ptr::null_mut())
+        };
         check(code, "OTF2_Archive_SetFlushCallbacks failed")?;
         // SAFETY: `a` is open. This process is the primary of the archive.
         let code = unsafe { OTF2_Archive_SetSerialCollectiveCallbacks(a) };

@@ -111,6 +111,7 @@ mod consts;
 pub mod error;
 pub mod event_format;
 pub mod reading;
+pub mod writing;
 
 pub use bindings::*;
 pub use consts::*;

@@ -7,7 +7,7 @@
 //! table and two ClockOffset records per location. Used by `tests/merge_scorep.rs`.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use std::ffi::{c_void, CString};
+use std::ffi::CString;
 use std::path::Path;
 use std::ptr;
 
@@ -56,21 +56,6 @@ fn local_region(global: u32) -> u32 {
 pub fn master_thread(rank: u32) -> u64 {
     u64::from(rank)
 }
-
-unsafe extern "C" fn pre_flush(
-    _user_data: *mut c_void,
-    _file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-    _caller_data: *mut c_void,
-    _final: bool,
-) -> OTF2_FlushType {
-    OTF2_FLUSH as OTF2_FlushType
-}
-
-static FLUSH: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
-    otf2_pre_flush: Some(pre_flush),
-    otf2_post_flush: None,
-};
 
 fn ok(code: OTF2_ErrorCode, what: &str) {
     assert_eq!(code, OTF2_SUCCESS, "{what}");
@@ -122,7 +107,11 @@ pub fn write(dir: &Path, shape: &Shape) {
         );
         assert!(!archive.is_null());
         ok(
-            OTF2_Archive_SetFlushCallbacks(archive, &FLUSH, ptr::null_mut()),
+            OTF2_Archive_SetFlushCallbacks(
+                archive,
+                &otf2_sys::writing::ALWAYS_FLUSH,
+                ptr::null_mut(),
+            ),
             "flush callbacks",
         );
         ok(

@@ -14,7 +14,7 @@
 use super::defs::{Attr, Definitions, LocationKind};
 use super::event_file::{AttributeValue, Event, EventFile, MAX_ATTRIBUTES};
 use otf2_sys::*;
-use std::ffi::{c_void, CString};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::ptr;
 
@@ -79,23 +79,6 @@ pub struct Writer {
 // then on used by the collector thread alone.
 unsafe impl Send for Writer {}
 
-/// OTF2 keeps these pointers until the archive is closed: statics outlive it.
-static FLUSH_CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
-    otf2_pre_flush: Some(pre_flush),
-    // No BufferFlush records: flushes happen on the collector thread, not in the job.
-    otf2_post_flush: None,
-};
-unsafe extern "C" fn pre_flush(
-    _user_data: *mut c_void,
-    _file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-    _caller_data: *mut c_void,
-    _final: bool,
-) -> OTF2_FlushType {
-    // Definitions: always write (event files are not OTF2's).
-    OTF2_FLUSH as OTF2_FlushType
-}
-
 fn cstring(text: &str) -> CString {
     CString::new(text.replace('\0', "?")).unwrap_or_default()
 }
@@ -134,7 +117,11 @@ fn create_archive(dir: &Path) -> Result<*mut OTF2_Archive, String> {
                 dir.display()
             ));
         }
-        let flush = OTF2_Archive_SetFlushCallbacks(archive, &FLUSH_CALLBACKS, ptr::null_mut());
+        let flush = OTF2_Archive_SetFlushCallbacks(
+            archive,
+            &otf2_sys::writing::ALWAYS_FLUSH,
+            ptr::null_mut(),
+        );
         let collective = OTF2_Archive_SetSerialCollectiveCallbacks(archive);
         if flush != OTF2_SUCCESS || collective != OTF2_SUCCESS {
             OTF2_Archive_Close(archive);
