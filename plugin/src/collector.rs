@@ -31,7 +31,7 @@ pub const MAX_STEPLESS_PROXY_OPS: usize = 2048;
 /// States an event is allocated room for (a receive step has 3, most events fewer).
 const STATES_CAPACITY: usize = 4;
 /// Records a pass takes from one ring at most.
-const MAX_PASS_RECORDS: usize = 1 << 15;
+const MAX_PASS_RECORDS: usize = 1 << 12;
 /// Spare state vectors kept for reuse.
 const MAX_SPARE_STATES: usize = 4096;
 /// Stop/state records waiting for a start from another thread's ring.
@@ -231,6 +231,11 @@ impl Collector {
             stop,
             runtime,
         })
+    }
+
+    /// Makes the thread run a pass now if it sleeps between passes.
+    pub fn wake(&self) {
+        self.thread.thread().unpark();
     }
 
     /// Drains everything, closes what is open, writes the summary and joins the thread.
