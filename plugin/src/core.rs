@@ -152,12 +152,15 @@ impl Runtime {
                         && self.collecting.load(Ordering::Relaxed) =>
                 {
                     record = back;
+                    self.wake_collector();
                     ring.wait_for_room();
                 }
                 Err(_) => {
                     // Counted per ring (no shared cache line on an overloaded path); the
                     // collector adds the rings' drops to `ring_full`.
-                    ring.shared.note_drop(record.time);
+                    if ring.shared.note_drop(record.time) {
+                        self.wake_collector();
+                    }
                     return false;
                 }
             }
@@ -172,6 +175,15 @@ impl Runtime {
                 Counters::bump(&self.counters.ring_full);
                 false
             })
+    }
+
+    /// A ring is full: the collector drains now instead of at the end of its poll
+    /// interval (a thread fills a small ring faster than that).
+    #[cold]
+    fn wake_collector(&self) {
+        if let Some(collector) = &*self.collector.lock().unwrap_or_else(|e| e.into_inner()) {
+            collector.wake();
+        }
     }
 
     #[cold]
@@ -308,7 +320,9 @@ pub unsafe fn start_event<D: DecodeDescr>(
     let issued = rt.with_ring(|ring| {
         // A full ring drops the start before it costs a slab id.
         if rt.config.on_full == OnFull::Drop && ring.is_full() {
-            ring.shared.note_drop(time);
+            if ring.shared.note_drop(time) {
+                rt.wake_collector();
+            }
             return 0;
         }
         let Some(handle) = rt.slab.acquire(kind, ring.shared.thread_index as usize) else {

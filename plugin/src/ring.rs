@@ -32,13 +32,17 @@ pub struct RingShared {
 }
 
 impl RingShared {
-    pub fn note_drop(&self, time: u64) {
+    /// Counts a dropped record; returns whether it is the first of a gap (the first
+    /// since the collector last reported one).
+    pub fn note_drop(&self, time: u64) -> bool {
         // The collector swaps `drop_first` back to 0 when it reports a gap.
-        let _ = self
+        let first = self
             .drop_first
-            .compare_exchange(0, time, Ordering::AcqRel, Ordering::Relaxed);
+            .compare_exchange(0, time, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
         self.drop_last.store(time, Ordering::Release);
         self.dropped.fetch_add(1, Ordering::AcqRel);
+        first
     }
 
     /// Wakes the producer if it waits for room (the collector just made some).
@@ -192,6 +196,22 @@ mod tests {
         assert!(!consumer.finished());
         drop(producer);
         assert!(consumer.finished());
+    }
+
+    /// Only the first drop of a gap says so (the producer then wakes the collector once,
+    /// not at every record it drops); the next gap starts after the collector took one.
+    #[test]
+    fn only_the_first_drop_of_a_gap_is_reported_as_first() {
+        let (_producer, consumer) = ring(16, 0);
+        let shared = &consumer.shared;
+        assert!(shared.note_drop(10));
+        assert!(!shared.note_drop(11));
+        assert!(!shared.note_drop(12));
+        // What the collector does when it writes the gap.
+        assert_eq!(shared.drop_first.swap(0, Ordering::AcqRel), 10);
+        assert!(shared.note_drop(20));
+        assert_eq!(shared.dropped.load(Ordering::Acquire), 4);
+        assert_eq!(shared.drop_last.load(Ordering::Acquire), 20);
     }
 
     /// A producer that sleeps on a full ring goes on as the collector makes room, and
