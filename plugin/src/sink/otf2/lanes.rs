@@ -11,7 +11,6 @@
 //! after them, or at the end.
 
 use std::cmp::Reverse;
-use std::collections::VecDeque;
 
 /// Something placed on a lane.
 pub trait Interval {
@@ -60,8 +59,11 @@ pub struct Lanes<T> {
     lanes: Vec<Lane>,
     /// Finished intervals not placed yet, in placing order. They arrive almost in that
     /// order (by their end), so most are appended and the others inserted a few places
-    /// from the back; nothing is sorted again at each flush.
-    pending: VecDeque<Waiting<T>>,
+    /// from the back; nothing is sorted again at each flush. A flush removes a prefix and
+    /// moves the few that stay to the front: the next items are written where the last
+    /// ones were, in memory the cache still holds (a ring buffer would walk through all
+    /// the room it ever needed).
+    pending: Vec<Waiting<T>>,
     arrivals: u64,
     max_lanes: usize,
     /// Intervals squeezed into the last lane because all lanes were in use.
@@ -72,7 +74,7 @@ impl<T: Interval> Lanes<T> {
     pub fn new(max_lanes: usize) -> Lanes<T> {
         Lanes {
             lanes: Vec::new(),
-            pending: VecDeque::new(),
+            pending: Vec::new(),
             arrivals: 0,
             max_lanes: max_lanes.max(1),
             clipped: 0,
@@ -87,10 +89,10 @@ impl<T: Interval> Lanes<T> {
         self.arrivals += 1;
         if self
             .pending
-            .back()
+            .last()
             .is_none_or(|last| last.key <= waiting.key)
         {
-            self.pending.push_back(waiting);
+            self.pending.push(waiting);
         } else {
             let at = self.pending.partition_point(|w| w.key <= waiting.key);
             self.pending.insert(at, waiting);
@@ -103,14 +105,15 @@ impl<T: Interval> Lanes<T> {
 
     /// Places every pending interval that starts before `watermark`.
     pub fn flush(&mut self, watermark: u64, out: &mut impl LaneOutput<T>) {
-        while self
-            .pending
-            .front()
-            .is_some_and(|waiting| waiting.key.0 < watermark)
-        {
-            let waiting = self.pending.pop_front().expect("present");
+        let ready = self.pending.partition_point(|w| w.key.0 < watermark);
+        if ready == 0 {
+            return;
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        for waiting in pending.drain(..ready) {
             self.place(waiting.item, out);
         }
+        self.pending = pending;
     }
 
     /// Places everything and closes every open interval.
