@@ -36,7 +36,7 @@
 //! Settings (environment): `TRACE_BENCH_COLLECTIVES` (default 50000) collectives per
 //! communicator rank; `TRACE_BENCH_COMMS` (default `1,2`) the runs, each with that many
 //! communicator ranks (2 threads each) in one process; `TRACE_BENCH_BUFFER` (default
-//! `64M`) the ring size per thread; `TRACE_BENCH_WORKDIR` a directory that keeps the
+//! the plugin's, `4M`) the ring size per thread; `TRACE_BENCH_WORKDIR` a directory that keeps the
 //! plugin copies (for a profiler's symbols) instead of a temporary one;
 //! `TRACE_BENCH_KEEP_ARCHIVE` (any value) keeps the archives there too. The results are
 //! described in `docs/performance.md`.
@@ -832,7 +832,13 @@ fn main() {
         .filter_map(|n| n.trim().parse().ok())
         .filter(|&n| n > 0)
         .collect();
-    let buffer = std::env::var("TRACE_BENCH_BUFFER").unwrap_or_else(|_| "64M".into());
+    // The plugin's own default unless told otherwise.
+    let buffer = std::env::var("TRACE_BENCH_BUFFER").unwrap_or_else(|_| {
+        format!(
+            "{}M",
+            nccl_profiler_scorep::config::DEFAULT_BUFFER_BYTES >> 20
+        )
+    });
 
     // `TRACE_BENCH_WORKDIR` keeps the plugin copies (for a profiler's symbols) in a
     // directory of one's choice; the archives are removed after each run either way.
