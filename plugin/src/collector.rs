@@ -32,7 +32,8 @@ pub const MAX_STEPLESS_PROXY_OPS: usize = 2048;
 const STATES_CAPACITY: usize = 4;
 /// Records a pass takes from one ring at most. What a pass finishes waits in the trace
 /// writer's lanes until the pass ends: small passes keep that in the core's cache (with
-/// 32 768 the collector ran a quarter slower, with 2 048 it is fastest on this data).
+/// 32 768 the collector ran a quarter slower; 2 048 was fastest in the throughput
+/// benchmark).
 const MAX_PASS_RECORDS: usize = 1 << 11;
 /// Spare state vectors kept for reuse.
 const MAX_SPARE_STATES: usize = 4096;
