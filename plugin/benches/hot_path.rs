@@ -30,7 +30,8 @@
 //! measure alongside, as a third variant. The results are described in
 //! `docs/performance.md`.
 
-use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+mod support;
+
 use nccl_profiler_scorep::abi::{self, v7, ProxyOpDescr, ProxyStepDescr, StateArgsV4};
 use nccl_profiler_scorep::event::Record;
 use serde_json::Value;
@@ -41,8 +42,8 @@ use std::ptr::null_mut;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
+use support::{built_library, env_usize, load_table, Table};
 
-type Table = v7::ncclProfiler_v7_t;
 type Descr = v7::ncclProfilerEventDescr_v7_t;
 
 /// Batches timed per thread and variant, before these many untimed ones.
@@ -52,53 +53,8 @@ const TARGET_1T_NS: f64 = 60.0;
 /// The target of the project: 8-thread cost within this factor of the 1-thread cost.
 const TARGET_RATIO: f64 = 1.5;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
-
-// ---------------------------------------------------------------------------------------
-// Clocks.
-
 // ---------------------------------------------------------------------------------------
 // The two plugins.
-
-/// The cdylib Cargo built next to this benchmark (`target/release/deps/hot_path-*`).
-fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("benchmark binary path");
-    let deps = exe.parent().expect("deps directory");
-    for dir in [deps, deps.parent().unwrap_or(deps)] {
-        let candidate = dir.join("libnccl_profiler_scorep.so");
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!(
-        "libnccl_profiler_scorep.so not found next to {}",
-        exe.display()
-    );
-}
-
-/// Loads `path` the way NCCL does and returns its `ncclProfiler_v7` table. The library
-/// is never closed (a process that never unloads its profiler).
-fn load_table(path: &Path) -> &'static Table {
-    // SAFETY: our plugin or the empty one; neither has initialisers with preconditions.
-    let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
-        .unwrap_or_else(|e| panic!("dlopen {}: {e}", path.display()));
-    // SAFETY: `ncclProfiler_v7` is a static of type `ncclProfiler_v7_t` in both plugins,
-    // and the library stays loaded for the rest of the process.
-    let table = unsafe {
-        let symbol = library
-            .get::<*const Table>(b"ncclProfiler_v7\0")
-            .unwrap_or_else(|e| panic!("ncclProfiler_v7 in {}: {e}", path.display()));
-        &**symbol
-    };
-    std::mem::forget(library);
-    table
-}
 
 /// The empty plugin, in C: every function does the least NCCL requires.
 const EMPTY_PLUGIN_C: &str = r#"
@@ -136,29 +92,9 @@ __attribute__((visibility("default"))) const struct table ncclProfiler_v7 = {
 /// Compiles the empty plugin into `dir`; `None` (with the reason printed) without a
 /// working C compiler.
 fn build_empty_plugin(dir: &Path) -> Option<PathBuf> {
-    let source = dir.join("empty_profiler.c");
-    let library = dir.join("libempty-profiler.so");
-    std::fs::write(&source, EMPTY_PLUGIN_C).ok()?;
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let result = std::process::Command::new(&compiler)
-        .args(["-O2", "-shared", "-fPIC", "-o"])
-        .arg(&library)
-        .arg(&source)
-        .output();
-    match result {
-        Ok(out) if out.status.success() => Some(library),
-        Ok(out) => {
-            eprintln!(
-                "note: {compiler} failed to build the empty plugin: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            None
-        }
-        Err(error) => {
-            eprintln!("note: no C compiler ({compiler}: {error})");
-            None
-        }
-    }
+    support::compile_shared_object(dir, "empty-profiler", EMPTY_PLUGIN_C)
+        .map_err(|why| eprintln!("note: {why}"))
+        .ok()
 }
 
 // The fallback empty plugin, in this binary.

@@ -41,7 +41,8 @@
 //! `TRACE_BENCH_KEEP_ARCHIVE` (any value) keeps the archives there too. The results are
 //! described in `docs/performance.md`.
 
-use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+mod support;
+
 use nccl_profiler_scorep::abi::{
     self, event_type as ty, state as st, v5, v7, KernelChDescrV4, LoggerFn, ProxyOpDescr,
     ProxyStepDescr, StateArgsV4,
@@ -54,8 +55,8 @@ use std::ptr::null_mut;
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+use support::{built_library, env_usize, load_table, open_forever, Table};
 
-type Table = v7::ncclProfiler_v7_t;
 type Descr = v7::ncclProfilerEventDescr_v7_t;
 
 /// The targets of the project.
@@ -83,54 +84,8 @@ const PROXY_CALLBACKS: u64 = (2 + STEPS as u64 * 4) // send ProxyOp and its step
     + 3 * CHANNELS as u64; // KernelCh
 const PROXY_EVENTS: u64 = 2 * (1 + STEPS as u64) + CHANNELS as u64;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().replace('_', "").parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
-
 // ---------------------------------------------------------------------------------------
-// Loading the plugin and the logger.
-
-/// The cdylib Cargo built next to this benchmark (`target/release/deps/trace_throughput-*`).
-fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("benchmark binary path");
-    let deps = exe.parent().expect("deps directory");
-    for dir in [deps, deps.parent().unwrap_or(deps)] {
-        let candidate = dir.join("libnccl_profiler_scorep.so");
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!(
-        "libnccl_profiler_scorep.so not found next to {}",
-        exe.display()
-    );
-}
-
-/// `dlopen`s `path`, never to be closed (a process that never unloads its profiler).
-fn open_forever(path: &Path) -> &'static Library {
-    // SAFETY: our plugin or the logger compiled below; neither has initialisers with
-    // preconditions.
-    let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
-        .unwrap_or_else(|e| panic!("dlopen {}: {e}", path.display()));
-    Box::leak(Box::new(library))
-}
-
-/// The `ncclProfiler_v7` table of the plugin at `path`.
-fn load_table(path: &Path) -> &'static Table {
-    let library = open_forever(path);
-    // SAFETY: `ncclProfiler_v7` is a static of type `ncclProfiler_v7_t` in the plugin, and
-    // the library stays loaded for the rest of the process.
-    unsafe {
-        let symbol = library
-            .get::<*const Table>(b"ncclProfiler_v7\0")
-            .unwrap_or_else(|e| panic!("ncclProfiler_v7 in {}: {e}", path.display()));
-        &**symbol
-    }
-}
+// The logger.
 
 /// NCCL's logger is C-variadic (`ncclDebugLogger_t`), which stable Rust cannot define: this
 /// one is C, keeps the messages in memory and hands them out with `bench_log_take`.
@@ -178,24 +133,10 @@ struct Logger {
 }
 
 impl Logger {
-    /// Compiles and loads the logger with the system C compiler (`$CC`, else `cc`; the
-    /// build of `otf2-sys` needs one too).
+    /// Compiles and loads the logger with the system C compiler.
     fn build(dir: &Path) -> Logger {
-        let source = dir.join("bench_logger.c");
-        let library = dir.join("libbench-logger.so");
-        std::fs::write(&source, LOGGER_C).expect("write the logger source");
-        let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let out = Command::new(&compiler)
-            .args(["-O2", "-shared", "-fPIC", "-pthread", "-o"])
-            .arg(&library)
-            .arg(&source)
-            .output()
-            .unwrap_or_else(|e| panic!("no C compiler for the logger ({compiler}: {e})"));
-        assert!(
-            out.status.success(),
-            "{compiler} failed to build the logger: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let library = support::compile_shared_object(dir, "bench-logger", LOGGER_C)
+            .unwrap_or_else(|why| panic!("the logger: {why}"));
         let library = open_forever(&library);
         // SAFETY: both symbols are functions of exactly these C signatures (above), and
         // the library stays loaded for the rest of the process.

@@ -16,31 +16,12 @@ use std::path::{Path, PathBuf};
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
+mod library;
+pub use library::built_library;
+
 /// Configuration is read from the environment at the first `init`: tests that set it
 /// must not interleave.
 static ENV_LOCK: Mutex<()> = Mutex::new(());
-
-/// The cdylib Cargo built next to the test binary.
-pub fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    // Tests run from target/<profile>/deps, examples from target/<profile>/examples.
-    let here = exe.parent().expect("executable directory");
-    let profile = here.parent().unwrap_or(here);
-    for dir in [
-        here.to_path_buf(),
-        profile.to_path_buf(),
-        profile.join("deps"),
-    ] {
-        let candidate = dir.join("libnccl_profiler_scorep.so");
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!(
-        "libnccl_profiler_scorep.so not found next to {}",
-        exe.display()
-    );
-}
 
 pub struct Plugin {
     /// Never closed: the plugin pins itself with thread-local destructors, and NCCL may
