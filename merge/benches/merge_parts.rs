@@ -462,7 +462,6 @@ fn write_part(
     let dir = run_dir.join("parts").join(format!("{host}.{pid}"));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = CString::new(dir.as_os_str().as_bytes()).map_err(|_| "NUL in the path")?;
-    let name = CString::new("traces").expect("no NUL");
 
     let next = (process + 1) % procs;
     let previous = (process + procs - 1) % procs;
@@ -503,25 +502,21 @@ fn write_part(
         })
         .collect();
 
-    // SAFETY: the OTF2 write sequence on this thread: open, events, local definitions,
-    // global definitions, close; every pointer passed is live for its call, the callback
-    // table is a static, and every writer is closed before the archive.
+    let archive = otf2_sys::writing::create_archive(
+        &path,
+        EVENT_CHUNK_BYTES,
+        OTF2_CHUNK_SIZE_DEFINITIONS_DEFAULT,
+    )
+    .map_err(|error| {
+        format!(
+            "OTF2 cannot create an archive in {}: {error:?}",
+            dir.display()
+        )
+    })?;
+    // SAFETY: the OTF2 write sequence on this thread: events, local definitions, global
+    // definitions, close; every pointer passed is live for its call, and every writer is
+    // closed before the archive.
     unsafe {
-        let archive = OTF2_Archive_Open(
-            path.as_ptr(),
-            name.as_ptr(),
-            OTF2_FILEMODE_WRITE as OTF2_FileMode,
-            EVENT_CHUNK_BYTES,
-            OTF2_CHUNK_SIZE_DEFINITIONS_DEFAULT,
-            OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-            OTF2_COMPRESSION_NONE as OTF2_Compression,
-        );
-        if archive.is_null() {
-            return Err(format!(
-                "OTF2 cannot create an archive in {}",
-                dir.display()
-            ));
-        }
         let result = write_archive(
             archive,
             process,
@@ -562,18 +557,6 @@ unsafe fn write_archive(
     // SAFETY: `archive` is open (caller); the attribute list is deleted at the end; each
     // event writer is closed before the event files.
     unsafe {
-        check(
-            OTF2_Archive_SetFlushCallbacks(
-                archive,
-                &otf2_sys::writing::ALWAYS_FLUSH,
-                ptr::null_mut(),
-            ),
-            "SetFlushCallbacks",
-        )?;
-        check(
-            OTF2_Archive_SetSerialCollectiveCallbacks(archive),
-            "SetSerialCollectiveCallbacks",
-        )?;
         check(OTF2_Archive_OpenEvtFiles(archive), "OpenEvtFiles")?;
         let attributes = OTF2_AttributeList_New();
         for (index, kind) in kinds.iter().enumerate() {

@@ -695,38 +695,19 @@ impl Archive {
         drop(drain_thread_error_reports());
         let path = CString::new(dir.as_os_str().as_bytes())
             .map_err(|_| "the output path contains a NUL byte".to_owned())?;
-        let name = cstring("traces");
-        // SAFETY: the write sequence of the OTF2 notes (§1.3) on this thread.
-        let archive = unsafe {
-            OTF2_Archive_Open(
-                path.as_ptr(),
-                name.as_ptr(),
-                OTF2_FILEMODE_WRITE as OTF2_FileMode,
-                event_chunk,
-                definition_chunk,
-                OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-                OTF2_COMPRESSION_NONE as OTF2_Compression,
-            )
-        };
-        if archive.is_null() {
-            return Err(failure(
-                &format!("OTF2 cannot create an archive in {}", dir.display()),
-                None,
-            ));
-        }
+        let archive = otf2_sys::writing::create_archive(&path, event_chunk, definition_chunk)
+            .map_err(|error| match error {
+                otf2_sys::writing::CreateError::Open => failure(
+                    &format!("OTF2 cannot create an archive in {}", dir.display()),
+                    None,
+                ),
+                otf2_sys::writing::CreateError::Setup(code) => failure(
+                    &format!("OTF2 cannot create {}/traces", dir.display()),
+                    Some(code),
+                ),
+            })?;
         let archive = Archive(archive);
         let a = archive.0;
-        // SAFETY: `a` is open; ALWAYS_FLUSH is a static.
-        let code = unsafe {
-            OTF2_Archive_SetFlushCallbacks(a, &otf2_sys::writing::ALWAYS_FLUSH, ptr::null_mut())
-        };
-        check(code, "OTF2_Archive_SetFlushCallbacks failed")?;
-        // SAFETY: `a` is open. This process is the primary of the archive.
-        let code = unsafe { OTF2_Archive_SetSerialCollectiveCallbacks(a) };
-        check(
-            code,
-            &format!("OTF2 cannot create {}/traces", dir.display()),
-        )?;
         let creator = cstring(info.creator);
         let description = cstring(info.description);
         // SAFETY: `a` is open; OTF2 copies the strings.

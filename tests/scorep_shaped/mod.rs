@@ -71,7 +71,6 @@ enum Ev {
 /// Writes `<dir>/traces.otf2`, `traces.def` and `traces/`.
 pub fn write(dir: &Path, shape: &Shape) {
     let path = CString::new(dir.to_str().unwrap()).unwrap();
-    let name = CString::new("traces").unwrap();
     let strings: Vec<String> = [
         "",
         "Linux",
@@ -96,28 +95,12 @@ pub fn write(dir: &Path, shape: &Shape) {
     // SAFETY: the OTF2 write sequence on this thread; every pointer passed points to a
     // live local value; OTF2 copies what it keeps.
     unsafe {
-        let archive = OTF2_Archive_Open(
-            path.as_ptr(),
-            name.as_ptr(),
-            OTF2_FILEMODE_WRITE as OTF2_FileMode,
+        let archive = otf2_sys::writing::create_archive(
+            &path,
             1024 * 1024,
             OTF2_CHUNK_SIZE_DEFINITIONS_DEFAULT,
-            OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-            OTF2_COMPRESSION_NONE as OTF2_Compression,
-        );
-        assert!(!archive.is_null());
-        ok(
-            OTF2_Archive_SetFlushCallbacks(
-                archive,
-                &otf2_sys::writing::ALWAYS_FLUSH,
-                ptr::null_mut(),
-            ),
-            "flush callbacks",
-        );
-        ok(
-            OTF2_Archive_SetSerialCollectiveCallbacks(archive),
-            "collectives",
-        );
+        )
+        .expect("create the archive");
         let creator = CString::new("Score-P-shaped test archive").unwrap();
         ok(
             OTF2_Archive_SetCreator(archive, creator.as_ptr()),

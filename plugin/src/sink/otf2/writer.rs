@@ -97,41 +97,17 @@ impl std::fmt::Display for OpenError {
 /// archive, pattern B), with the flush callbacks its definitions need.
 fn create_archive(dir: &Path) -> Result<*mut OTF2_Archive, String> {
     let path = cstring(&dir.to_string_lossy());
-    let name = cstring("traces");
-    // SAFETY: the first steps of the write sequence of the OTF2 notes (§1.3) on the calling
-    // thread; the flush callbacks are a static, so they outlive the archive; an archive
-    // that cannot be set up is closed here.
-    unsafe {
-        let archive = OTF2_Archive_Open(
-            path.as_ptr(),
-            name.as_ptr(),
-            OTF2_FILEMODE_WRITE as OTF2_FileMode,
-            EVENT_CHUNK_BYTES,
-            DEFINITION_CHUNK_BYTES,
-            OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-            OTF2_COMPRESSION_NONE as OTF2_Compression,
-        );
-        if archive.is_null() {
-            return Err(format!(
-                "OTF2 cannot create an archive in {}",
-                dir.display()
-            ));
-        }
-        let flush = OTF2_Archive_SetFlushCallbacks(
-            archive,
-            &otf2_sys::writing::ALWAYS_FLUSH,
-            ptr::null_mut(),
-        );
-        let collective = OTF2_Archive_SetSerialCollectiveCallbacks(archive);
-        if flush != OTF2_SUCCESS || collective != OTF2_SUCCESS {
-            OTF2_Archive_Close(archive);
-            return Err(format!(
+    otf2_sys::writing::create_archive(&path, EVENT_CHUNK_BYTES, DEFINITION_CHUNK_BYTES).map_err(
+        |error| match error {
+            otf2_sys::writing::CreateError::Open => {
+                format!("OTF2 cannot create an archive in {}", dir.display())
+            }
+            otf2_sys::writing::CreateError::Setup(_) => format!(
                 "OTF2 cannot create {}/traces (does it exist already?)",
                 dir.display()
-            ));
-        }
-        Ok(archive)
-    }
+            ),
+        },
+    )
 }
 
 impl Writer {
