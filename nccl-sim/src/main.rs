@@ -110,6 +110,10 @@ struct RunArgs {
     /// without them (a rank whose process died never arrives).
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     peer_patience_ms: u64,
+    /// The application's own GPU work ahead of every NCCL kernel: each kernel starts at
+    /// least this long after its enqueue.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    gpu_busy_us: u64,
 }
 
 /// `nccl-sim --help`: where the plugin comes from, and the scenarios.
@@ -244,6 +248,7 @@ fn run(args: RunArgs) -> ExitCode {
         seed: args.seed ^ job.rank as u64,
         skip_destroy: args.skip_destroy,
         peer_patience: std::time::Duration::from_millis(args.peer_patience_ms),
+        gpu_busy: std::time::Duration::from_micros(args.gpu_busy_us),
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,
         },

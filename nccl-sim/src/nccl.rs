@@ -69,6 +69,9 @@ pub struct SimConfig {
     /// How long a collective waits for the other processes' ranks before it goes on
     /// alone (a rank that died never arrives).
     pub peer_patience: Duration,
+    /// The application's own GPU work queued ahead of every NCCL kernel (the CPU runs
+    /// ahead of the GPU): each kernel starts at least this long after its enqueue.
+    pub gpu_busy: Duration,
 }
 
 impl Default for SimConfig {
@@ -89,6 +92,7 @@ impl Default for SimConfig {
             steps: 4,
             skip_destroy: false,
             peer_patience: Duration::from_secs(10),
+            gpu_busy: Duration::ZERO,
         }
     }
 }
@@ -1050,7 +1054,8 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw) -> Work {
             rng,
         )
     });
-    let gpu_start = (host_ns() + 2_000).max(comm.0.gpu_free.load(Ordering::Acquire));
+    let queued = 2_000 + nccl.config.gpu_busy.as_nanos() as u64;
+    let gpu_start = (host_ns() + queued).max(comm.0.gpu_free.load(Ordering::Acquire));
     let gpu_stop = gpu_start + duration.as_nanos() as u64;
     comm.0.gpu_free.fetch_max(gpu_stop, Ordering::AcqRel);
     let (peers, n_channels): (Vec<(i32, bool)>, u8) = match task.op {

@@ -3,7 +3,7 @@
 //! (package python3-otf2, through `scripts/otf2-dump.py`), asserting on what the trace says
 //! and on its timing against nccl-sim's ground truth.
 
-use nccl_sim::nccl::{Nccl, SimConfig};
+use nccl_sim::nccl::{Nccl, SimConfig, Transport};
 use nccl_sim::profiler::Profiler;
 use nccl_sim::release::Release;
 use nccl_sim::scenario::{self, Params};
@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod otf2_tools;
 use otf2_tools::{assert_otf2_print_clean, dump};
@@ -33,6 +34,18 @@ struct TraceRun {
 }
 
 fn run(name: &str, events: &str, ranks: i32, iterations: usize, env: &[(&str, &str)]) -> TraceRun {
+    run_configured(name, events, ranks, iterations, env, |_| {})
+}
+
+/// [`run`], with the simulator's settings changed by `configure`.
+fn run_configured(
+    name: &str,
+    events: &str,
+    ranks: i32,
+    iterations: usize,
+    env: &[(&str, &str)],
+    configure: impl FnOnce(&mut SimConfig),
+) -> TraceRun {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let lib = dir
@@ -49,6 +62,7 @@ fn run(name: &str, events: &str, ranks: i32, iterations: usize, env: &[(&str, &s
     let profiler = Arc::new(Profiler::new(release, Some(lib.into_os_string())));
     let mut config = SimConfig::default();
     config.time.speedup = 20.0;
+    configure(&mut config);
     let config = scenario::config_for(name, &config);
     let nccl = Nccl::new(profiler, config);
     let params = Params::single_process(ranks, iterations);
@@ -271,6 +285,57 @@ fn kernel_times_match_the_ground_truth_within_their_stated_error() {
             );
         }
     }
+}
+
+/// NCCL reports a kernel channel only when the GPU starts it, here 120 ms after the
+/// enqueue (the application's own kernels run first; no proxy work in between). Every
+/// operation still waits for its kernels: each channel is named after its operation, and
+/// the operation runs on its ops stream from its first channel's start to its last one's
+/// end, not from the enqueue.
+#[test]
+fn kernels_that_start_long_after_their_enqueue_keep_their_operation() {
+    let busy = Duration::from_millis(120);
+    let run = run_configured("single", "all", 2, 3, &[], |config| {
+        config.transport = Transport::Local;
+        config.gpu_busy = busy;
+    });
+    let d = dump(&run.anchor);
+    let offsets = clock_offsets(&run.anchor);
+    let kernels: Vec<&str> = items(&d, "intervals")
+        .map(|i| i["region"].as_str().unwrap())
+        .filter(|region| region.ends_with(" kernel"))
+        .collect();
+    assert_eq!(kernels.len(), 2 * 3 * 2, "{kernels:?}");
+    assert!(
+        kernels.iter().all(|&region| region == "AllReduce kernel"),
+        "{kernels:?}"
+    );
+    let spans = kernel_spans(&d);
+    let truths: Vec<&TruthRecord> = run.truth.iter().filter(|t| t.func == "AllReduce").collect();
+    assert_eq!(truths.len(), 2 * 3);
+    let mut ops = 0;
+    for op in intervals(&d, "AllReduce") {
+        let key = (
+            attr(op, "nccl.rank").as_i64().unwrap(),
+            attr(op, "nccl.seq").as_u64().unwrap(),
+        );
+        let truth = truths
+            .iter()
+            .find(|t| (i64::from(t.rank), t.seq) == key)
+            .unwrap_or_else(|| panic!("no truth for {key:?}"));
+        let (start, end) = (op["start"].as_i64().unwrap(), op["end"].as_i64().unwrap());
+        let (kernel_start, kernel_end, _) = spans[&key];
+        assert!((start - kernel_start).abs() <= TIMING_BOUND_NS, "{key:?}");
+        assert!((end - kernel_end).abs() <= TIMING_BOUND_NS, "{key:?}");
+        let enqueued = to_trace_time(&offsets, truth.enqueue_start_ns);
+        assert!(
+            start - enqueued >= busy.as_nanos() as i64,
+            "{key:?} starts {} ns after its enqueue",
+            start - enqueued
+        );
+        ops += 1;
+    }
+    assert_eq!(ops, truths.len());
 }
 
 /// Where completion is observed on the host (the last proxy operation's stop), the ops

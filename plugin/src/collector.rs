@@ -414,6 +414,9 @@ impl State {
         self.rings = rings;
         for context in finalizing {
             self.close_owned_by(Owner::Local(context), Closed::Finalize);
+            if let Some(trace) = &mut self.trace {
+                trace.comm_finalized(context);
+            }
         }
         if let Some(sink) = &mut self.sink {
             sink.flush_if_due();
@@ -966,6 +969,7 @@ impl State {
                 ("otf2_raised_timestamps", stats.raised_timestamps),
                 ("otf2_clipped_intervals", stats.clipped_intervals),
                 ("otf2_late_children", stats.late_children),
+                ("otf2_ops_without_kernels", stats.ops_without_kernels),
                 ("otf2_held_back_overflow", stats.held_back_overflow),
                 ("otf2_failed_writes", stats.failed_writes),
             ];

@@ -50,6 +50,14 @@ const MAX_LANES: usize = 64;
 /// An operation whose task has ended and that has no open child is complete once nothing
 /// happened to it for this long (children may still be on their way from another thread).
 const OP_QUIET_NS: u64 = 50_000_000;
+/// How long an operation waits for its first kernel channel at most. NCCL reports a
+/// channel when the GPU starts it, which can be long after the enqueue (the application's
+/// own kernels run first); an operation waits for that unless a later operation of its
+/// rank has shown a kernel already (this one's records were lost).
+const OP_KERNEL_WAIT_NS: u64 = 10_000_000_000;
+/// Operations of one communicator rank that may wait for their first kernel channel; the
+/// oldest is written without its kernels beyond that.
+const MAX_OPS_AWAITING_KERNELS: usize = 4096;
 
 /// How often the events written so far are put on the disk (processed time), with the
 /// definitions snapshot and clock pairs that make them readable: a killed process loses
@@ -266,6 +274,17 @@ struct PendingOp {
     last_activity: u64,
 }
 
+/// The kernel channels an operation announced.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Channels {
+    None,
+    /// A collective's `nChannels`.
+    Exactly(u8),
+    /// A p2p has one at least; NCCL does not always keep its count (v4's shim leaves it
+    /// uninitialised, 2.30 counts otherwise than it reports).
+    AtLeastOne,
+}
+
 /// The device-side locations of one communicator rank (one context).
 struct RankStreams {
     info: Arc<ContextInfo>,
@@ -276,6 +295,11 @@ struct RankStreams {
     /// Operations taken from the front of `ops` so far: the operation with sequence
     /// number `n` (counted from 0 in enqueue order) is `ops[n - written]`.
     written: u64,
+    /// The latest sequence number whose operation has shown a kernel channel: an earlier
+    /// one still without any will not get one (its channels ran before that one's).
+    latest_with_kernel: Option<u64>,
+    /// The communicator was finalized: NCCL drops the kernel channels it had not reported.
+    finalized: bool,
     last_end: u64,
     channels: HashMap<u8, Loc>,
 }
@@ -296,6 +320,8 @@ pub struct Otf2Stats {
     pub raised_timestamps: u64,
     pub clipped_intervals: u64,
     pub late_children: u64,
+    /// Operations written without any of the kernel channels they announced.
+    pub ops_without_kernels: u64,
     pub held_back_overflow: u64,
     /// Writes of event files, the definitions snapshot or its clock pairs that failed.
     pub failed_writes: u64,
@@ -392,6 +418,14 @@ impl Otf2Sink {
         }
     }
 
+    /// A communicator rank was finalized: its operations wait for no more kernel channels
+    /// (NCCL drops those it had not reported).
+    pub fn comm_finalized(&mut self, context: u64) {
+        if let Some(rank) = self.ranks.get_mut(&context) {
+            rank.finalized = true;
+        }
+    }
+
     /// A ProxyOp started: its steps will go to its connection's lanes.
     pub fn proxy_op_started(&mut self, handle: u64, owner: Owner, event: &Event) {
         if let Event::ProxyOp(op) = event {
@@ -451,7 +485,7 @@ impl Otf2Sink {
             Kind::ProxyOp => {
                 let family = self.op_family.remove(&e.handle);
                 if !self.options.scalasca_safe {
-                    self.child_done(e.parent, e.stop_ns, None);
+                    self.child_done(e, e.stop_ns, None);
                     if let Some(family) = family {
                         let item = self.proxy_op_item(e);
                         self.push(family, item);
@@ -580,6 +614,8 @@ impl Otf2Sink {
                     ops_loc: None,
                     ops: VecDeque::new(),
                     written: 0,
+                    latest_with_kernel: None,
+                    finalized: false,
                     last_end: 0,
                     channels: HashMap::default(),
                 },
@@ -966,6 +1002,9 @@ impl Otf2Sink {
         let early = self.early_children.remove(&e.handle).unwrap_or_default();
         let rank = self.rank_streams(context);
         let seq = rank.written + rank.ops.len() as u64;
+        if early.kernels > 0 {
+            rank.latest_with_kernel = Some(seq);
+        }
         rank.ops.push_back(PendingOp {
             handle: e.handle,
             event: e.event,
@@ -979,9 +1018,11 @@ impl Otf2Sink {
         self.task_context.insert(e.handle, (context, seq));
     }
 
-    /// A child (ProxyOp or KernelCh) of a task finished.
-    fn child_done(&mut self, parent: Parent, stop: u64, kernel_start: Option<u64>) {
-        let Parent::Local { handle, kind } = parent else {
+    /// A child (ProxyOp or KernelCh) of a task finished: it joins its operation waiting on
+    /// the ops stream, or is kept for a task that has not ended yet (an early child), or
+    /// comes too late (its operation was written).
+    fn child_done(&mut self, e: &FinishedEvent, stop: u64, kernel_start: Option<u64>) {
+        let Parent::Local { handle, kind } = e.parent else {
             return;
         };
         if !matches!(kind, Kind::Coll | Kind::P2p) {
@@ -997,6 +1038,15 @@ impl Otf2Sink {
         if let Some(op) = self.pending_op_mut(handle) {
             apply(&mut op.first_kernel, &mut op.last_child, &mut op.kernels);
             op.last_activity = op.last_activity.max(stop);
+            if kernel_start.is_some() {
+                let (context, seq) = self.task_context[&handle];
+                let rank = self.ranks.get_mut(&context).expect("a pending op's rank");
+                rank.latest_with_kernel = rank.latest_with_kernel.max(Some(seq));
+            }
+            return;
+        }
+        if e.parent_event.is_none() {
+            self.stats.late_children += 1;
             return;
         }
         if self.early_children.len() < MAX_PENDING {
@@ -1021,7 +1071,7 @@ impl Otf2Sink {
         let (start, stop) = e
             .gpu
             .map_or((e.start_ns, e.stop_ns), |g| (g.start_ns, g.stop_ns));
-        self.child_done(e.parent, stop, Some(start));
+        self.child_done(e, stop, Some(start));
         let identity = match e.parent {
             Parent::Local { handle, .. } => self.pending_op(handle).map(|op| op.event),
             _ => None,
@@ -1196,18 +1246,35 @@ impl Otf2Sink {
                 let Some(op) = rank.ops.front() else {
                     break;
                 };
-                let expected = match op.event {
-                    Event::Coll(c) if kernel_channels && c.n_channels > 0 => {
-                        Some(u32::from(c.n_channels))
-                    }
-                    _ => None,
+                // KernelCh exists from profiler API v3 on.
+                let announced = match op.event {
+                    _ if !kernel_channels || rank.info.version < 3 => Channels::None,
+                    Event::Coll(c) if c.n_channels > 0 => Channels::Exactly(c.n_channels),
+                    Event::P2p(_) => Channels::AtLeastOne,
+                    _ => Channels::None,
                 };
+                let all_kernels =
+                    matches!(announced, Channels::Exactly(n) if op.kernels >= u32::from(n));
+                let quiet = now.saturating_sub(op.last_activity);
+                // NCCL reports a kernel channel when the GPU starts it: until the first
+                // one comes, silence means the GPU has not got there yet, unless a later
+                // operation of this rank has shown a kernel (this one's were lost).
+                let awaits_first_kernel = announced != Channels::None
+                    && op.kernels == 0
+                    && !rank.finalized
+                    && rank
+                        .latest_with_kernel
+                        .is_none_or(|latest| latest < rank.written)
+                    && quiet < OP_KERNEL_WAIT_NS
+                    && rank.ops.len() <= MAX_OPS_AWAITING_KERNELS;
                 let complete = finishing
                     || (!busy.contains(&op.handle)
-                        && (expected.is_some_and(|n| op.kernels >= n)
-                            || now.saturating_sub(op.last_activity) >= OP_QUIET_NS));
+                        && (all_kernels || (quiet >= OP_QUIET_NS && !awaits_first_kernel)));
                 if !complete {
                     break;
+                }
+                if announced != Channels::None && op.kernels == 0 {
+                    self.stats.ops_without_kernels += 1;
                 }
                 let op = rank.ops.pop_front().expect("front exists");
                 rank.written += 1;
@@ -1516,5 +1583,225 @@ fn comm_key_and_name(context: u64, info: &ContextInfo) -> (u64, String) {
         (info.comm_hash, name)
     } else {
         (context, format!("NCCL comm of context {context:#x}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Coll, P2p};
+
+    const CONTEXT: u64 = 7;
+    const MS: u64 = 1_000_000;
+
+    /// A sink writing into a temporary directory, with one communicator rank of profiler
+    /// API `version` and kernel channels asked for.
+    fn sink(version: u8) -> (tempfile::TempDir, Otf2Sink) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Otf2Options {
+            scalasca_safe: false,
+            kernel_channels: true,
+            step_states: true,
+            process_index: 0,
+            process_name: "process 0".into(),
+            host: "node0".into(),
+        };
+        let mut sink = Otf2Sink::create(&dir.path().join("part"), options).unwrap();
+        let info = ContextInfo {
+            comm_hash: 0xc0ffee,
+            n_ranks: 2,
+            version,
+            ..ContextInfo::default()
+        };
+        sink.comm(CONTEXT, &Arc::new(info));
+        (dir, sink)
+    }
+
+    fn finished(
+        handle: u64,
+        event: Event,
+        parent: Parent,
+        start: u64,
+        stop: u64,
+    ) -> FinishedEvent<'static> {
+        FinishedEvent {
+            handle,
+            kind: event.kind(),
+            owner: Owner::Local(CONTEXT),
+            comm: None,
+            parent,
+            rank: 0,
+            event,
+            start_ns: start,
+            start_tid: 1,
+            stop_ns: stop,
+            stop_tid: Some(1),
+            states: Vec::new(),
+            closed: Closed::Stopped,
+            gpu: None,
+            parent_event: None,
+        }
+    }
+
+    /// An AllReduce task on two channels, enqueued from `start` to `stop`.
+    fn allreduce(handle: u64, seq: u64, start: u64, stop: u64) -> FinishedEvent<'static> {
+        let coll = Coll {
+            seq,
+            func: Func::AllReduce,
+            count: 1024,
+            n_channels: 2,
+            ..Coll::default()
+        };
+        finished(handle, Event::Coll(coll), Parent::None, start, stop)
+    }
+
+    /// A kernel channel of `task`, which was still open when the channel ended if
+    /// `task_open`.
+    fn kernel(
+        task: &FinishedEvent,
+        handle: u64,
+        channel: u8,
+        start: u64,
+        stop: u64,
+        task_open: bool,
+    ) -> FinishedEvent<'static> {
+        let parent = Parent::Local {
+            handle: task.handle,
+            kind: Kind::Coll,
+        };
+        let mut kernel = finished(
+            handle,
+            Event::KernelCh {
+                channel,
+                ptimer: None,
+            },
+            parent,
+            start,
+            stop,
+        );
+        kernel.parent_event = task_open.then_some(task.event);
+        kernel
+    }
+
+    fn end_of_pass(sink: &mut Otf2Sink, now: u64) -> u64 {
+        sink.end_of_pass(std::iter::empty(), now);
+        sink.ranks[&CONTEXT].written
+    }
+
+    /// NCCL reports a kernel channel when the GPU starts it: the operation waits for its
+    /// channels however long its enqueue was quiet, and then has them.
+    #[test]
+    fn an_operation_waits_for_its_first_kernel_channel() {
+        let (_dir, mut sink) = sink(7);
+        let task = allreduce(1, 0, MS, 2 * MS);
+        sink.event(&task);
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + 5 * OP_QUIET_NS), 0);
+        sink.event(&kernel(&task, 2, 0, 300 * MS, 301 * MS, false));
+        sink.event(&kernel(&task, 3, 1, 300 * MS, 302 * MS, false));
+        assert_eq!(end_of_pass(&mut sink, 302 * MS), 1);
+        assert_eq!(
+            sink.ranks[&CONTEXT].last_end,
+            302 * MS,
+            "the operation ends with its last channel"
+        );
+        assert_eq!(sink.stats.ops_without_kernels, 0);
+        assert_eq!(sink.stats.late_children, 0);
+    }
+
+    /// When a later operation of the rank has shown a kernel channel, an earlier one
+    /// without any lost its channels: it is written once quiet, and counted.
+    #[test]
+    fn a_later_operations_kernel_releases_one_whose_channels_were_lost() {
+        let (_dir, mut sink) = sink(7);
+        let first = allreduce(1, 0, MS, 2 * MS);
+        let second = allreduce(2, 1, 3 * MS, 4 * MS);
+        sink.event(&first);
+        sink.event(&second);
+        sink.event(&kernel(&second, 3, 0, 5 * MS, 6 * MS, false));
+        assert_eq!(end_of_pass(&mut sink, 6 * MS), 0, "not quiet yet");
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_QUIET_NS), 1);
+        assert_eq!(sink.stats.ops_without_kernels, 1);
+        // The second has one of its two channels: it is written once quiet.
+        assert_eq!(end_of_pass(&mut sink, 6 * MS + OP_QUIET_NS), 2);
+        assert_eq!(sink.stats.ops_without_kernels, 1);
+    }
+
+    /// Waiting has limits: the time, the number of operations waiting, and the
+    /// communicator's finalize (NCCL drops the channels it had not reported).
+    #[test]
+    fn waiting_for_kernel_channels_ends_at_a_limit_or_at_finalize() {
+        let (_dir, mut sink) = sink(7);
+        sink.event(&allreduce(1, 0, MS, 2 * MS));
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_KERNEL_WAIT_NS - 1), 0);
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_KERNEL_WAIT_NS), 1);
+
+        let start = 3 * MS;
+        for n in 0..=MAX_OPS_AWAITING_KERNELS as u64 {
+            sink.event(&allreduce(10 + n, 1 + n, start + n, start + n + 1));
+        }
+        let last_stop = start + MAX_OPS_AWAITING_KERNELS as u64 + 1;
+        let now = last_stop + OP_QUIET_NS;
+        assert_eq!(end_of_pass(&mut sink, now), 2, "the oldest over the limit");
+
+        sink.comm_finalized(CONTEXT);
+        assert_eq!(
+            end_of_pass(&mut sink, now),
+            2 + MAX_OPS_AWAITING_KERNELS as u64
+        );
+        assert_eq!(
+            sink.stats.ops_without_kernels,
+            2 + MAX_OPS_AWAITING_KERNELS as u64
+        );
+    }
+
+    /// A channel of an operation written already is counted as late; one of a task still
+    /// open waits for the task.
+    #[test]
+    fn late_channels_are_counted_and_early_ones_kept() {
+        let (_dir, mut sink) = sink(7);
+        let task = allreduce(1, 0, MS, 2 * MS);
+        sink.event(&kernel(&task, 2, 0, MS + 10, 3 * MS, true));
+        assert_eq!(sink.early_children.len(), 1);
+        sink.event(&task);
+        assert!(sink.early_children.is_empty());
+        assert_eq!(end_of_pass(&mut sink, 3 * MS + OP_QUIET_NS), 1);
+        sink.event(&kernel(&task, 3, 1, 4 * MS, 5 * MS, false));
+        assert_eq!(sink.stats.late_children, 1);
+        assert!(sink.early_children.is_empty());
+        assert_eq!(sink.stats.ops_without_kernels, 0);
+    }
+
+    /// A p2p announces no exact count, but one channel at least: it waits for that one,
+    /// then for quiet.
+    #[test]
+    fn a_p2p_waits_for_its_first_kernel_channel_too() {
+        let (_dir, mut sink) = sink(7);
+        let p2p = P2p {
+            func: Func::Send,
+            count: 1024,
+            peer: 1,
+            ..P2p::default()
+        };
+        let task = finished(1, Event::P2p(p2p), Parent::None, MS, 2 * MS);
+        sink.event(&task);
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + 5 * OP_QUIET_NS), 0);
+        let mut channel = kernel(&task, 2, 0, 400 * MS, 401 * MS, false);
+        channel.parent = Parent::Local {
+            handle: task.handle,
+            kind: Kind::P2p,
+        };
+        sink.event(&channel);
+        assert_eq!(end_of_pass(&mut sink, 401 * MS + OP_QUIET_NS - 1), 0);
+        assert_eq!(end_of_pass(&mut sink, 401 * MS + OP_QUIET_NS), 1);
+        assert_eq!(sink.stats.ops_without_kernels, 0);
+    }
+
+    /// Before profiler API v3 there are no kernel channels: quiet is enough.
+    #[test]
+    fn without_kernel_channels_in_the_api_quiet_is_enough() {
+        let (_dir, mut sink) = sink(2);
+        sink.event(&allreduce(1, 0, MS, 2 * MS));
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_QUIET_NS), 1);
+        assert_eq!(sink.stats.ops_without_kernels, 0);
     }
 }
