@@ -42,7 +42,7 @@ use std::ptr::null_mut;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
-use support::{built_library, env_usize, load_table, Table};
+use support::{available_cpus, built_library, cpu_model, env_usize, load_table, Table};
 
 type Descr = v7::ncclProfilerEventDescr_v7_t;
 
@@ -597,22 +597,6 @@ fn warm_rings(variant: &Variant, workers: &[Worker], capacity: usize, cycle: &mu
         }
     }
     median(&cold)
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn available_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn main() {

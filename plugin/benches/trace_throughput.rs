@@ -55,7 +55,9 @@ use std::ptr::null_mut;
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use support::{built_library, env_usize, load_table, open_forever, Table};
+use support::{
+    available_cpus, built_library, cpu_model, env_usize, load_table, open_forever, Table,
+};
 
 type Descr = v7::ncclProfilerEventDescr_v7_t;
 
@@ -744,22 +746,6 @@ fn validate(anchor: &Path) -> Result<(), String> {
 
 // ---------------------------------------------------------------------------------------
 // Reporting.
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn available_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
 
 fn millions(n: f64) -> String {
     format!("{:.2} M", n / 1e6)

@@ -66,3 +66,21 @@ pub fn compile_shared_object(dir: &Path, name: &str, source: &str) -> Result<Pat
     }
     Ok(library)
 }
+
+/// The CPU's model name, for the report.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The CPUs this process may run on, for the report.
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
