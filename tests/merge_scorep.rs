@@ -12,7 +12,9 @@ use std::process::{Command, Output};
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
 mod scorep_shaped;
+mod validate_json;
 use otf2_tools::{assert_otf2_print_clean, dump};
+use validate_json::assert_validates;
 
 /// Score-P's ticks per second in the test archive (a TSC-like clock).
 const RESOLUTION: u64 = 2_400_000_000;
@@ -350,14 +352,7 @@ fn check_combined(e: &Experiment, before: &BTreeMap<PathBuf, Vec<u8>>, report: &
     assert_otf2_print_clean(&combined);
 
     // nccl-scorep validate: no errors.
-    let validate = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
-        .args(["validate", "--json"])
-        .arg(&combined)
-        .output()
-        .unwrap();
-    let verdict: Value = serde_json::from_slice(&validate.stdout).unwrap();
-    assert_eq!(verdict["errors"], 0, "{verdict:#}");
-    assert!(validate.status.success());
+    assert_validates(&combined, true);
 
     // Score-P's files are as they were.
     assert_eq!(&scorep_files(&e.exp), before, "Score-P's archive changed");

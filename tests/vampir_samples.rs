@@ -11,6 +11,8 @@ use std::process::Command;
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
 use otf2_tools::{assert_otf2_print_clean, dump};
+mod validate_json;
+use validate_json::assert_validates;
 
 /// Every sample the script makes, with the communicator it traces.
 const SAMPLES: [(&str, &str); 4] = [
@@ -32,22 +34,7 @@ fn committed(sample: &str) -> PathBuf {
 /// `nccl-scorep validate --json` finds neither errors nor warnings, and `otf2-print
 /// -Werror` accepts the archive.
 fn assert_valid(archive: &Path) {
-    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
-        .arg("validate")
-        .arg(archive)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{}: no JSON report ({e}): {}",
-            archive.display(),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    assert!(output.status.success(), "{}: {report:#}", archive.display());
-    assert_eq!(report["errors"], 0, "{}: {report:#}", archive.display());
-    assert_eq!(report["warnings"], 0, "{}: {report:#}", archive.display());
+    assert_validates(archive, false);
     assert_otf2_print_clean(&archive.join("traces.otf2"));
 }
 
