@@ -1,7 +1,7 @@
 //! `nccl-scorep validate` on small archives written here through otf2-sys's writer API:
 //! one valid two-rank trace and variants with one defect each.
 
-use std::ffi::{c_void, CString};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::ptr;
@@ -63,30 +63,6 @@ impl Trace {
     }
 }
 
-unsafe extern "C" fn pre_flush(
-    _user_data: *mut c_void,
-    _file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-    _caller_data: *mut c_void,
-    _final: bool,
-) -> OTF2_FlushType {
-    OTF2_FLUSH as OTF2_FlushType
-}
-
-unsafe extern "C" fn post_flush(
-    _user_data: *mut c_void,
-    _file_type: OTF2_FileType,
-    _location: OTF2_LocationRef,
-) -> OTF2_TimeStamp {
-    0
-}
-
-/// OTF2 keeps this pointer until the archive is closed.
-static FLUSH_CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
-    otf2_pre_flush: Some(pre_flush),
-    otf2_post_flush: Some(post_flush),
-};
-
 fn check(what: &str, code: OTF2_ErrorCode) {
     assert_eq!(code, OTF2_SUCCESS, "{what} returned OTF2 error code {code}");
 }
@@ -120,28 +96,15 @@ fn write(dir: &Path, trace: &Trace) -> PathBuf {
     let archive_dir = dir.join("trace");
     let path = cstring(archive_dir.to_str().unwrap());
     let n = trace.locations.len();
+    let archive = otf2_sys::writing::create_archive(
+        &path,
+        OTF2_CHUNK_SIZE_EVENTS_DEFAULT,
+        OTF2_CHUNK_SIZE_DEFINITIONS_DEFAULT,
+    )
+    .unwrap_or_else(|e| panic!("cannot create {}: {e:?}", archive_dir.display()));
     // SAFETY: the OTF2 write sequence of otf2-sys/tests/write_archive.rs on one thread, with
-    // valid pointers and callbacks that outlive the archive.
+    // valid pointers, on the archive just opened.
     unsafe {
-        let archive = OTF2_Archive_Open(
-            path.as_ptr(),
-            cstring("traces").as_ptr(),
-            OTF2_FILEMODE_WRITE as OTF2_FileMode,
-            OTF2_CHUNK_SIZE_EVENTS_DEFAULT,
-            OTF2_CHUNK_SIZE_DEFINITIONS_DEFAULT,
-            OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-            OTF2_COMPRESSION_NONE as OTF2_Compression,
-        );
-        assert!(!archive.is_null(), "OTF2_Archive_Open failed");
-        check(
-            "SetFlushCallbacks",
-            OTF2_Archive_SetFlushCallbacks(archive, &FLUSH_CALLBACKS, ptr::null_mut()),
-        );
-        check(
-            "SetSerialCollectiveCallbacks",
-            OTF2_Archive_SetSerialCollectiveCallbacks(archive),
-        );
-
         // Events.
         check("OpenEvtFiles", OTF2_Archive_OpenEvtFiles(archive));
         let mut counts = vec![0u64; n];
