@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
 use otf2_tools::{assert_otf2_print_clean, dump};
+mod validate_json;
+use validate_json::assert_validates;
 
 /// How close a completion must be to the simulator's ground truth, once its process's
 /// offset to real time is taken out (one host).
@@ -87,12 +89,7 @@ fn a_job_under_mpirun_is_merged_by_its_last_process() {
     let last_merge = ledger.lines().rfind(|l| l.starts_with("merged\t")).unwrap();
     assert!(last_merge.ends_with("\t6"), "{ledger}");
     assert_otf2_print_clean(&anchor);
-    let validated = nccl_scorep(&["validate"], &anchor);
-    assert!(
-        validated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&validated.stdout)
-    );
+    assert_validates(&anchor, true);
 
     let trace = dump(&anchor);
     // One communicator per NCCL communicator, with the ops streams of its 3 ranks.
@@ -406,12 +403,7 @@ fn a_killed_process_is_merged_with_the_events_it_had_written() {
     assert!(flushed > 10_000, "{stdout}");
     let anchor = out.join("traces.otf2");
     assert_otf2_print_clean(&anchor);
-    let validated = nccl_scorep(&["validate"], &anchor);
-    assert!(
-        validated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&validated.stdout)
-    );
+    assert_validates(&anchor, true);
 
     // The Python reader checks that every interval is closed and nests.
     let trace = dump(&anchor);
