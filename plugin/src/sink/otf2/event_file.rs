@@ -390,8 +390,7 @@ impl EventFile {
 mod tests {
     use super::*;
     use otf2_sys::*;
-    use std::ffi::{c_void, CString};
-    use std::ptr;
+    use std::ffi::CString;
 
     const CHUNK: u64 = 256 * 1024;
 
@@ -453,45 +452,14 @@ mod tests {
         ]
     }
 
-    unsafe extern "C" fn flush(
-        _: *mut c_void,
-        _: OTF2_FileType,
-        _: OTF2_LocationRef,
-        _: *mut c_void,
-        _: bool,
-    ) -> OTF2_FlushType {
-        OTF2_FLUSH as OTF2_FlushType
-    }
-
-    static CALLBACKS: OTF2_FlushCallbacks = OTF2_FlushCallbacks {
-        otf2_pre_flush: Some(flush),
-        otf2_post_flush: None,
-    };
-
     /// The event file OTF2's own event writer makes of `steps`.
     fn written_by_otf2(dir: &std::path::Path, steps: &[Step]) -> Vec<u8> {
         let path = CString::new(dir.to_str().unwrap()).unwrap();
-        // SAFETY: the write sequence of the OTF2 notes on this thread; the attribute list
-        // and the writer are used between their creation and their deletion only.
+        let archive = otf2_sys::writing::create_archive(&path, CHUNK, CHUNK).unwrap();
+        // SAFETY: the write sequence of the OTF2 notes on this thread, on the archive just
+        // opened; the attribute list and the writer are used between their creation and
+        // their deletion only.
         unsafe {
-            let archive = OTF2_Archive_Open(
-                path.as_ptr(),
-                c"traces".as_ptr(),
-                OTF2_FILEMODE_WRITE as OTF2_FileMode,
-                CHUNK,
-                CHUNK,
-                OTF2_SUBSTRATE_POSIX as OTF2_FileSubstrate,
-                OTF2_COMPRESSION_NONE as OTF2_Compression,
-            );
-            assert!(!archive.is_null());
-            assert_eq!(
-                OTF2_Archive_SetFlushCallbacks(archive, &CALLBACKS, ptr::null_mut()),
-                OTF2_SUCCESS
-            );
-            assert_eq!(
-                OTF2_Archive_SetSerialCollectiveCallbacks(archive),
-                OTF2_SUCCESS
-            );
             assert_eq!(OTF2_Archive_OpenEvtFiles(archive), OTF2_SUCCESS);
             let writer = OTF2_Archive_GetEvtWriter(archive, 0);
             let list = OTF2_AttributeList_New();
