@@ -6,8 +6,9 @@
 # Cargo cannot put a hyphen in a library name, so the build's libnccl_profiler_scorep.so is
 # copied to libnccl-profiler-scorep.so (found by NCCL_PROFILER_PLUGIN=scorep), and
 # libnccl-profiler.so points to it (found with NCCL_PROFILER_PLUGIN unset), and so does
-# libnccl_scorep.so (the Score-P metric plugin SCOREP_METRIC_PLUGINS=nccl_scorep loads). With
-# --prefix, all go to DIR/lib and the nccl-scorep tool to DIR/bin.
+# libnccl_scorep.so (the Score-P metric plugin SCOREP_METRIC_PLUGINS=nccl_scorep loads). The
+# nccl-scorep tool is built beside them (the plugin runs it to merge a job's trace). With
+# --prefix, the libraries go to DIR/lib and the tool to DIR/bin.
 set -euo pipefail
 
 usage() {
@@ -50,13 +51,10 @@ fi
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
-cargo_args=(build -p nccl-profiler-scorep)
+# The tool too: the plugin runs it beside itself to merge the job's trace at its end.
+cargo_args=(build -p nccl-profiler-scorep -p nccl-scorep)
 if [[ "$profile" == release ]]; then
     cargo_args+=(--release)
-fi
-# The tool is only needed when it is installed too.
-if [[ -n "$prefix" ]]; then
-    cargo_args+=(-p nccl-scorep)
 fi
 cargo "${cargo_args[@]}"
 

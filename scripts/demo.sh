@@ -29,7 +29,7 @@ bash scripts/install-deps.sh "${DEBIAN_PACKAGES[@]}"
 
 step "build the plugin, the tool and nccl-sim"
 bash scripts/build-plugin.sh
-cargo build --release -p nccl-scorep -p nccl-sim
+cargo build --release -p nccl-sim
 target_root="${CARGO_TARGET_DIR:-target}"
 if [[ "$target_root" != /* ]]; then
     target_root="$repo_root/$target_root"

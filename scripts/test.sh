@@ -44,7 +44,7 @@ fi
 step "valgrind memcheck: hostile, hierarchy and version tests, and every nccl-sim scenario"
 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --error-exitcode=9" \
     cargo test -p nccl-profiler-scorep --test hostile --test hierarchy --test versions
-cargo build --release -p nccl-profiler-scorep -p nccl-sim
+cargo build --release -p nccl-profiler-scorep -p nccl-sim -p nccl-scorep
 sim_out="$(mktemp -d)"
 NCCL_SCOREP_OUTPUT_DIR="$sim_out" NCCL_SCOREP_EVENTS=all \
     valgrind -q --error-exitcode=9 target/release/nccl-sim run \

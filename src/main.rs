@@ -73,6 +73,10 @@ enum Command {
         /// With --scorep: print the report as JSON.
         #[arg(long, requires = "scorep")]
         json: bool,
+        /// Only the parts of this job, as the processes recorded them in
+        /// <run-dir>/merge.ledger (what the job's last process runs at its end).
+        #[arg(long, value_name = "ID", conflicts_with = "scorep")]
+        job: Option<String>,
     },
     /// Check an OTF2 trace: references resolve, time never goes back, Enter/Leave nest,
     /// collectives pair up, event counts match the definitions (docs/validate.md).
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
             output,
             scorep: true,
             json,
+            ..
         } => match nccl_scorep_merge::scorep::merge_scorep(&run_dir, output.as_deref()) {
             Ok(report) => {
                 let text = if json {
@@ -136,13 +141,23 @@ fn main() -> ExitCode {
             }
         },
         Command::Merge {
-            run_dir, output, ..
+            run_dir,
+            output,
+            job,
+            ..
         } => {
+            let job_parts = match job.map(|id| parts_of_job(&run_dir, &id)).transpose() {
+                Ok(parts) => parts,
+                Err(error) => {
+                    eprintln!("nccl-scorep merge: {error}");
+                    return ExitCode::FAILURE;
+                }
+            };
             let bar = MergeBar::new();
             let options = nccl_scorep_merge::MergeOptions {
                 output: output.as_deref(),
+                only_parts: job_parts.as_deref(),
                 progress: Some(&|step| bar.show(step)),
-                ..Default::default()
             };
             let merged = nccl_scorep_merge::merge_with(&run_dir, &options);
             bar.finish();
@@ -191,6 +206,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The parts job `id` recorded in the run directory's merge ledger.
+fn parts_of_job(run_dir: &std::path::Path, id: &str) -> Result<Vec<String>, String> {
+    let run = nccl_scorep_common::RunDir::new(run_dir);
+    let path = run.merge_ledger();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let parts = nccl_scorep_common::ledger::JobEntries::read(&text, id).parts;
+    if parts.is_empty() {
+        return Err(format!(
+            "{} records no finished part of job {id:?} (jobs there: {})",
+            path.display(),
+            nccl_scorep_common::ledger::jobs(&text).join(", ")
+        ));
+    }
+    Ok(parts)
 }
 
 /// A progress bar on stderr for merges of many parts (drawn only on a terminal).

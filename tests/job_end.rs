@@ -433,3 +433,76 @@ fn a_killed_process_is_merged_with_the_events_it_had_written() {
         (killed - last_end) / 1_000_000
     );
 }
+
+/// Runs a one-process nccl-sim job with a copy of the plugin that has no tool beside it,
+/// with `env` added; returns the job's output and its run directory.
+fn job_with_a_lone_plugin(
+    dir: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Output, PathBuf) {
+    let lone = dir.join("lib");
+    std::fs::create_dir_all(&lone).unwrap();
+    let plugin = lone.join("libnccl-profiler-scorep.so");
+    std::fs::copy(nccl_sim::our_plugin_for_tests(), &plugin).unwrap();
+    let out = dir.join("out");
+    let mut command = Command::new(nccl_sim::binary_for_tests());
+    command
+        .args(["run", "--scenario", "single", "--iterations", "2"])
+        .arg("--plugin")
+        .arg(&plugin)
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        // Nothing named nccl-scorep on the search path.
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCL_DEBUG", "WARN");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    (command.output().unwrap(), out)
+}
+
+#[test]
+fn a_failing_merge_tool_is_reported_and_leaves_the_job_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("failing-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho 'disk quota exceeded' >&2\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (output, out) =
+        job_with_a_lone_plugin(dir.path(), &[("NCCL_SCOREP_TOOL", tool.as_os_str())]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("automatic merge failed")
+            && stderr.contains("exit status: 3: disk quota exceeded")
+            && stderr.contains(&format!("run `nccl-scorep merge {}`", out.display())),
+        "{stderr}"
+    );
+    assert!(!out.join("traces.otf2").exists());
+    // The part itself is complete, for the merge by hand.
+    let parts: Vec<_> = std::fs::read_dir(out.join("parts")).unwrap().collect();
+    assert_eq!(parts.len(), 1);
+    assert!(parts[0]
+        .as_ref()
+        .unwrap()
+        .path()
+        .join("traces.otf2")
+        .exists());
+}
+
+#[test]
+fn without_a_tool_the_merge_is_skipped_with_the_command_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (output, out) = job_with_a_lone_plugin(dir.path(), &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the nccl-scorep tool is neither beside the plugin")
+            && stderr.contains("NCCL_SCOREP_TOOL"),
+        "{stderr}"
+    );
+    assert!(!out.join("traces.otf2").exists());
+    // The same part merges by hand.
+    let merged = nccl_scorep(&["merge"], &out);
+    assert!(merged.status.success());
+    assert!(out.join("traces.otf2").exists());
+}

@@ -17,6 +17,8 @@ fn summary_names_the_late_rank_and_counts_every_collective() {
     // The plugin reads its settings at its first init, below, on this thread.
     std::env::set_var("NCCL_SCOREP_OUTPUT_DIR", &out);
     std::env::set_var("NCCL_SCOREP_JSONL", "1");
+    // The copy has no tool beside it to merge the job at its end.
+    std::env::set_var("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"));
     let profiler = Arc::new(Profiler::new("2.32".parse().unwrap(), Some(lib.into())));
     let mut config = SimConfig::default();
     config.time.speedup = 10.0;

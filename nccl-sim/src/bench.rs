@@ -30,12 +30,12 @@
 //! cheaper; the output says so.
 
 use crate::event::{CollTask, CommInfo, CoreEvent, Descr, Raw, StateArgs, NULL};
-use crate::loader::ApiVersion;
 use crate::names::{Algo, DataType, Func, Proto};
 use crate::profiler::{Profiler, Session};
 use crate::release::{self, Release};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-use nccl_profiler_scorep::abi::{event_type as t, state as st};
+use nccl_profiler_abi::loader::ApiVersion;
+use nccl_profiler_abi::{event_type as t, state as st};
 use std::ffi::{CString, OsStr, OsString};
 use std::fmt::{self, Write as _};
 use std::path::PathBuf;
@@ -520,17 +520,17 @@ impl<'a> Rank<'a> {
         self.colls.clear();
         let (starts0, nulls0) = (self.starts, self.nulls);
         let calls0 = self.calls;
-        let (cpu0, wall0) = (nccl_profiler_scorep::clock::thread_cpu_ns(), Instant::now());
+        let (cpu0, wall0) = (nccl_scorep_common::clock::thread_cpu_ns(), Instant::now());
         for _ in 0..n {
             self.app_stream();
         }
-        let (cpu1, wall1) = (nccl_profiler_scorep::clock::thread_cpu_ns(), Instant::now());
+        let (cpu1, wall1) = (nccl_scorep_common::clock::thread_cpu_ns(), Instant::now());
         let calls1 = self.calls;
         for i in 0..n {
             let coll = self.colls[i];
             self.proxy_stream(coll);
         }
-        let (cpu2, wall2) = (nccl_profiler_scorep::clock::thread_cpu_ns(), Instant::now());
+        let (cpu2, wall2) = (nccl_scorep_common::clock::thread_cpu_ns(), Instant::now());
         Batch {
             app: (
                 cpu1 - cpu0,

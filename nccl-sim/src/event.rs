@@ -121,7 +121,7 @@ pub enum CoreEvent {
 impl CoreEvent {
     /// The type bit of this event (`ncclProfile*`).
     pub fn type_bit(&self) -> u64 {
-        use nccl_profiler_scorep::abi::event_type as t;
+        use nccl_profiler_abi::event_type as t;
         match self {
             CoreEvent::Group => t::GROUP,
             CoreEvent::Coll(_) => t::COLL,

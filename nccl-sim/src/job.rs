@@ -1,10 +1,10 @@
 //! Who am I in a job, and `nccl-sim --procs N`.
 //!
-//! The launcher detection (rank, size, local rank, job key) lives in the plugin
-//! ([`nccl_profiler_scorep::job`]), which needs the same facts for its trace; it is
+//! The launcher detection (rank, size, local rank, job key) is shared with the plugin,
+//! which needs the same facts for its trace ([`nccl_scorep_common::job`]); it is
 //! re-exported here. This module adds the `--procs` launcher.
 
-pub use nccl_profiler_scorep::job::{
+pub use nccl_scorep_common::job::{
     comm_hash, self_id, Job, JobError, Launcher, ENV_JOB, ENV_RANK, ENV_SIZE,
 };
 

@@ -1,9 +1,9 @@
 //! nccl-sim: a CPU-only stand-in for NCCL that loads profiler plugins the way NCCL does and
 //! calls them in NCCL's own order, thread by thread, for every release from 2.23 to 2.32.
 //!
-//! - [`loader`]: which library NCCL opens (shared with `nccl-scorep doctor`);
 //! - [`release`]: what differs between NCCL releases;
-//! - [`profiler`]: loading, reference counting, the activation mask, and the version
+//! - [`profiler`]: loading (by NCCL's rules in `nccl_profiler_abi::loader`, which
+//!   `nccl-scorep doctor` shares), reference counting, the activation mask, and the version
 //!   adapters that imitate NCCL's in-core shims;
 //! - [`event`], [`names`]: events as NCCL's core describes them;
 //! - [`logger`]: the C-variadic logger plugins receive.
@@ -11,7 +11,6 @@
 pub mod bench;
 pub mod event;
 pub mod job;
-pub mod loader;
 pub mod logger;
 pub mod names;
 pub mod nccl;
@@ -23,14 +22,16 @@ pub mod scenario;
 pub mod time;
 
 /// A file built beside the running test executable (in the profile directory, or its
-/// `deps/`), for tests of this workspace.
+/// `deps/`), for tests of this workspace. The profile directory comes first: that is
+/// where Cargo puts the workspace's binaries too, which the plugin looks for beside itself
+/// (the tool that merges at the end of a job).
 fn built_for_tests(file: &str, what: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("the running executable's path");
     let here = exe.parent().expect("a directory");
     let profile = here.parent().unwrap_or(here);
     [
-        here.to_path_buf(),
         profile.to_path_buf(),
+        here.to_path_buf(),
         profile.join("deps"),
     ]
     .into_iter()

@@ -3,7 +3,7 @@
 //! passes the text here. Lines are printed when `NCCL_DEBUG` asks for their level, as NCCL
 //! does, and kept so tests can read what a plugin logged.
 
-use nccl_profiler_scorep::abi::LoggerFn;
+use nccl_profiler_abi::LoggerFn;
 use std::ffi::{c_char, c_int, c_ulong, CStr};
 use std::sync::Mutex;
 

@@ -211,7 +211,7 @@ fn run(args: RunArgs) -> ExitCode {
     if let Some(hosts) = args.hosts {
         match simulated_host(job.rank, job.size, hosts, args.pxn) {
             // No other thread runs yet: the plugin reads it when it is loaded below.
-            Ok(host) => std::env::set_var(nccl_profiler_scorep::job::ENV_HOSTNAME, host),
+            Ok(host) => std::env::set_var(nccl_scorep_common::job::ENV_HOSTNAME, host),
             Err(error) => {
                 eprintln!("nccl-sim: {error}");
                 return ExitCode::FAILURE;
@@ -233,7 +233,7 @@ fn run(args: RunArgs) -> ExitCode {
     let setting = args
         .plugin
         .clone()
-        .or_else(|| std::env::var_os(nccl_sim::loader::PLUGIN_ENV));
+        .or_else(|| std::env::var_os(nccl_profiler_abi::loader::PLUGIN_ENV));
     let mut profiler = Profiler::new(args.nccl, setting);
     if let Some(version) = args.max_api {
         profiler = profiler.with_max_version(version);

@@ -14,7 +14,7 @@ use crate::pxn::{PxnMailbox, PxnOp, PxnProxy, PxnSender};
 use crate::release::Release;
 use crate::rendezvous::SharedRendezvous;
 use crate::time::{host_ns, sleep_until, GpuClock, GroundTruth, Rng, TimeModel, TruthRecord};
-use nccl_profiler_scorep::abi::{event_type as t, net as netid, state as st};
+use nccl_profiler_abi::{event_type as t, net as netid, state as st};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -1776,9 +1776,9 @@ fn net_plugin_events(nccl: &Nccl, session: &Session, work: &Work, step: Raw, byt
         return;
     }
     let profiler = &nccl.profiler;
-    let mut ib = nccl_profiler_scorep::abi::NetIbDescrV1 {
+    let mut ib = nccl_profiler_abi::NetIbDescrV1 {
         type_: netid::IB_QP,
-        qp: nccl_profiler_scorep::abi::NetIbQpV1 {
+        qp: nccl_profiler_abi::NetIbQpV1 {
             device: 0,
             wr_id: work.seq,
             opcode: 2,
@@ -1786,9 +1786,9 @@ fn net_plugin_events(nccl: &Nccl, session: &Session, work: &Work, step: Raw, byt
             length: bytes,
         },
     };
-    let mut sock = nccl_profiler_scorep::abi::NetSockDescrV1 {
+    let mut sock = nccl_profiler_abi::NetSockDescrV1 {
         type_: netid::SOCKET,
-        sock: nccl_profiler_scorep::abi::NetSockV1 {
+        sock: nccl_profiler_abi::NetSockV1 {
             fd: 42,
             op: 1,
             length: bytes,

@@ -6,13 +6,13 @@
 //! or left alone, uninitialised or NULL state arguments.
 
 use crate::event::{CommInfo, CoreEvent, Descr, Raw, StateArgs, NULL};
-use crate::loader::{self, ApiVersion, PluginSelection};
 use crate::release::{InitErrorHandling, Release};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-use nccl_profiler_scorep::abi::v2::CollV2;
-use nccl_profiler_scorep::abi::v3::CollV3;
-use nccl_profiler_scorep::abi::{
-    self, event_type as t, state as st, v1, v2, v3, v4, v5, v6, v7, KernelChDescrV3,
+use nccl_profiler_abi::loader::{self, ApiVersion, PluginSelection};
+use nccl_profiler_abi::v2::CollV2;
+use nccl_profiler_abi::v3::CollV3;
+use nccl_profiler_abi::{
+    self as abi, event_type as t, state as st, v1, v2, v3, v4, v5, v6, v7, KernelChDescrV3,
     KernelChDescrV4, NetPluginDescr, ProxyOpDescr, ProxyStepDescr, StateArgsProxyCtrl, StateArgsV1,
     StateArgsV1ProxyOp, StateArgsV4,
 };
@@ -81,6 +81,7 @@ pub struct Profiler {
 // SAFETY: the tables are immutable statics of the loaded library, and the library stays
 // loaded while a `Loaded` refers to it; everything else is behind a Mutex or atomic.
 unsafe impl Send for Profiler {}
+// SAFETY: as for `Send`: shared access reads immutable tables or goes through locks.
 unsafe impl Sync for Profiler {}
 
 /// The profiler a communicator got at `init`: the table to call and its context.
@@ -93,6 +94,7 @@ pub struct Session {
 
 // SAFETY: see `Profiler`; the context is an opaque value.
 unsafe impl Send for Session {}
+// SAFETY: as for `Send`: a `Session` is plain values, never written once made.
 unsafe impl Sync for Session {}
 
 impl Profiler {
@@ -407,7 +409,7 @@ impl Profiler {
         let garbage = self
             .garbage
             .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
-        // SAFETY (every arm): descriptors are built fully below; the table belongs to the
+        // SAFETY: in every arm, descriptors are built fully below; the table belongs to the
         // library that `session` came from, which stays loaded while the comm lives.
         unsafe {
             match session.table {
@@ -494,7 +496,7 @@ impl Profiler {
         let garbage = self
             .garbage
             .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
-        // SAFETY (every arm): the argument structs live on this stack frame for the call.
+        // SAFETY: in every arm, the argument structs live on this stack frame for the call.
         unsafe {
             match session.table {
                 Table::V1(t) => {
@@ -823,6 +825,8 @@ fn build_v4(descr: &Descr, direct: bool, seed: u64) -> Option<v4::ncclProfilerEv
         }
         CoreEvent::P2p(p) => {
             // The shim never copies p2p.nChannels: whatever was on the stack stays.
+            // SAFETY: every member of the union is plain integers and pointers; reading
+            // one reads whatever bytes are there, as NCCL's shim does.
             let garbage_channels = unsafe { d.u.p2p.nChannels };
             d.u.p2p = v4::P2pV4 {
                 func: cstr(p.func.name()),

@@ -29,7 +29,7 @@
 
 use crate::event::{CoreEvent, Descr, Raw, StateArgs, NULL};
 use crate::profiler::{Profiler, Session};
-use nccl_profiler_scorep::abi::{event_type as t, state as st};
+use nccl_profiler_abi::{event_type as t, state as st};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -184,6 +184,7 @@ pub(crate) struct Mapping {
 // SAFETY: the mapping is shared memory accessed only through atomics and through slots
 // that the ring protocol hands to one thread at a time.
 unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {

@@ -1,7 +1,7 @@
 //! The NCCL releases nccl-sim can emulate (2.23 … 2.32) and what differs between them, as
 //! far as a profiler plugin can see (`nccl-profiler-abi.md` §0, §2, §3.15).
 
-use crate::loader::ApiVersion;
+use nccl_profiler_abi::loader::ApiVersion;
 use std::fmt;
 use std::str::FromStr;
 
@@ -189,7 +189,8 @@ mod tests {
         assert_eq!(Release::all().count(), 10);
         // Agrees with the loader's release families.
         for release in Release::all() {
-            let family = crate::loader::ReleaseFamily::of_release(2, release.minor()).unwrap();
+            let family =
+                nccl_profiler_abi::loader::ReleaseFamily::of_release(2, release.minor()).unwrap();
             assert_eq!(family.newest_api, release.newest_api(), "{release}");
         }
     }

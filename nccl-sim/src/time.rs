@@ -113,7 +113,7 @@ impl GpuClock {
 
 /// Host CLOCK_MONOTONIC in nanoseconds (the plugin's clock too).
 pub fn host_ns() -> u64 {
-    nccl_profiler_scorep::clock::now_ns()
+    nccl_scorep_common::clock::now_ns()
 }
 
 /// Sleeps until host time `until_ns`.

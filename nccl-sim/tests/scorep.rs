@@ -491,9 +491,9 @@ fn with_score_p_on_clock_gettime_the_pairs_are_raw_monotonic() {
 
 #[test]
 fn without_a_clock_the_sync_regions_carry_the_alignment() {
-    let before = nccl_profiler_scorep::clock::now_ns();
+    let before = nccl_scorep_common::clock::now_ns();
     let run = run(&["single"], true, false, &[]);
-    let after = nccl_profiler_scorep::clock::now_ns();
+    let after = nccl_scorep_common::clock::now_ns();
     assert_succeeded(&run);
     let file = run.clock_file();
     assert_eq!(file.source, ClockSource::SyncRegions);

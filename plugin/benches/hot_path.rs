@@ -32,7 +32,7 @@
 
 mod support;
 
-use nccl_profiler_scorep::abi::{self, v7, ProxyOpDescr, ProxyStepDescr, StateArgsV4};
+use nccl_profiler_abi::{self as abi, v7, ProxyOpDescr, ProxyStepDescr, StateArgsV4};
 use nccl_profiler_scorep::event::Record;
 use serde_json::Value;
 use std::ffi::{c_char, c_int, c_void};

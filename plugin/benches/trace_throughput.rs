@@ -43,8 +43,8 @@
 
 mod support;
 
-use nccl_profiler_scorep::abi::{
-    self, event_type as ty, state as st, v5, v7, KernelChDescrV4, LoggerFn, ProxyOpDescr,
+use nccl_profiler_abi::{
+    self as abi, event_type as ty, state as st, v5, v7, KernelChDescrV4, LoggerFn, ProxyOpDescr,
     ProxyStepDescr, StateArgsV4,
 };
 use nccl_profiler_scorep::clock;

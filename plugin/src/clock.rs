@@ -301,35 +301,7 @@ fn interpolate(a: Calibration, b: Calibration, ticks: u64) -> u64 {
     Segment::new(a, b).at(ticks)
 }
 
-/// Nanoseconds of CLOCK_MONOTONIC.
-#[inline]
-pub fn now_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// Nanoseconds since the Unix epoch (CLOCK_REALTIME).
-pub fn realtime_ns() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME)
-}
-
-/// CPU time of the calling thread (time spent waiting for a core does not count), for
-/// benchmarks.
-pub fn thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-#[inline]
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; both clocks always exist on Linux.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
+pub use nccl_scorep_common::clock::{now_ns, realtime_ns, thread_cpu_ns};
 
 /// A pair of readings of the monotonic and the real-time clock, taken back to back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

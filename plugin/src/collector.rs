@@ -12,7 +12,7 @@ use crate::handle;
 use crate::log;
 use crate::ring::{Available, RingConsumer};
 use crate::sink::jsonl::JsonlSink;
-use crate::sink::otf2::{part_dir, OpenView, Otf2Options, Otf2Sink};
+use crate::sink::otf2::{OpenView, Otf2Options, Otf2Sink};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -980,7 +980,10 @@ impl State {
             }
             crate::core::scorep_mode::part_finished(self.rt, trace.path());
             if self.rt.config.auto_merge {
-                crate::job_end::part_finished(&self.rt.config.output_dir, trace.path());
+                crate::job_end::part_finished(
+                    &nccl_scorep_common::RunDir::new(&self.rt.config.output_dir),
+                    trace.path(),
+                );
             }
         }
         self.count_written_events();
@@ -1014,22 +1017,22 @@ impl State {
 
 /// Opens this process's part of the trace; a failure is logged and the trace skipped.
 fn open_trace(rt: &Runtime) -> Option<Otf2Sink> {
-    let host = crate::job::hostname();
-    let rank = crate::job::launcher_rank();
+    let host = nccl_scorep_common::job::hostname();
+    let rank = nccl_scorep_common::job::launcher_rank();
     let process_name = match rank {
         Some(rank) => format!("process {rank} (pid {} on {host})", rt.pid),
         None => format!("pid {} on {host}", rt.pid),
     };
     let options = Otf2Options {
         scalasca_safe: rt.config.scalasca_safe,
-        kernel_channels: rt.config.event_mask & crate::abi::event_type::KERNEL_CH != 0,
+        kernel_channels: rt.config.event_mask & nccl_profiler_abi::event_type::KERNEL_CH != 0,
         step_states: rt.config.step_states,
         process_index: rank.unwrap_or(rt.pid as u32),
         process_name,
         host: host.clone(),
     };
-    let dir = part_dir(&rt.config.output_dir, &host, rt.pid);
-    match Otf2Sink::create(&dir, options) {
+    let part = nccl_scorep_common::RunDir::new(&rt.config.output_dir).new_part(&host, rt.pid);
+    match Otf2Sink::create(part.path(), options) {
         Ok(trace) => Some(trace),
         Err(error) => {
             log::warn(&format!("cannot write the trace: {error}"));

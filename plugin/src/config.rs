@@ -3,7 +3,7 @@
 //! A bad value never stops the job: it gives one clear message and the default. Every
 //! variable is documented in `docs/configuration.md`; keep the two in step.
 
-use crate::abi::event_type as bit;
+use nccl_profiler_abi::event_type as bit;
 use std::path::PathBuf;
 
 /// What the plugin produces.
@@ -57,6 +57,9 @@ pub struct Config {
     pub scalasca_safe: bool,
     /// The last process of the job merges the parts into one archive.
     pub auto_merge: bool,
+    /// The `nccl-scorep` tool that merges at the end of the job, when not found beside
+    /// the plugin or on PATH.
+    pub merge_tool: Option<PathBuf>,
     /// The trace shows each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
@@ -151,6 +154,7 @@ impl Default for Config {
             clock: ClockChoice::Auto,
             scalasca_safe: false,
             auto_merge: true,
+            merge_tool: None,
             step_states: true,
             scorep_parameters: ScorepParameters::ALL,
         }
@@ -265,6 +269,18 @@ impl Config {
             match parse_bool(&value) {
                 Some(on) => config.auto_merge = on,
                 None => warn("NCCL_SCOREP_AUTO_MERGE", &value, "0/1, yes/no, on/off", "1"),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_TOOL") {
+            if value.is_empty() {
+                warn(
+                    "NCCL_SCOREP_TOOL",
+                    &value,
+                    "the path of the nccl-scorep tool",
+                    "the tool beside the plugin, else on PATH",
+                );
+            } else {
+                config.merge_tool = Some(PathBuf::from(value));
             }
         }
         if let Some(value) = get("NCCL_SCOREP_STEP_STATES") {
@@ -443,6 +459,7 @@ mod tests {
             ("NCCL_SCOREP_CLOCK", "Monotonic"),
             ("NCCL_SCOREP_AUTO_MERGE", "off"),
             ("NCCL_SCOREP_STEP_STATES", "no"),
+            ("NCCL_SCOREP_TOOL", "/opt/x/bin/nccl-scorep"),
         ]);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.mode, Mode::Jsonl);
@@ -452,6 +469,10 @@ mod tests {
         assert_eq!(config.on_full, OnFull::Wait);
         assert!(config.jsonl);
         assert_eq!(config.max_open_events, 4096);
+        assert_eq!(
+            config.merge_tool.as_deref(),
+            Some(std::path::Path::new("/opt/x/bin/nccl-scorep"))
+        );
         assert_eq!(config.clock, ClockChoice::Monotonic);
         assert!(!config.auto_merge);
         assert!(!config.step_states);

@@ -15,6 +15,7 @@ use crate::event::{Action, Event, Kind, Record, Start};
 use crate::handle::{HandleError, Slab};
 use crate::log;
 use crate::ring::{self, RingConsumer, RingProducer};
+use nccl_scorep_common::RunDir;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -240,7 +241,10 @@ impl Runtime {
     /// unloaded: the merge runs on a thread of its own, which needs the dynamic loader.
     fn job_done(&self) {
         if self.config.auto_merge && self.config.writes_otf2() && self.recording() {
-            crate::job_end::process_done(&self.config.output_dir);
+            crate::job_end::process_done(
+                &RunDir::new(&self.config.output_dir),
+                self.config.merge_tool.as_deref(),
+            );
         }
     }
 
@@ -466,7 +470,7 @@ pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args:
 /// What `init` passes, in a version-independent form.
 pub struct InitArgs {
     pub info: ContextInfo,
-    pub logger: crate::abi::ncclDebugLogger_t,
+    pub logger: nccl_profiler_abi::ncclDebugLogger_t,
 }
 
 /// `init` for any version: always leaves `*context` written (a disabled context or NULL

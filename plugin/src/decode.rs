@@ -2,11 +2,11 @@
 //! [`StateArg`]. This is the only place that reads NCCL's unions; the differences between
 //! versions are the per-version `match` arms below, everything after is shared.
 
-use crate::abi::{
-    self, net, state, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1,
+use crate::event::*;
+use nccl_profiler_abi::{
+    self as abi, net, state, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1,
     NetPluginDescr, NetSockDescrV1, ProxyOpDescr, StateArgsV1, StateArgsV4,
 };
-use crate::event::*;
 use std::ffi::c_char;
 
 /// A version's event descriptor.
@@ -160,7 +160,7 @@ impl DecodeDescr for v1::ncclProfilerEventDescr_v1_t {
     common_fields!();
 
     unsafe fn decode(&self, kind: Kind) -> Event {
-        // SAFETY (all union reads): the caller guarantees the member of `kind` is set.
+        // SAFETY: all union reads: the caller guarantees the member of `kind` is set.
         unsafe {
             match kind {
                 Kind::Coll => {
@@ -212,7 +212,7 @@ macro_rules! decode_v2_v3 {
             common_fields!();
 
             unsafe fn decode(&self, kind: Kind) -> Event {
-                // SAFETY (all union reads and strings): guaranteed by the caller.
+                // SAFETY: all union reads and strings: guaranteed by the caller.
                 unsafe {
                     match kind {
                         Kind::Coll => {
@@ -286,7 +286,7 @@ impl DecodeDescr for v4::ncclProfilerEventDescr_v4_t {
     common_fields!();
 
     unsafe fn decode(&self, kind: Kind) -> Event {
-        // SAFETY (all union reads and strings): guaranteed by the caller.
+        // SAFETY: all union reads and strings: guaranteed by the caller.
         unsafe {
             match kind {
                 Kind::Coll => {
@@ -342,7 +342,7 @@ macro_rules! decode_v5_family {
             common_fields!();
 
             unsafe fn decode(&self, kind: Kind) -> Event {
-                // SAFETY (all union reads and strings): guaranteed by the caller.
+                // SAFETY: all union reads and strings: guaranteed by the caller.
                 unsafe {
                     match kind {
                         Kind::GroupApi => Event::GroupApi {

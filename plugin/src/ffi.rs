@@ -6,12 +6,13 @@
 //! NCCL ignores the result of every call but `init`, and its handling of a failed `init`
 //! is unsafe in several releases.
 
-use crate::abi::{
-    self, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable, NCCL_SUCCESS,
-};
 use crate::context::ContextInfo;
 use crate::core::{self, InitArgs};
 use crate::decode::{DecodeArgs, DecodeDescr};
+use nccl_profiler_abi::{
+    self as abi, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable,
+    NCCL_SUCCESS,
+};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -60,8 +61,8 @@ unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
 /// # Safety
 /// NULL or a C string.
 unsafe fn comm_name(name: *const c_char) -> Option<String> {
-    // SAFETY: forwarded from the caller.
     (!name.is_null()).then(|| {
+        // SAFETY: non-NULL, and a C string (caller).
         unsafe { CStr::from_ptr(name) }
             .to_string_lossy()
             .into_owned()

@@ -2,40 +2,43 @@
 //! parts of all processes into `<output dir>/traces.otf2`, so the user finds one archive
 //! in the run directory when the job ends.
 //!
-//! Who is last is decided through a ledger, `<output dir>/merge.ledger`, written under an
-//! exclusive `flock` on `<output dir>/merge.lock` (released by the kernel if a process dies
-//! holding it). Each line is one of
-//!
-//! - `part TAB <job id> TAB <rank> TAB <part>`: a part is complete on disk;
-//! - `done TAB <job id> TAB <rank>`: the process is done with NCCL for now: its last
-//!   communicator was finalized (`ncclCommDestroy`), or it exits with communicators alive;
-//! - `merged TAB <job id> TAB <number of parts>`: a merge of the job's parts.
+//! Who is last is decided through the ledger (`<output dir>/merge.ledger`, its format in
+//! [`nccl_scorep_common::ledger`]), appended to under an exclusive `flock` on
+//! `<output dir>/merge.lock` (released by the kernel if a process dies holding it).
 //!
 //! The process that finds every rank of its job `done` (job size and id from the
-//! launcher, see [`crate::job`]), with parts added since the job's last merge, merges the
-//! job's parts, and only those: parts an earlier job left in the same directory stay out.
-//! A job whose processes destroy all their communicators and create new ones (a new part
-//! each time) is merged again each time all of them are done, the last merge holding
-//! every part; most jobs keep their communicators and are merged once.
+//! launcher, see [`nccl_scorep_common::job`]), with parts added since the job's last
+//! merge, merges the job's parts, and only those: parts an earlier job left in the same
+//! directory stay out. A job whose processes destroy all their communicators and create
+//! new ones (a new part each time) is merged again each time all of them are done, the
+//! last merge holding every part; most jobs keep their communicators and are merged once.
+//!
+//! The merge itself is `nccl-scorep merge <dir> --job <id>`, run as a child process while
+//! the lock is held: the tool beside the plugin (`<dir of the plugin>/nccl-scorep`, as
+//! Cargo builds them, or `<dir of the plugin>/../bin/nccl-scorep`, as they are installed),
+//! else `NCCL_SCOREP_TOOL`, else `nccl-scorep` on PATH. A separate process keeps the
+//! merge's memory, time and failures out of the application: whatever happens to the
+//! merge, the application ends as it would have without us.
 //!
 //! A job with a killed process never completes the ledger, so nothing is merged
 //! automatically; `nccl-scorep merge <dir>` then merges what there is and reports the
-//! killed process's part as incomplete. The merge runs in the last process's last
-//! `ncclCommDestroy` (or at its exit) and takes about as long as `nccl-scorep merge`,
-//! which grows with the number of locations, not events (docs/performance.md).
+//! killed process's part as incomplete.
 
+use std::ffi::{CStr, OsStr};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use crate::job::Job;
 use crate::log;
+use nccl_scorep_common::job::Job;
+use nccl_scorep_common::ledger::{self, JobEntries};
+use nccl_scorep_common::{PartDir, RunDir};
 
-const LOCK_FILE: &str = "merge.lock";
-const LEDGER_FILE: &str = "merge.ledger";
-/// The merge's report, for the parts it left out and why.
-pub const REPORT_FILE: &str = "merge-report.txt";
+/// The tool's file name.
+const TOOL: &str = "nccl-scorep";
 
 /// What happened after a part was finished.
 #[derive(Debug, PartialEq, Eq)]
@@ -50,24 +53,15 @@ pub enum Outcome {
 
 /// Called once this process's part (`anchor`: `<output_dir>/parts/<part>/traces.otf2`) is
 /// complete on disk: records it in the ledger. Problems are logged, never raised.
-pub fn part_finished(output_dir: &Path, anchor: &Path) {
-    let Some(part) = anchor
-        .parent()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned())
-    else {
+pub fn part_finished(run_dir: &RunDir, anchor: &Path) {
+    let Some(part) = PartDir::of_anchor(anchor) else {
         return;
     };
-    let Some(job) = this_job(output_dir) else {
+    let Some(job) = this_job(run_dir) else {
         return;
     };
-    let line = format!(
-        "part\t{}\t{}\t{}\n",
-        field(&job.job_id),
-        job.rank,
-        field(&part)
-    );
-    if let Err(problem) = with_ledger(output_dir, |ledger| append(ledger, &line)) {
+    let line = ledger::part_line(&job.job_id, job.rank, part.name());
+    if let Err(problem) = with_ledger(run_dir, |ledger| append(ledger, &line)) {
         log::warn(&format!(
             "cannot record the trace part for the automatic merge: {problem}"
         ));
@@ -77,25 +71,12 @@ pub fn part_finished(output_dir: &Path, anchor: &Path) {
 /// Called when this process is done with NCCL (its last finalize, or its exit with
 /// communicators alive): records that and, if it is the last of its job, merges. Problems
 /// are logged with the command that merges by hand, never raised.
-pub fn process_done(output_dir: &Path) {
-    let Some(job) = this_job(output_dir) else {
+pub fn process_done(run_dir: &RunDir, tool_setting: Option<&Path>) {
+    let Some(job) = this_job(run_dir) else {
         return;
     };
-    let by_hand = format!("run `nccl-scorep merge {}`", output_dir.display());
-    // On a thread of its own: thread-local values the merge creates (ours, OTF2's) must be
-    // dropped while the library is loaded, not when the application's thread ends, maybe
-    // long after NCCL unloaded the library.
-    let dir = output_dir.to_path_buf();
-    let merged = std::thread::Builder::new()
-        .name("nccl-scorep-merge".into())
-        .spawn(move || record_done_and_merge(&dir, &job))
-        .map_err(|e| format!("cannot start the merge thread: {e}"))
-        .and_then(|thread| {
-            thread
-                .join()
-                .unwrap_or_else(|_| Err("the merge failed (internal error)".into()))
-        });
-    match merged {
+    let by_hand = format!("run `nccl-scorep merge {}`", run_dir.root().display());
+    match record_done_and_merge(run_dir, &job, tool_setting) {
         Ok(Outcome::Waiting {
             ranks_finished,
             size,
@@ -106,8 +87,8 @@ pub fn process_done(output_dir: &Path) {
         Ok(Outcome::UpToDate) => {}
         Ok(Outcome::Merged { parts }) => log::info(&format!(
             "merged {parts} parts into {} (report: {})",
-            output_dir.join("traces.otf2").display(),
-            output_dir.join(REPORT_FILE).display()
+            run_dir.archive().display(),
+            run_dir.merge_report().display()
         )),
         Err(problem) => log::warn(&format!("automatic merge failed: {problem}; {by_hand}")),
     }
@@ -115,8 +96,8 @@ pub fn process_done(output_dir: &Path) {
 
 /// The launcher's view of this job, if this process wrote a part (a process that never
 /// did has nothing to merge).
-fn this_job(output_dir: &Path) -> Option<Job> {
-    if !output_dir.join("parts").is_dir() {
+fn this_job(run_dir: &RunDir) -> Option<Job> {
+    if !run_dir.parts_dir().is_dir() {
         return None;
     }
     match Job::detect() {
@@ -125,7 +106,7 @@ fn this_job(output_dir: &Path) -> Option<Job> {
             log::warn(&format!(
                 "no automatic merge: the launcher's variables do not describe the job \
                  ({problem}); run `nccl-scorep merge {}`",
-                output_dir.display()
+                run_dir.root().display()
             ));
             None
         }
@@ -134,10 +115,10 @@ fn this_job(output_dir: &Path) -> Option<Job> {
 
 /// Runs `f` on the ledger, opened for reading and appending, under the lock.
 fn with_ledger<R>(
-    output_dir: &Path,
+    run_dir: &RunDir,
     f: impl FnOnce(&mut File) -> std::io::Result<R>,
 ) -> Result<R, String> {
-    let lock_path = output_dir.join(LOCK_FILE);
+    let lock_path = run_dir.merge_lock();
     let lock = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -146,7 +127,7 @@ fn with_ledger<R>(
         .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
     let _held =
         Flock::exclusive(&lock).map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    let ledger_path = output_dir.join(LEDGER_FILE);
+    let ledger_path = run_dir.merge_ledger();
     let mut ledger = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -158,30 +139,33 @@ fn with_ledger<R>(
 }
 
 /// Appends `done` for this process and merges if the job is complete, all under the lock.
-pub fn record_done_and_merge(output_dir: &Path, job: &Job) -> Result<Outcome, String> {
-    let job_id = field(&job.job_id);
+pub fn record_done_and_merge(
+    run_dir: &RunDir,
+    job: &Job,
+    tool_setting: Option<&Path>,
+) -> Result<Outcome, String> {
     let mut merged = Ok(Outcome::UpToDate);
-    with_ledger(output_dir, |ledger| {
-        append(ledger, &format!("done\t{job_id}\t{}\n", job.rank))?;
+    with_ledger(run_dir, |ledger| {
+        append(ledger, &ledger::done_line(&job.job_id, job.rank))?;
         let mut text = String::new();
         ledger.seek(SeekFrom::Start(0))?;
         ledger.read_to_string(&mut text)?;
-        let state = JobState::from_ledger(&text, &job_id);
-        if state.done.len() < job.size {
+        let entries = JobEntries::read(&text, &ledger::field(&job.job_id));
+        if entries.done.len() < job.size {
             merged = Ok(Outcome::Waiting {
-                ranks_finished: state.done.len(),
+                ranks_finished: entries.done.len(),
                 size: job.size,
             });
             return Ok(());
         }
-        if state.parts.len() <= state.merged_parts {
+        if entries.parts.len() <= entries.merged_parts {
             return Ok(());
         }
-        merged = merge_job(output_dir, &state.parts);
+        merged = merge_job(run_dir, &job.job_id, entries.parts.len(), tool_setting);
         if merged.is_ok() {
             append(
                 ledger,
-                &format!("merged\t{job_id}\t{}\n", state.parts.len()),
+                &ledger::merged_line(&job.job_id, entries.parts.len()),
             )?;
         }
         Ok(())
@@ -189,62 +173,90 @@ pub fn record_done_and_merge(output_dir: &Path, job: &Job) -> Result<Outcome, St
     merged
 }
 
-fn merge_job(output_dir: &Path, parts: &[String]) -> Result<Outcome, String> {
-    let options = nccl_scorep_merge::MergeOptions {
-        only_parts: Some(parts),
-        ..Default::default()
-    };
-    let report = nccl_scorep_merge::merge_with(output_dir, &options)?;
-    let report_path = output_dir.join(REPORT_FILE);
-    if let Err(e) = std::fs::write(&report_path, nccl_scorep_merge::render(&report) + "\n") {
-        log::warn(&format!("cannot write {}: {e}", report_path.display()));
+/// Runs `nccl-scorep merge <run dir> --job <id>`, its report going to `merge-report.txt`.
+fn merge_job(
+    run_dir: &RunDir,
+    job_id: &str,
+    parts: usize,
+    tool_setting: Option<&Path>,
+) -> Result<Outcome, String> {
+    let tool = find_tool(tool_setting).ok_or_else(|| {
+        format!(
+            "the {TOOL} tool is neither beside the plugin ({}) nor named by NCCL_SCOREP_TOOL \
+             nor on PATH",
+            plugin_dir().map_or_else(|| "unknown".into(), |d| d.display().to_string())
+        )
+    })?;
+    let report_path = run_dir.merge_report();
+    let report = File::create(&report_path)
+        .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;
+    let output = Command::new(&tool)
+        .arg("merge")
+        .arg(run_dir.root())
+        .arg("--job")
+        .arg(ledger::field(job_id))
+        // What preloads into the application (Score-P's measurement, say) must not measure
+        // the tool too: its experiment would replace the application's.
+        .env_remove("LD_PRELOAD")
+        .env_remove("LD_AUDIT")
+        .stdin(Stdio::null())
+        .stdout(report)
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
+    if output.status.success() {
+        return Ok(Outcome::Merged { parts });
     }
-    Ok(Outcome::Merged {
-        parts: report.parts.len(),
-    })
-}
-
-/// One job's entries in the ledger.
-#[derive(Debug, Default, PartialEq)]
-struct JobState {
-    /// Ranks whose process is done.
-    done: std::collections::BTreeSet<usize>,
-    /// The job's parts, in the order they were finished.
-    parts: Vec<String>,
-    /// How many parts the job's last merge had.
-    merged_parts: usize,
-}
-
-impl JobState {
-    fn from_ledger(text: &str, job_id: &str) -> JobState {
-        let mut state = JobState::default();
-        for line in text.lines() {
-            let fields: Vec<&str> = line.split('\t').collect();
-            match fields.as_slice() {
-                ["part", id, _rank, part]
-                    if *id == job_id && !state.parts.iter().any(|p| p == part) =>
-                {
-                    state.parts.push((*part).to_owned());
-                }
-                ["done", id, rank] if *id == job_id => {
-                    if let Ok(rank) = rank.parse() {
-                        state.done.insert(rank);
-                    }
-                }
-                ["merged", id, count] if *id == job_id => {
-                    state.merged_parts = count.parse().unwrap_or(0);
-                }
-                // Other jobs' lines, and a line cut short by a process killed mid-write.
-                _ => {}
-            }
+    let said = String::from_utf8_lossy(&output.stderr);
+    let said = said.trim();
+    Err(format!(
+        "{} merge exited with {}{}",
+        tool.display(),
+        output.status,
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(": {said}")
         }
-        state
-    }
+    ))
 }
 
-/// A ledger field: no tab or newline.
-fn field(text: &str) -> String {
-    text.replace(['\t', '\n', '\r'], " ")
+/// The tool that merges: beside the plugin (a Cargo build, or an installation's
+/// `lib/../bin`), else as configured, else on PATH.
+fn find_tool(setting: Option<&Path>) -> Option<PathBuf> {
+    let beside = plugin_dir()
+        .into_iter()
+        .flat_map(|dir| [dir.join(TOOL), dir.join("../bin").join(TOOL)]);
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|dir| dir.join(TOOL));
+    beside
+        .chain(setting.map(Path::to_path_buf))
+        .chain(on_path)
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The directory this library was loaded from.
+fn plugin_dir() -> Option<PathBuf> {
+    // SAFETY: `Dl_info` is plain data; all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let here = plugin_dir as fn() -> Option<PathBuf> as *const libc::c_void;
+    // SAFETY: `here` is an address inside this library; `info` is writable.
+    if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr succeeded, so `dli_fname` is the library's NUL-terminated path.
+    let name = unsafe { CStr::from_ptr(info.dli_fname) };
+    let path = PathBuf::from(OsStr::from_bytes(name.to_bytes()));
+    let path = std::fs::canonicalize(&path).unwrap_or(path);
+    path.parent().map(Path::to_path_buf)
 }
 
 fn append(file: &mut File, line: &str) -> std::io::Result<()> {
@@ -283,26 +295,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_ledger_is_read_per_job() {
-        let text = "part\told\t0\th.1\n\
-                    done\told\t0\n\
-                    part\tj\t0\th.10\n\
-                    part\tj\t1\th.11\n\
-                    done\tj\t1\n\
-                    merged\tj\t2\n\
-                    part\tj\t1\th.11.1\n\
-                    part\tj\t1\th.11.1\n\
-                    done\tj\tbroken\n\
-                    part\tj\t0";
-        let state = JobState::from_ledger(text, "j");
-        assert_eq!(state.done.iter().copied().collect::<Vec<_>>(), [1]);
-        assert_eq!(state.parts, ["h.10", "h.11", "h.11.1"]);
-        assert_eq!(state.merged_parts, 2);
-        assert_eq!(JobState::from_ledger(text, "other"), JobState::default());
-    }
-
-    #[test]
-    fn fields_never_break_the_ledger() {
-        assert_eq!(field("a\tb\nc"), "a b c");
+    fn the_tool_is_found_as_configured_when_not_beside_the_plugin() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("my-tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        // Not executable: not taken.
+        let found = find_tool(Some(&tool));
+        assert_ne!(found.as_deref(), Some(tool.as_path()));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Nothing named nccl-scorep is beside this test binary (target/<profile>/deps).
+        assert_eq!(find_tool(Some(&tool)).as_deref(), Some(tool.as_path()));
     }
 }

@@ -4,7 +4,6 @@
 //! NCCL loads the cdylib and calls the `ncclProfiler_vN` tables in [`ffi`]; the rlib
 //! shares the ABI types and the decoders with the command-line tool and the tests.
 
-pub mod abi;
 pub mod clock;
 pub mod collector;
 pub mod config;
@@ -16,7 +15,6 @@ pub mod event;
 pub mod ffi;
 pub mod gpu_clock;
 pub mod handle;
-pub mod job;
 pub mod job_end;
 pub mod log;
 pub mod ring;

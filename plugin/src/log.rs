@@ -4,7 +4,7 @@
 //! argument of a fixed `"%s"` format, never as the format itself. Before a v4+ `init`
 //! hands us a logger (or on v1–v3, which have none), warnings go to stderr.
 
-use crate::abi::{log_level, ncclDebugLogger_t, LoggerFn, NCCL_PROFILE_SUBSYS};
+use nccl_profiler_abi::{log_level, ncclDebugLogger_t, LoggerFn, NCCL_PROFILE_SUBSYS};
 use std::ffi::CString;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

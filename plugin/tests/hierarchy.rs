@@ -3,7 +3,7 @@
 
 mod support;
 
-use nccl_profiler_scorep::abi::{event_type as t, state};
+use nccl_profiler_abi::{event_type as t, state};
 use serde_json::Value;
 use support::*;
 
@@ -169,7 +169,7 @@ fn pxn_ops_are_foreign_and_never_dereferenced() {
     let step = plugin.start7(foreign_ctx, &mut proxy_step7(op, 5, 0));
     plugin.record7(step, state::PROXY_STEP_SEND_WAIT, Some(trans_size(65536)));
     let mut net = plain7(t::NET_PLUGIN, step);
-    net.u.netPlugin = nccl_profiler_scorep::abi::NetPluginDescr {
+    net.u.netPlugin = nccl_profiler_abi::NetPluginDescr {
         id: 0x2_0001,
         data: std::ptr::null_mut(),
     };

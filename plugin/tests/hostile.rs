@@ -5,7 +5,7 @@
 
 mod support;
 
-use nccl_profiler_scorep::abi::{self, event_type as t, state, v1, v5, v6, StateArgsV4};
+use nccl_profiler_abi::{self as abi, event_type as t, state, v1, v5, v6, StateArgsV4};
 use nccl_profiler_scorep::config::DEFAULT_EVENT_MASK;
 use std::ffi::{c_int, c_void};
 use std::ptr::{null, null_mut};
@@ -53,7 +53,9 @@ fn start_with<D>(
 ) -> Handle {
     let mut handle = 0xdead_usize as *mut c_void;
     // SAFETY: a local handle slot and a valid descriptor of the table's version.
-    assert_eq!(unsafe { start(ctx.0, &mut handle, descr) }, 0);
+    // SAFETY: NULL out pointers on purpose: the plugin must cope.
+    let rc = unsafe { start(ctx.0, &mut handle, descr) };
+    assert_eq!(rc, 0);
     assert_ne!(handle as usize, 0xdead, "*eHandle must be written");
     Handle(handle)
 }
@@ -208,15 +210,17 @@ fn unknown_type_bits_get_a_null_handle() {
     // Older tables refuse the types their version does not know. (v1–v4 carry the type
     // in a u8, so GroupApi's 0x100 cannot even be expressed there: 0x40 and 0x80 are the
     // v3 additions a v1 table must not accept.)
-    // SAFETY (descriptors): every field is valid zeroed.
+    // SAFETY: every field is valid zeroed.
     let mut d1: v1::ncclProfilerEventDescr_v1_t = unsafe { std::mem::zeroed() };
     for bits in [t::KERNEL_CH as u8, t::NET_PLUGIN as u8, 0] {
         d1.type_ = bits;
         assert!(start_with(plugin.v1().startEvent, ctx, &mut d1).is_null());
     }
+    // SAFETY: every field is valid zeroed.
     let mut d5: v5::ncclProfilerEventDescr_v5_t = unsafe { std::mem::zeroed() };
     d5.type_ = t::CE_COLL;
     assert!(start_with(plugin.v5().startEvent, ctx, &mut d5).is_null());
+    // SAFETY: every field is valid zeroed.
     let mut d6: v6::ncclProfilerEventDescr_v6_t = unsafe { std::mem::zeroed() };
     d6.type_ = t::KERNEL_PHASE;
     assert!(start_with(plugin.v6().startEvent, ctx, &mut d6).is_null());
@@ -308,10 +312,8 @@ fn null_descriptor_null_handle_slot_and_bad_contexts_are_refused() {
     // A NULL handle slot: nothing to write, nothing recorded.
     let mut descr = group_api7(1);
     // SAFETY: NULL handle slot on purpose; valid descriptor.
-    assert_eq!(
-        unsafe { (plugin.v7().startEvent)(ctx.0, null_mut(), &mut descr) },
-        0
-    );
+    let rc = unsafe { (plugin.v7().startEvent)(ctx.0, null_mut(), &mut descr) };
+    assert_eq!(rc, 0);
 
     let coll = || coll7(NULL, NULL, 0, 0, c"AllReduce", 8, c"ncclFloat32", 1);
     assert!(plugin.start7(Ctx(null_mut()), &mut coll()).is_null());
@@ -410,11 +412,11 @@ fn init_with_null_pointers_succeeds() {
     });
     assert_eq!(rc, 0);
     // SAFETY: as above, through the v4 and v1 tables.
-    assert_eq!(
-        unsafe { (plugin.v4().init)(null_mut(), null_mut(), null(), HASH, 1, 1, 0, None) },
-        0
-    );
-    assert_eq!(unsafe { (plugin.v1().init)(null_mut(), null_mut()) }, 0);
+    let rc = unsafe { (plugin.v4().init)(null_mut(), null_mut(), null(), HASH, 1, 1, 0, None) };
+    assert_eq!(rc, 0);
+    // SAFETY: NULL out pointers on purpose: the plugin must cope.
+    let rc = unsafe { (plugin.v1().init)(null_mut(), null_mut()) };
+    assert_eq!(rc, 0);
 
     // A context with a NULL mask pointer is still profiled (NCCL's mask stays as it was).
     let mut ctx = null_mut();
@@ -548,10 +550,8 @@ fn v1_table_writes_the_mask_and_decodes_enum_numbers() {
     assert!(!coll.is_null());
     // A v1 state on a v7-kind handle goes through the v1 args decoder; NULL args.
     // SAFETY: any handle; NULL args.
-    assert_eq!(
-        unsafe { (plugin.v1().recordEventState)(coll.0, 99, null_mut()) },
-        0
-    );
+    let rc = unsafe { (plugin.v1().recordEventState)(coll.0, 99, null_mut()) };
+    assert_eq!(rc, 0);
     plugin.stop7(coll);
     plugin.finalize7(ctx);
     let events = plugin.events();

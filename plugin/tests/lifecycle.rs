@@ -5,7 +5,7 @@
 
 mod support;
 
-use nccl_profiler_scorep::abi::{event_type as t, state};
+use nccl_profiler_abi::{event_type as t, state};
 use nccl_profiler_scorep::collector::MAX_STEPLESS_PROXY_OPS;
 use nccl_profiler_scorep::config::DEFAULT_EVENT_MASK;
 use serde_json::Value;

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use support::{coll7, coll_api7, group_api7, plain7, Handle, Plugin};
 
-use nccl_profiler_scorep::abi::event_type as t;
+use nccl_profiler_abi::event_type as t;
 
 const CHILD: &str = "NCCL_SCOREP_TEST_CHILD";
 

@@ -5,8 +5,8 @@ mod support;
 // on the event log. The v4 and v5 shims do not zero descriptors: those tests start from
 // 0xAB garbage, so any read of another kind's pointer member crashes.
 
-use nccl_profiler_scorep::abi::{
-    self, event_type as t, state, v1, v2, v3, v4, v5, v6, v7, NetIbDescrV1, NetIbQpV1,
+use nccl_profiler_abi::{
+    self as abi, event_type as t, state, v1, v2, v3, v4, v5, v6, v7, NetIbDescrV1, NetIbQpV1,
     NetPluginDescr, NetSockDescrV1, NetSockV1,
 };
 use serde_json::{json, Value};
@@ -586,11 +586,8 @@ fn v4_init_order_garbage_descriptors_and_state_args() {
     p2p_d.u.p2p.count = 50;
     p2p_d.u.p2p.peer = 6;
     // SAFETY: reading bytes of a union member; any value is a valid u8.
-    assert_eq!(
-        unsafe { p2p_d.u.p2p.nChannels },
-        0xAB,
-        "garbage is really there"
-    );
+    let channels = unsafe { p2p_d.u.p2p.nChannels };
+    assert_eq!(channels, 0xAB, "garbage is really there");
     let p2p = start_in(table, ctx, &mut p2p_d);
 
     let mut op_d = v4_descr(t::PROXY_OP, coll, 5);

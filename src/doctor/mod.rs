@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::libsearch::{self, Found, Origin, SearchPath};
 use crate::probe;
-use nccl_sim::loader::ReleaseFamily;
+use nccl_profiler_abi::loader::ReleaseFamily;
 use plugin::plugin_section;
 use python::{PythonProbe, PythonStatus};
 use report::{show, show_os, show_with_target, Report, Status};

@@ -10,7 +10,9 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use super::report::{show, show_os, show_with_target, Report, Status};
 use super::NcclVersion;
 use crate::libsearch::{Origin, SearchPath};
-use nccl_sim::loader::{self, ApiVersion, PluginSelection, ReleaseFamily, RELEASE_FAMILIES};
+use nccl_profiler_abi::loader::{
+    self, ApiVersion, PluginSelection, ReleaseFamily, RELEASE_FAMILIES,
+};
 
 /// Where the value of `NCCL_PROFILER_PLUGIN` that NCCL would see comes from.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! libraries they use beside it (`mod support;` in each).
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-use nccl_profiler_scorep::abi::v7;
+use nccl_profiler_abi::v7;
 use std::path::{Path, PathBuf};
 
 #[path = "../../tests/support/library.rs"]

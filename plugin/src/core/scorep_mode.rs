@@ -540,8 +540,8 @@ pub fn part_finished(rt: &Runtime, anchor: &Path) {
     let file = ClockFile {
         format: clock_file::FORMAT,
         pid: rt.pid,
-        launcher_rank: crate::job::launcher_rank(),
-        hostname: crate::job::hostname(),
+        launcher_rank: nccl_scorep_common::job::launcher_rank(),
+        hostname: nccl_scorep_common::job::hostname(),
         source: log.source,
         pairs: log.pairs,
         sync_region: clock_file::SYNC_REGION.to_owned(),

@@ -34,7 +34,7 @@ impl JsonlSink {
     /// Opens (appends to) `<dir>/nccl-scorep-<host>-<pid>.jsonl` and writes a header.
     pub fn create(dir: &Path, pid: i32) -> std::io::Result<JsonlSink> {
         std::fs::create_dir_all(dir)?;
-        let host = crate::job::hostname();
+        let host = nccl_scorep_common::job::hostname();
         let path = dir.join(format!("nccl-scorep-{host}-{pid}.jsonl"));
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         let mut sink = JsonlSink {

@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-use nccl_profiler_scorep::abi::{self, v1, v4, v5, v6, v7, StateArgsV1, StateArgsV4};
+use nccl_profiler_abi::{self as abi, v1, v4, v5, v6, v7, StateArgsV1, StateArgsV4};
 use serde_json::Value;
 use std::ffi::{c_int, c_void, CStr};
 use std::mem::ManuallyDrop;
@@ -36,6 +36,7 @@ pub struct Plugin {
 pub struct Ctx(pub *mut c_void);
 // SAFETY: a context is an opaque number that NCCL passes between its threads.
 unsafe impl Send for Ctx {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for Ctx {}
 
 /// An event handle, as NCCL keeps it.
@@ -43,6 +44,7 @@ unsafe impl Sync for Ctx {}
 pub struct Handle(pub *mut c_void);
 // SAFETY: as for Ctx.
 unsafe impl Send for Handle {}
+// SAFETY: as for Ctx.
 unsafe impl Sync for Handle {}
 
 impl Handle {
@@ -159,6 +161,7 @@ impl Plugin {
         let mut ctx = null_mut();
         let mut mask: c_int = 0;
         let name = name.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: writable local slots; the name is NULL or a C string that outlives the call.
         let rc = self.with_env(|| unsafe {
             (self.v7().init)(&mut ctx, comm_hash, &mut mask, name, 1, nranks, rank, None)
         });
@@ -177,6 +180,7 @@ impl Plugin {
         let mut ctx = null_mut();
         let mut mask: c_int = 0;
         let name = name.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: writable local slots; the name is NULL or a C string that outlives the call.
         let rc = self.with_env(|| unsafe {
             (self.v4().init)(&mut ctx, &mut mask, name, comm_hash, 1, nranks, rank, None)
         });
@@ -188,6 +192,7 @@ impl Plugin {
     pub fn init_v1(&self) -> (Ctx, i32) {
         let mut ctx = null_mut();
         let mut mask: c_int = 0;
+        // SAFETY: writable local slots.
         let rc = self.with_env(|| unsafe { (self.v1().init)(&mut ctx, &mut mask) });
         assert_eq!(rc, 0);
         (Ctx(ctx), mask)
@@ -208,7 +213,9 @@ impl Plugin {
 
     pub fn stop7(&self, handle: Handle) {
         // SAFETY: any value is allowed.
-        assert_eq!(unsafe { (self.v7().stopEvent)(handle.0) }, 0);
+        // SAFETY: NULL out pointers on purpose: the plugin must cope.
+        let rc = unsafe { (self.v7().stopEvent)(handle.0) };
+        assert_eq!(rc, 0);
     }
 
     /// `recordEventState` of v7; `args` None passes NULL (as for states 23/24).
@@ -216,15 +223,15 @@ impl Plugin {
         let mut args = args;
         let ptr = args.as_mut().map_or(null_mut(), |a| a as *mut StateArgsV4);
         // SAFETY: NULL or a valid args struct.
-        assert_eq!(
-            unsafe { (self.v7().recordEventState)(handle.0, state, ptr) },
-            0
-        );
+        let rc = unsafe { (self.v7().recordEventState)(handle.0, state, ptr) };
+        assert_eq!(rc, 0);
     }
 
     pub fn finalize7(&self, ctx: Ctx) {
         // SAFETY: any value is allowed.
-        assert_eq!(unsafe { (self.v7().finalize)(ctx.0) }, 0);
+        // SAFETY: NULL out pointers on purpose: the plugin must cope.
+        let rc = unsafe { (self.v7().finalize)(ctx.0) };
+        assert_eq!(rc, 0);
     }
 
     /// Every line of every event log this plugin wrote.
@@ -488,7 +495,7 @@ pub fn by_id(events: &[Value], handle: Handle) -> Value {
 
 // ---- every version's table, driven generically (used by versions.rs) ----
 
-use nccl_profiler_scorep::abi::{v2, v3, InitV1, InitV5, ProfilerTable};
+use nccl_profiler_abi::{v2, v3, InitV1, InitV5, ProfilerTable};
 
 impl Handle {
     pub const NULL: Handle = Handle(null_mut());
@@ -574,7 +581,9 @@ pub fn start_in<I, D, A>(table: &ProfilerTable<I, D, A>, ctx: Ctx, descr: &mut D
 
 pub fn stop_in<I, D, A>(table: &ProfilerTable<I, D, A>, handle: Handle) {
     // SAFETY: any value is allowed.
-    assert_eq!(unsafe { (table.stopEvent)(handle.0) }, 0);
+    // SAFETY: NULL out pointers on purpose: the plugin must cope.
+    let rc = unsafe { (table.stopEvent)(handle.0) };
+    assert_eq!(rc, 0);
 }
 
 /// `recordEventState` of any version's table; `args` None passes NULL.
@@ -587,12 +596,16 @@ pub fn record_in<I, D, A>(
     let mut args = args;
     let ptr = args.as_mut().map_or(null_mut(), |a| a as *mut A);
     // SAFETY: NULL or a valid args struct of the table's type.
-    assert_eq!(unsafe { (table.recordEventState)(handle.0, state, ptr) }, 0);
+    // SAFETY: NULL out pointers on purpose: the plugin must cope.
+    let rc = unsafe { (table.recordEventState)(handle.0, state, ptr) };
+    assert_eq!(rc, 0);
 }
 
 pub fn finalize_in<I, D, A>(table: &ProfilerTable<I, D, A>, ctx: Ctx) {
     // SAFETY: any value is allowed.
-    assert_eq!(unsafe { (table.finalize)(ctx.0) }, 0);
+    // SAFETY: NULL out pointers on purpose: the plugin must cope.
+    let rc = unsafe { (table.finalize)(ctx.0) };
+    assert_eq!(rc, 0);
 }
 
 /// A zero-initialised descriptor of any version (what the v1–v3 and v6 shims and NCCL's
@@ -694,10 +707,8 @@ impl Plugin {
     pub fn record7_raw(&self, handle: Handle, state: i32, args: *mut StateArgsV4) {
         // SAFETY: the plugin must cope with any handle; `args` is whatever the test wants
         // to prove is not read.
-        assert_eq!(
-            unsafe { (self.v7().recordEventState)(handle.0, state, args) },
-            0
-        );
+        let rc = unsafe { (self.v7().recordEventState)(handle.0, state, args) };
+        assert_eq!(rc, 0);
     }
 
     /// Lines of `type` (`"comm"`, `"gap"`, `"summary"`, …).

@@ -332,7 +332,7 @@ impl Definitions {
                 failed.set(failed.get() + 1);
             }
         };
-        // SAFETY (whole block): `w` is open (caller); ids are dense and every referenced
+        // SAFETY: the whole block: `w` is open (caller); ids are dense and every referenced
         // definition is written before its user: strings, paradigm, system tree, location
         // groups, locations, regions, groups, comms, attributes.
         unsafe {

@@ -32,16 +32,16 @@ mod writer;
 pub use defs::{Attr, ATTRIBUTES};
 pub use writer::{ClockSample, EVENT_CHUNK_BYTES};
 
-use crate::abi::state;
 use crate::collector::{Closed, FinishedEvent, Owner, Parent};
 use crate::context::ContextInfo;
 use crate::event::{DataType, Event, Func, Kind, NetPayload, StateArg};
 use defs::{Definitions, LocationKind, Role};
 use lanes::{Interval, LaneOutput, Lanes};
+use nccl_profiler_abi::state;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use writer::{Loc, Writer};
 
@@ -359,20 +359,6 @@ pub struct Otf2Sink {
     pid: i32,
     /// A buffer for attribute texts built per event.
     text: String,
-}
-
-/// Where a process's part goes: `<dir>/parts/<host>.<pid>` (with `.1`, `.2`, … when a
-/// part of that name exists, e.g. a second init/finalize cycle).
-pub fn part_dir(output_dir: &Path, host: &str, pid: i32) -> PathBuf {
-    let parts = output_dir.join("parts");
-    let base = format!("{host}.{pid}");
-    let mut candidate = parts.join(&base);
-    let mut n = 0;
-    while candidate.join("traces").exists() || candidate.join("traces.otf2").exists() {
-        n += 1;
-        candidate = parts.join(format!("{base}.{n}"));
-    }
-    candidate
 }
 
 impl Otf2Sink {

@@ -13,6 +13,10 @@
 
 use super::defs::{Attr, Definitions, LocationKind};
 use super::event_file::{AttributeValue, Event, EventFile, MAX_ATTRIBUTES};
+use nccl_scorep_common::run_dir::{
+    ANCHOR_FILE, EVENT_FILES_DIR, SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR, SNAPSHOT_NEW_DIR,
+    SNAPSHOT_OLD_DIR,
+};
 use otf2_sys::*;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -37,11 +41,6 @@ struct LocationEntry {
     /// The last timestamp written (OTF2 readers reject smaller ones).
     last: u64,
 }
-
-/// Where a part keeps the snapshot of its definitions while it is being written, and the
-/// clock pairs for it (the merge reads them from there when the process was killed).
-pub const SNAPSHOT_DIR: &str = nccl_scorep_merge::SNAPSHOT_DIR;
-pub const SNAPSHOT_CLOCK_FILE: &str = nccl_scorep_merge::SNAPSHOT_CLOCK_FILE;
 
 /// How a timestamp pair of the two clocks was taken (for the clock offsets).
 #[derive(Clone, Copy, Debug)]
@@ -131,7 +130,7 @@ impl Writer {
                 attributes: Vec::with_capacity(MAX_ATTRIBUTES),
                 entries: Vec::new(),
                 defs,
-                path: dir.join("traces.otf2"),
+                path: dir.join(ANCHOR_FILE),
                 failed_calls: 0,
                 raised_timestamps: 0,
                 clock_start,
@@ -169,7 +168,10 @@ impl Writer {
     pub fn add_location(&mut self, name: &str, kind: LocationKind, group: u32) -> Loc {
         let index = self.entries.len() as u32;
         let id = self.defs.add_location(name, kind, group);
-        let path = self.path.with_file_name("traces").join(format!("{id}.evt"));
+        let path = self
+            .path
+            .with_file_name(EVENT_FILES_DIR)
+            .join(format!("{id}.evt"));
         self.entries.push(LocationEntry {
             file: EventFile::new(path, EVENT_CHUNK_BYTES),
             first: u64::MAX,
@@ -270,7 +272,7 @@ impl Writer {
             if self.failed_writes == 1 {
                 crate::log::warn(&format!(
                     "cannot write the trace part's events in {}: {error}",
-                    self.path.with_file_name("traces").display()
+                    self.path.with_file_name(EVENT_FILES_DIR).display()
                 ));
             }
         }
@@ -413,9 +415,9 @@ impl Writer {
             .path
             .parent()
             .ok_or_else(|| "the part has no directory".to_owned())?;
-        let fresh = part.join("snapshot.new");
+        let fresh = part.join(SNAPSHOT_NEW_DIR);
         let current = part.join(SNAPSHOT_DIR);
-        let old = part.join("snapshot.old");
+        let old = part.join(SNAPSHOT_OLD_DIR);
         for dir in [&fresh, &old] {
             if dir.exists() {
                 std::fs::remove_dir_all(dir)
@@ -474,7 +476,7 @@ impl Writer {
     /// Removes the definitions snapshot: the part is complete without it.
     pub fn remove_snapshot(&self) {
         if let Some(part) = self.path.parent() {
-            for name in [SNAPSHOT_DIR, "snapshot.new", "snapshot.old"] {
+            for name in [SNAPSHOT_DIR, SNAPSHOT_NEW_DIR, SNAPSHOT_OLD_DIR] {
                 let dir = part.join(name);
                 if dir.exists() {
                     let _ = std::fs::remove_dir_all(dir);

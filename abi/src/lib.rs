@@ -1,8 +1,12 @@
-//! The NCCL profiler plugin ABI, versions 1 to 7, as `#[repr(C)]` Rust types.
+//! The NCCL profiler plugin ABI, versions 1 to 7, as `#[repr(C)]` Rust types, and NCCL's
+//! rules for finding a plugin ([`loader`]).
 //!
-//! Written from the layout tables of `nccl-profiler-abi.md` (x86_64, LP64). Every
+//! Written from NCCL's profiler headers of each release (x86_64, LP64). Every
 //! descriptor's size and every field offset is pinned by a compile-time assertion in
-//! [`layout`], so a typo here cannot build.
+//! [`layout`], so a typo here cannot build. The plugin, the NCCL stand-in `nccl-sim` and
+//! the tool's `doctor` share these definitions; `nccl-sim`'s tests also check the bytes
+//! it writes against offsets spelled out in the test, so a wrong definition here cannot
+//! pass on both sides.
 //!
 //! Only the parts shared by several versions live in this file; each version's descriptor,
 //! state arguments and `init` signature live in `vN.rs`.
@@ -12,6 +16,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 pub mod layout;
+pub mod loader;
 pub mod v1;
 pub mod v2;
 pub mod v3;

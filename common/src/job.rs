@@ -401,17 +401,24 @@ pub const ENV_HOSTNAME: &str = "NCCL_SCOREP_HOSTNAME";
 /// The host name (the trace's node, and part of file names): `NCCL_SCOREP_HOSTNAME` when
 /// set to a usable name, else the system's.
 pub fn hostname() -> String {
+    hostname_and_problem().0
+}
+
+/// [`hostname`], and what is wrong with `NCCL_SCOREP_HOSTNAME` when it was set to a value
+/// that cannot be used (for the caller to report).
+pub fn hostname_and_problem() -> (String, Option<String>) {
     if let Some(value) = std::env::var_os(ENV_HOSTNAME) {
         let value = value.to_string_lossy();
         if is_usable_hostname(&value) {
-            return value.into_owned();
+            return (value.into_owned(), None);
         }
-        crate::log::warn(&format!(
+        let problem = format!(
             "{ENV_HOSTNAME}={value:?} is not a host name (letters, digits, '-', '_', '.'; \
              at most 64 characters); the system's host name is used"
-        ));
+        );
+        return (system_hostname(), Some(problem));
     }
-    system_hostname()
+    (system_hostname(), None)
 }
 
 /// A name that is safe in a file name and reads as a host: `[A-Za-z0-9._-]{1,64}`, not
