@@ -1,18 +1,20 @@
 //! The collector thread: one per process while any communicator is profiled. It drains
 //! every thread's ring, matches starts with their states and stops, resolves parents and
-//! owners, closes what NCCL never closes, and hands finished events to the sinks.
+//! owners, closes what NCCL never closes, and hands finished events to the sinks, every
+//! sink the same calls (see [`crate::sink::Sink`]).
 
 use crate::clock::TickConverter;
 use crate::context::ContextInfo;
-use crate::core::Runtime;
 use crate::counters::Counters;
 use crate::event::{Action, Event, Kind, Record, Start, StateArg};
 use crate::gpu_clock::GpuClockEstimator;
 use crate::handle;
+use crate::kinds;
 use crate::log;
+use crate::model::{Closed, FinishedEvent, Gap, GpuInterval, OpenView, Owner, Parent, StateRecord};
 use crate::ring::{Available, RingConsumer};
-use crate::sink::jsonl::JsonlSink;
-use crate::sink::otf2::{OpenView, Otf2Options, Otf2Sink};
+use crate::shared::Shared;
+use crate::sink::{CycleEnd, Sink};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,100 +42,6 @@ const MAX_SPARE_STATES: usize = 4096;
 /// Stop/state records waiting for a start from another thread's ring.
 const MAX_EARLY_RECORDS: usize = 1 << 16;
 
-/// Who an event belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Owner {
-    /// A communicator rank of this process (our context id).
-    Local(u64),
-    /// Progressed here for another process (PXN): its pid and its context value.
-    Foreign { pid: i32, context: u64 },
-    /// A step or net event whose ProxyOp is unknown (NULL or dropped).
-    Unknown,
-}
-
-/// What an event's `parentObj` turned out to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Parent {
-    None,
-    Local {
-        handle: u64,
-        kind: Kind,
-    },
-    /// Another process's handle (PXN), kept as numbers only.
-    Foreign {
-        pid: i32,
-        value: u64,
-    },
-    /// A value that is neither NULL, nor ours and known, nor foreign.
-    Unresolved(u64),
-}
-
-/// Why an event ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Closed {
-    Stopped,
-    /// A receive step started again for the same step; the earlier start never stops.
-    Restarted,
-    /// Still open when its communicator (or the process) finalized.
-    Finalize,
-    /// Still open when its ProxyOp stopped.
-    ParentStopped,
-    /// A ProxyOp never stopped by NCCL (see [`MAX_STEPLESS_PROXY_OPS`]).
-    Abandoned,
-}
-
-impl Closed {
-    pub fn name(self) -> &'static str {
-        match self {
-            Closed::Stopped => "stop",
-            Closed::Restarted => "restarted",
-            Closed::Finalize => "finalize",
-            Closed::ParentStopped => "parent_stopped",
-            Closed::Abandoned => "abandoned",
-        }
-    }
-}
-
-/// A state recorded on an event.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StateRecord {
-    pub state: i32,
-    pub time_ns: u64,
-    pub thread: u32,
-    pub arg: StateArg,
-}
-
-/// One event as the sinks see it: complete, with everything resolved.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FinishedEvent<'a> {
-    pub handle: u64,
-    pub kind: Kind,
-    pub owner: Owner,
-    pub comm: Option<&'a ContextInfo>,
-    pub parent: Parent,
-    pub rank: i32,
-    pub event: Event,
-    pub start_ns: u64,
-    pub start_tid: i32,
-    pub stop_ns: u64,
-    pub stop_tid: Option<i32>,
-    pub states: Vec<StateRecord>,
-    pub closed: Closed,
-    /// KernelCh and KernelPhase: the GPU interval on the host clock (see `gpu_clock`).
-    pub gpu: Option<GpuInterval>,
-    /// KernelCh and ProxyOp: their task's event when the task was still open.
-    pub parent_event: Option<Event>,
-}
-
-/// A GPU interval converted to host CLOCK_MONOTONIC nanoseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GpuInterval {
-    pub start_ns: u64,
-    pub stop_ns: u64,
-    /// The conversion is exact within ± this much; `None` when only bounded from above.
-    pub error_ns: Option<u64>,
-}
-
 struct OpenEvent {
     kind: Kind,
     owner: Owner,
@@ -146,6 +54,18 @@ struct OpenEvent {
 }
 
 impl OpenEvent {
+    fn view<'a>(&'a self, handle: u64, tids: &[i32]) -> OpenView<'a> {
+        OpenView {
+            handle,
+            kind: self.kind,
+            owner: self.owner,
+            parent: self.parent,
+            start_ns: self.start_ns,
+            start_tid: tid_of(tids, self.start_thread),
+            event: &self.event,
+        }
+    }
+
     /// The last time NCCL told us something about this event.
     fn last_time(&self) -> u64 {
         self.states.last().map_or(self.start_ns, |s| s.time_ns)
@@ -207,33 +127,28 @@ impl KnownTable {
 pub struct Collector {
     thread: JoinHandle<Vec<RingConsumer>>,
     stop: Arc<AtomicBool>,
-    runtime: &'static Runtime,
 }
 
 impl Collector {
-    pub fn start(runtime: &'static Runtime) -> std::io::Result<Collector> {
+    /// Starts the collector of one init/finalize cycle, writing to `sinks`.
+    pub fn start(shared: &'static Shared, sinks: Vec<Box<dyn Sink>>) -> std::io::Result<Collector> {
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
         // Built here, so the first clock calibration precedes every record of this cycle.
-        let state = State::new(runtime);
+        let state = State::new(shared, sinks);
         let thread = std::thread::Builder::new()
             .name("nccl-scorep".into())
             .spawn(move || {
                 let mut state = state;
                 while !stop_flag.load(Ordering::Acquire) {
                     let more = state.pass(false);
-                    crate::core::scorep_mode::on_collector_pass();
                     if !more {
                         std::thread::park_timeout(POLL_INTERVAL);
                     }
                 }
                 state.finish()
             })?;
-        Ok(Collector {
-            thread,
-            stop,
-            runtime,
-        })
+        Ok(Collector { thread, stop })
     }
 
     /// Makes the thread run a pass now if it sleeps between passes.
@@ -241,20 +156,21 @@ impl Collector {
         self.thread.thread().unpark();
     }
 
-    /// Drains everything, closes what is open, writes the summary and joins the thread.
-    pub fn stop(self) {
+    /// Drains everything, closes what is open, finishes the sinks and joins the thread.
+    /// Returns the rings, for the next cycle.
+    pub fn stop(self) -> Vec<RingConsumer> {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
-        match self.thread.join() {
-            Ok(rings) => self.runtime.return_rings(rings),
-            Err(_) => log::warn("the collector thread failed; the event log may be incomplete"),
-        }
+        self.thread.join().unwrap_or_else(|_| {
+            log::warn("the collector thread failed; the trace may be incomplete");
+            Vec::new()
+        })
     }
 }
 
 /// The collector's own state; lives on its thread.
 struct State {
-    rt: &'static Runtime,
+    shared: &'static Shared,
     rings: Vec<RingConsumer>,
     /// OS thread id per ring's thread index (-1 where unknown).
     tids: Vec<i32>,
@@ -279,40 +195,20 @@ struct State {
     /// Finalize records wait one pass, so events other threads pushed before are seen.
     finalizing: Vec<u64>,
     comms: HashMap<u64, Option<Arc<ContextInfo>>>,
-    sink: Option<JsonlSink>,
-    trace: Option<Otf2Sink>,
+    sinks: Vec<Box<dyn Sink>>,
     clock: TickConverter,
     /// One GPU clock estimate per communicator rank (each rank drives one GPU).
     gpu_clocks: HashMap<u64, GpuClockEstimator>,
 }
 
 impl State {
-    fn new(rt: &'static Runtime) -> State {
-        let sink = if rt.config.writes_jsonl() {
-            match JsonlSink::create(&rt.config.output_dir, rt.pid) {
-                Ok(sink) => Some(sink),
-                Err(error) => {
-                    log::warn(&format!(
-                        "cannot write the event log in {}: {error}",
-                        rt.config.output_dir.display()
-                    ));
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let trace = if rt.config.writes_otf2() {
-            open_trace(rt)
-        } else {
-            None
-        };
+    fn new(shared: &'static Shared, sinks: Vec<Box<dyn Sink>>) -> State {
         State {
-            rt,
+            shared,
             rings: Vec::new(),
             tids: Vec::new(),
             spare_states: Vec::new(),
-            remembered: remembered_kinds(rt.config.event_mask),
+            remembered: kinds::remembered_kinds(shared.config.event_mask),
             processed_until: 0,
             open: HashMap::default(),
             known: KnownTable::new(),
@@ -324,8 +220,7 @@ impl State {
             stepless_live: HashSet::default(),
             finalizing: Vec::new(),
             comms: HashMap::default(),
-            sink,
-            trace,
+            sinks,
             clock: TickConverter::new(),
             gpu_clocks: HashMap::default(),
         }
@@ -346,7 +241,7 @@ impl State {
         } else {
             crate::clock::ticks()
         };
-        for ring in self.rt.take_new_rings() {
+        for ring in self.shared.take_new_rings() {
             let index = ring.shared.thread_index as usize;
             if self.tids.len() <= index {
                 self.tids.resize(index + 1, -1);
@@ -358,7 +253,7 @@ impl State {
         // threads pushed before them has been drained by now.
         let finalizing = std::mem::take(&mut self.finalizing);
         let mut rings = std::mem::take(&mut self.rings);
-        let gaps: Vec<Gap> = rings.iter().filter_map(take_gap).collect();
+        let gaps: Vec<TickGap> = rings.iter().filter_map(take_gap).collect();
         // What each ring holds now, and no more: records pushed during the pass wait for
         // the next one instead of making this pass chase the threads.
         let mut runs: Vec<Available<'_>> =
@@ -368,11 +263,14 @@ impl State {
         self.clock.calibrate();
         for gap in gaps {
             let (first, last) = (self.clock.to_ns(gap.first), self.clock.to_ns(gap.last));
-            if let Some(sink) = &mut self.sink {
-                sink.gap(gap.tid, first, last.max(first), gap.dropped_total);
-            }
-            if let Some(trace) = &mut self.trace {
-                trace.gap(gap.tid, first, last.max(first), gap.dropped_total);
+            let gap = Gap {
+                tid: gap.tid,
+                first_ns: first,
+                last_ns: last.max(first),
+                dropped_total: gap.dropped_total,
+            };
+            for sink in &mut self.sinks {
+                sink.gap(&gap);
             }
         }
         // A ring with more than a pass takes bounds the pass in time: everything stamped
@@ -403,25 +301,22 @@ impl State {
             run.commit(count);
         }
         drop(runs);
-        let rt = self.rt;
+        let shared = self.shared;
         rings.retain(|ring| {
             let finished = ring.finished();
             if finished {
-                count_ring_drops(rt, ring);
+                count_ring_drops(shared, ring);
             }
             !finished
         });
         self.rings = rings;
         for context in finalizing {
             self.close_owned_by(Owner::Local(context), Closed::Finalize);
-            if let Some(trace) = &mut self.trace {
-                trace.comm_finalized(context);
+            for sink in &mut self.sinks {
+                sink.comm_finalized(context);
             }
         }
-        if let Some(sink) = &mut self.sink {
-            sink.flush_if_due();
-        }
-        self.trace_pass();
+        self.end_of_pass();
         self.count_written_events();
         limited
     }
@@ -479,22 +374,18 @@ impl State {
         taken
     }
 
-    /// Lets the trace writer place what no open event can precede any more.
-    fn trace_pass(&mut self) {
-        let Some(trace) = &mut self.trace else {
-            return;
-        };
-        let open = self.open.values().map(|open| OpenView {
-            kind: open.kind,
-            owner: open.owner,
-            parent: open.parent,
-            start_ns: open.start_ns,
-            start_tid: tid_of(&self.tids, open.start_thread),
-            event: &open.event,
-        });
-        // Operations are judged quiet by the time the records processed have reached, not
-        // by the wall clock: a collector that lags must not close them early.
-        trace.end_of_pass(open, self.processed_until);
+    /// Tells the sinks a pass ended, with the events still open (the trace writer places
+    /// what none of them can precede any more).
+    fn end_of_pass(&mut self) {
+        for sink in &mut self.sinks {
+            let mut open = self
+                .open
+                .iter()
+                .map(|(&handle, open)| open.view(handle, &self.tids));
+            // Operations are judged quiet by the time the records processed have reached,
+            // not by the wall clock: a collector that lags must not close them early.
+            sink.end_of_pass(&mut open, self.processed_until);
+        }
     }
 
     fn apply(&mut self, thread: u32, record: Record) {
@@ -521,11 +412,8 @@ impl State {
             },
             Action::Init { context } => {
                 if let Some(info) = self.comm(context) {
-                    if let Some(sink) = self.sink.as_mut() {
+                    for sink in &mut self.sinks {
                         sink.comm(context, &info);
-                    }
-                    if let Some(trace) = self.trace.as_mut() {
-                        trace.comm(context, &info);
                     }
                 }
             }
@@ -535,7 +423,7 @@ impl State {
 
     fn park_early(&mut self, thread: u32, record: Record) {
         if self.early_count >= MAX_EARLY_RECORDS {
-            Counters::bump(&self.rt.counters.orphan_records);
+            Counters::bump(&self.shared.counters.orphan_records);
             return;
         }
         self.early_count += 1;
@@ -554,9 +442,6 @@ impl State {
         }
         if kind == Kind::ProxyOp {
             self.track_stepless_op(handle, owner);
-            if let Some(trace) = &mut self.trace {
-                trace.proxy_op_started(handle, owner, &start.event);
-            }
         }
         if let Owner::Local(context) = owner {
             self.learn_comm_from(context, &start);
@@ -577,6 +462,12 @@ impl State {
                     .unwrap_or_else(|| Vec::with_capacity(STATES_CAPACITY)),
             },
         );
+        if let Some(open) = self.open.get(&handle) {
+            let view = open.view(handle, &self.tids);
+            for sink in &mut self.sinks {
+                sink.started(&view);
+            }
+        }
         // Records of this event that another thread pushed and we saw first.
         if self.early_count == 0 {
             return;
@@ -591,7 +482,7 @@ impl State {
 
     fn owner_and_parent(&mut self, kind: Kind, context: u64, start: &Start) -> (Owner, Parent) {
         if let Event::ProxyOp(op) = start.event {
-            if op.pid != self.rt.pid {
+            if op.pid != self.shared.pid {
                 // PXN: both values belong to another address space; keep them as numbers.
                 let parent = match start.parent {
                     0 => Parent::None,
@@ -607,7 +498,7 @@ impl State {
             }
         }
         let parent = self.resolve_parent(start.parent);
-        let owner = if kind.context_is_trusted() {
+        let owner = if kind.facts().trusted_context {
             Owner::Local(context)
         } else {
             // Steps and net events: the owner is the owner of the parent, never the
@@ -617,7 +508,9 @@ impl State {
                 // NCCL 2.28+ starts steps even when the ProxyOp was not recorded. The
                 // context is then the only clue; it is used only if it is one of ours
                 // (a PXN context of another process fails this check).
-                Parent::None if self.rt.contexts.state(context).is_ok() => Owner::Local(context),
+                Parent::None if self.shared.contexts.state(context).is_ok() => {
+                    Owner::Local(context)
+                }
                 _ => Owner::Unknown,
             }
         };
@@ -641,13 +534,13 @@ impl State {
             };
         }
         // Ours by its bits but forgotten (e.g. a capture-time CollApi replayed much later).
-        if let Some(bits) = handle::decode(self.rt.slab.salt(), value) {
+        if let Some(bits) = handle::decode(self.shared.slab.salt(), value) {
             return Parent::Local {
                 handle: value,
                 kind: bits.kind,
             };
         }
-        Counters::bump(&self.rt.counters.unresolved_parents);
+        Counters::bump(&self.shared.counters.unresolved_parents);
         Parent::Unresolved(value)
     }
 
@@ -675,10 +568,10 @@ impl State {
         steps.push((step, handle));
         if let Some(old) = replaced {
             if self.open.contains_key(&old) {
-                Counters::bump(&self.rt.counters.restarted_steps);
+                Counters::bump(&self.shared.counters.restarted_steps);
                 let last = self.open[&old].last_time();
                 self.close(old, last, None, Closed::Restarted);
-                let _ = self.rt.slab.release(old);
+                let _ = self.shared.slab.release(old);
             }
         }
     }
@@ -697,9 +590,9 @@ impl State {
             }
             if let Some(open) = self.open.get(&oldest) {
                 let at = open.last_time();
-                Counters::bump(&self.rt.counters.abandoned_proxy_ops);
+                Counters::bump(&self.shared.counters.abandoned_proxy_ops);
                 self.close(oldest, at, None, Closed::Abandoned);
-                let _ = self.rt.slab.release(oldest);
+                let _ = self.shared.slab.release(oldest);
             }
             break;
         }
@@ -727,16 +620,13 @@ impl State {
         info.comm_hash = hash;
         info.rank = start.rank;
         let info = Arc::clone(cached);
-        if let Some(sink) = &mut self.sink {
+        for sink in &mut self.sinks {
             sink.comm(context, &info);
-        }
-        if let Some(trace) = &mut self.trace {
-            trace.comm(context, &info);
         }
     }
 
     fn comm(&mut self, context: u64) -> Option<Arc<ContextInfo>> {
-        cached_comm(&mut self.comms, self.rt, context).cloned()
+        cached_comm(&mut self.comms, self.shared, context).cloned()
     }
 
     fn close(&mut self, handle: u64, stop_ns: u64, stop_thread: Option<u32>, closed: Closed) {
@@ -766,9 +656,9 @@ impl State {
                 self.stepless_live.remove(&handle);
                 for (_, step) in self.steps.remove(&handle).unwrap_or_default() {
                     if self.open.contains_key(&step) {
-                        Counters::bump(&self.rt.counters.closed_with_parent);
+                        Counters::bump(&self.shared.counters.closed_with_parent);
                         self.close(step, stop_ns, None, Closed::ParentStopped);
-                        let _ = self.rt.slab.release(step);
+                        let _ = self.shared.slab.release(step);
                     }
                 }
             }
@@ -788,7 +678,9 @@ impl State {
         let gpu = self.gpu_interval(&open);
         let comm = match open.owner {
             // A borrow of the cache, not a clone of the `Arc`: no atomic operations.
-            Owner::Local(context) => cached_comm(&mut self.comms, self.rt, context).map(|c| &**c),
+            Owner::Local(context) => {
+                cached_comm(&mut self.comms, self.shared, context).map(|c| &**c)
+            }
             _ => None,
         };
         let parent_event = match (open.kind, open.parent) {
@@ -804,7 +696,7 @@ impl State {
             // Kinds whose descriptor carries the rank keep it (0 is a real rank there);
             // the others (rank left 0 by NCCL) take the communicator's.
             rank: comm
-                .filter(|_| !descriptor_sets_rank(open.kind))
+                .filter(|_| !open.kind.facts().descriptor_sets_rank)
                 .map_or(open.rank, |c| c.rank),
             comm,
             parent: open.parent,
@@ -819,11 +711,8 @@ impl State {
             parent_event,
         };
         self.events_written += 1;
-        if let Some(sink) = &mut self.sink {
+        for sink in &mut self.sinks {
             sink.event(&finished);
-        }
-        if let Some(trace) = &mut self.trace {
-            trace.event(&finished);
         }
         if self.spare_states.len() < MAX_SPARE_STATES {
             let mut states = finished.states;
@@ -837,7 +726,7 @@ impl State {
     fn count_written_events(&mut self) {
         let written = std::mem::take(&mut self.events_written);
         if written > 0 {
-            self.rt
+            self.shared
                 .counters
                 .events_written
                 .fetch_add(written, Ordering::Relaxed);
@@ -874,7 +763,7 @@ impl State {
             let api_start = self
                 .known_or_open(local_handle(open.parent))
                 .and_then(|task| self.known_or_open(task.parent))
-                .filter(|api| matches!(api.kind, Kind::CollApi | Kind::P2pApi))
+                .filter(|api| api.kind.facts().is_api_call)
                 .map(|api| api.start_ns);
             let clock = self.gpu_clocks.entry(context).or_default();
             clock.observed_after(open.start_ns, start_ptimer);
@@ -920,9 +809,9 @@ impl State {
         handles.sort_unstable();
         for (last, handle) in handles {
             if self.open.contains_key(&handle) {
-                Counters::bump(&self.rt.counters.closed_at_finalize);
+                Counters::bump(&self.shared.counters.closed_at_finalize);
                 self.close(handle, last, None, closed);
-                let _ = self.rt.slab.release(handle);
+                let _ = self.shared.slab.release(handle);
             }
         }
     }
@@ -943,56 +832,24 @@ impl State {
         while self.pass(true) {}
         while self.pass(true) {}
         for ring in &self.rings {
-            count_ring_drops(self.rt, ring);
+            count_ring_drops(self.shared, ring);
         }
         self.close_owned_by_filter(|_| false, Closed::Finalize);
         let orphans = self.early_count as u64;
         if orphans > 0 {
-            self.rt
+            self.shared
                 .counters
                 .orphan_records
                 .fetch_add(orphans, Ordering::Relaxed);
         }
-        if let Some(mut trace) = self.trace.take() {
-            let stats = trace.finish();
-            log::info(&format!(
-                "trace part written to {} ({} OTF2 events)",
-                trace.path().display(),
-                stats.events_written
-            ));
-            log::info(&format!(
-                "{} snapshots of the trace part's definitions were kept while it was written",
-                stats.snapshots
-            ));
-            let repaired = [
-                ("otf2_failed_calls", stats.failed_calls),
-                ("otf2_raised_timestamps", stats.raised_timestamps),
-                ("otf2_clipped_intervals", stats.clipped_intervals),
-                ("otf2_late_children", stats.late_children),
-                ("otf2_ops_without_kernels", stats.ops_without_kernels),
-                ("otf2_held_back_overflow", stats.held_back_overflow),
-                ("otf2_failed_writes", stats.failed_writes),
-            ];
-            for (name, value) in repaired {
-                if value > 0 {
-                    log::warn(&format!("trace writer: {name}={value}"));
-                }
-            }
-            crate::core::scorep_mode::part_finished(self.rt, trace.path());
-            if self.rt.config.auto_merge {
-                crate::job_end::part_finished(
-                    &nccl_scorep_common::RunDir::new(&self.rt.config.output_dir),
-                    trace.path(),
-                );
-            }
-        }
         self.count_written_events();
-        let counters = self.rt.counters.snapshot();
-        let losses = self.rt.counters.losses();
-        if let Some(sink) = &mut self.sink {
-            sink.summary(&counters);
-            sink.flush();
-            log::info(&format!("event log written to {}", sink.path().display()));
+        let counters = self.shared.counters.snapshot();
+        let losses = self.shared.counters.losses();
+        let end = CycleEnd {
+            counters: &counters,
+        };
+        for sink in &mut self.sinks {
+            sink.finish(&end);
         }
         if losses.is_empty() {
             log::info(&format!(
@@ -1010,84 +867,30 @@ impl State {
                     .join(", ")
             ));
         }
-        self.rt.counters.reset();
+        self.shared.counters.reset();
         self.rings
     }
 }
 
-/// Opens this process's part of the trace; a failure is logged and the trace skipped.
-fn open_trace(rt: &Runtime) -> Option<Otf2Sink> {
-    let host = nccl_scorep_common::job::hostname();
-    let rank = nccl_scorep_common::job::launcher_rank();
-    let process_name = match rank {
-        Some(rank) => format!("process {rank} (pid {} on {host})", rt.pid),
-        None => format!("pid {} on {host}", rt.pid),
-    };
-    let options = Otf2Options {
-        scalasca_safe: rt.config.scalasca_safe,
-        kernel_channels: rt.config.event_mask & nccl_profiler_abi::event_type::KERNEL_CH != 0,
-        step_states: rt.config.step_states,
-        process_index: rank.unwrap_or(rt.pid as u32),
-        process_name,
-        host: host.clone(),
-    };
-    let part = nccl_scorep_common::RunDir::new(&rt.config.output_dir).new_part(&host, rt.pid);
-    match Otf2Sink::create(part.path(), options) {
-        Ok(trace) => Some(trace),
-        Err(error) => {
-            log::warn(&format!("cannot write the trace: {error}"));
-            None
-        }
-    }
-}
-
 /// Adds what `ring` dropped since it was last counted to `ring_full`.
-fn count_ring_drops(rt: &Runtime, ring: &RingConsumer) {
+fn count_ring_drops(shared: &Shared, ring: &RingConsumer) {
     let now = ring.shared.dropped.load(Ordering::Acquire);
     let before = ring.shared.drops_counted.swap(now, Ordering::AcqRel);
-    rt.counters
+    shared
+        .counters
         .ring_full
         .fetch_add(now.saturating_sub(before), Ordering::Relaxed);
-}
-
-/// The kinds (as a mask of [`Kind::bit`]) remembered after they close: those whose
-/// children can start or stop after them. A KernelLaunch, a ProxyCtrl, a net-plugin event
-/// or a KernelPhase has no children; a ProxyStep has (net-plugin events) and a KernelCh
-/// has (its phases) only when those are recorded. Children of a forgotten event still
-/// resolve it by its handle's bits.
-fn remembered_kinds(event_mask: u64) -> u64 {
-    let mut kinds = Kind::ALL
-        .iter()
-        .filter(|kind| {
-            !matches!(
-                kind,
-                Kind::KernelLaunch
-                    | Kind::ProxyCtrl
-                    | Kind::NetPlugin
-                    | Kind::KernelPhase
-                    | Kind::ProxyStep
-                    | Kind::KernelCh
-            )
-        })
-        .fold(0, |mask, kind| mask | kind.bit());
-    if event_mask & Kind::NetPlugin.bit() != 0 {
-        kinds |= Kind::ProxyStep.bit();
-    }
-    if event_mask & Kind::KernelPhase.bit() != 0 {
-        kinds |= Kind::KernelCh.bit();
-    }
-    kinds
 }
 
 /// A context's description, looked up once (`None` for a context not ours).
 fn cached_comm<'a>(
     comms: &'a mut HashMap<u64, Option<Arc<ContextInfo>>>,
-    rt: &Runtime,
+    shared: &Shared,
     context: u64,
 ) -> Option<&'a Arc<ContextInfo>> {
     comms
         .entry(context)
-        .or_insert_with(|| rt.contexts.info(context).map(Arc::new))
+        .or_insert_with(|| shared.contexts.info(context).map(Arc::new))
         .as_ref()
 }
 
@@ -1104,32 +907,17 @@ fn local_handle(parent: Parent) -> u64 {
     }
 }
 
-/// The kinds whose descriptor `rank` NCCL fills in (§3.13 of the ABI notes).
-fn descriptor_sets_rank(kind: Kind) -> bool {
-    matches!(
-        kind,
-        Kind::Coll
-            | Kind::P2p
-            | Kind::ProxyOp
-            | Kind::ProxyStep
-            | Kind::NetPlugin
-            | Kind::CeColl
-            | Kind::CeSync
-            | Kind::CeBatch
-    )
-}
-
 /// Records a ring dropped since the last look, in clock ticks.
-struct Gap {
+struct TickGap {
     tid: i32,
     first: u64,
     last: u64,
     dropped_total: u64,
 }
 
-fn take_gap(ring: &RingConsumer) -> Option<Gap> {
+fn take_gap(ring: &RingConsumer) -> Option<TickGap> {
     let first = ring.shared.drop_first.swap(0, Ordering::AcqRel);
-    (first != 0).then(|| Gap {
+    (first != 0).then(|| TickGap {
         tid: ring.shared.os_tid,
         first,
         last: ring.shared.drop_last.load(Ordering::Acquire),

@@ -4,6 +4,7 @@
 //! variable is documented in `docs/configuration.md`; keep the two in step.
 
 use nccl_profiler_abi::event_type as bit;
+use nccl_scorep_common::RunDir;
 use std::path::PathBuf;
 
 /// What the plugin produces.
@@ -64,6 +65,9 @@ pub struct Config {
     pub step_states: bool,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
     pub scorep_parameters: ScorepParameters,
+    /// Score-P's `SCOREP_EXPERIMENT_DIRECTORY`: in Score-P mode the output goes to its
+    /// `nccl/` sidecar directory instead of `output_dir`.
+    pub scorep_experiment_dir: Option<PathBuf>,
 }
 
 /// Which parameters the Score-P regions carry. Every distinct value becomes a call-tree
@@ -157,6 +161,7 @@ impl Default for Config {
             merge_tool: None,
             step_states: true,
             scorep_parameters: ScorepParameters::ALL,
+            scorep_experiment_dir: None,
         }
     }
 }
@@ -316,7 +321,19 @@ impl Config {
                 ),
             }
         }
+        config.scorep_experiment_dir = get("SCOREP_EXPERIMENT_DIRECTORY")
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from);
         (config, warnings)
+    }
+
+    /// Where the process writes: the output directory, or in Score-P mode (`scorep`) the
+    /// sidecar directory of Score-P's experiment when Score-P names one.
+    pub fn run_dir(&self, scorep: bool) -> RunDir {
+        match &self.scorep_experiment_dir {
+            Some(experiment) if scorep => RunDir::scorep_sidecar(experiment),
+            _ => RunDir::new(&self.output_dir),
+        }
     }
 
     /// Whether the JSON-lines log is written.
@@ -460,6 +477,7 @@ mod tests {
             ("NCCL_SCOREP_AUTO_MERGE", "off"),
             ("NCCL_SCOREP_STEP_STATES", "no"),
             ("NCCL_SCOREP_TOOL", "/opt/x/bin/nccl-scorep"),
+            ("SCOREP_EXPERIMENT_DIRECTORY", "/e/scorep-run"),
         ]);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.mode, Mode::Jsonl);
@@ -472,6 +490,11 @@ mod tests {
         assert_eq!(
             config.merge_tool.as_deref(),
             Some(std::path::Path::new("/opt/x/bin/nccl-scorep"))
+        );
+        assert_eq!(config.run_dir(false).root(), std::path::Path::new("/tmp/x"));
+        assert_eq!(
+            config.run_dir(true).root(),
+            std::path::Path::new("/e/scorep-run/nccl")
         );
         assert_eq!(config.clock, ClockChoice::Monotonic);
         assert!(!config.auto_merge);

@@ -4,17 +4,16 @@
 
 use crate::event::*;
 use nccl_profiler_abi::{
-    self as abi, net, state, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1,
+    net, state, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1,
     NetPluginDescr, NetSockDescrV1, ProxyOpDescr, StateArgsV1, StateArgsV4,
 };
 use std::ffi::c_char;
 
 /// A version's event descriptor.
 pub trait DecodeDescr: Descriptor {
-    /// The version number, for logs and counters.
+    /// The profiler API version: which kinds its type bits name (see
+    /// [`Kind::decode_type`]).
     const VERSION: u8;
-    /// The kinds this version can describe.
-    const KINDS: u64;
 
     /// Decodes a descriptor whose type bit is `kind` (a kind of this version).
     ///
@@ -125,23 +124,6 @@ unsafe fn net_plugin(d: &NetPluginDescr) -> Event {
     Event::NetPlugin(NetPlugin { id: d.id, payload })
 }
 
-/// The kinds each version knows.
-const KINDS_V1: u64 = abi::event_type::GROUP
-    | abi::event_type::COLL
-    | abi::event_type::P2P
-    | abi::event_type::PROXY_OP
-    | abi::event_type::PROXY_STEP
-    | abi::event_type::PROXY_CTRL;
-const KINDS_V3: u64 = KINDS_V1 | abi::event_type::KERNEL_CH | abi::event_type::NET_PLUGIN;
-const KINDS_V5: u64 = KINDS_V3
-    | abi::event_type::GROUP_API
-    | abi::event_type::COLL_API
-    | abi::event_type::P2P_API
-    | abi::event_type::KERNEL_LAUNCH;
-const KINDS_V6: u64 =
-    KINDS_V5 | abi::event_type::CE_COLL | abi::event_type::CE_SYNC | abi::event_type::CE_BATCH;
-const KINDS_V7: u64 = KINDS_V6 | abi::event_type::KERNEL_PHASE;
-
 /// The parts every descriptor shares: parent and rank sit at the same offsets.
 macro_rules! common_fields {
     () => {
@@ -156,7 +138,6 @@ macro_rules! common_fields {
 
 impl DecodeDescr for v1::ncclProfilerEventDescr_v1_t {
     const VERSION: u8 = 1;
-    const KINDS: u64 = KINDS_V1;
     common_fields!();
 
     unsafe fn decode(&self, kind: Kind) -> Event {
@@ -205,10 +186,9 @@ impl DecodeDescr for v1::ncclProfilerEventDescr_v1_t {
 
 /// v2 and v3 share the p2p member and differ in `coll` only by `trafficBytes`.
 macro_rules! decode_v2_v3 {
-    ($descr:ty, $version:literal, $kinds:expr, $extra:ident) => {
+    ($descr:ty, $version:literal, $extra:ident) => {
         impl DecodeDescr for $descr {
             const VERSION: u8 = $version;
-            const KINDS: u64 = $kinds;
             common_fields!();
 
             unsafe fn decode(&self, kind: Kind) -> Event {
@@ -277,12 +257,11 @@ unsafe fn extra_v3(d: &v3::ncclProfilerEventDescr_v3_t, kind: Kind) -> Event {
     }
 }
 
-decode_v2_v3!(v2::ncclProfilerEventDescr_v2_t, 2, KINDS_V1, no_extra_v2);
-decode_v2_v3!(v3::ncclProfilerEventDescr_v3_t, 3, KINDS_V3, extra_v3);
+decode_v2_v3!(v2::ncclProfilerEventDescr_v2_t, 2, no_extra_v2);
+decode_v2_v3!(v3::ncclProfilerEventDescr_v3_t, 3, extra_v3);
 
 impl DecodeDescr for v4::ncclProfilerEventDescr_v4_t {
     const VERSION: u8 = 4;
-    const KINDS: u64 = KINDS_V3;
     common_fields!();
 
     unsafe fn decode(&self, kind: Kind) -> Event {
@@ -335,10 +314,9 @@ impl DecodeDescr for v4::ncclProfilerEventDescr_v4_t {
 /// v5, v6 and v7 share every member up to the fields v7 adds; `$tag` reads the userTag of
 /// a member (0 before v7) and `$extra` decodes what only that version knows.
 macro_rules! decode_v5_family {
-    ($descr:ty, $version:literal, $kinds:expr, tag: $tag:ident, coll_extra: $coll_extra:ident, extra: $extra:ident) => {
+    ($descr:ty, $version:literal, tag: $tag:ident, coll_extra: $coll_extra:ident, extra: $extra:ident) => {
         impl DecodeDescr for $descr {
             const VERSION: u8 = $version;
-            const KINDS: u64 = $kinds;
             common_fields!();
 
             unsafe fn decode(&self, kind: Kind) -> Event {
@@ -502,9 +480,9 @@ unsafe fn extra_v7(d: &v7::ncclProfilerEventDescr_v7_t, kind: Kind) -> Event {
     }
 }
 
-decode_v5_family!(v5::ncclProfilerEventDescr_v5_t, 5, KINDS_V5, tag: no_tag, coll_extra: no_coll_extra, extra: no_extra_v5);
-decode_v5_family!(v6::ncclProfilerEventDescr_v6_t, 6, KINDS_V6, tag: no_tag, coll_extra: no_coll_extra, extra: extra_v6);
-decode_v5_family!(v7::ncclProfilerEventDescr_v7_t, 7, KINDS_V7, tag: user_tag, coll_extra: coll_extra_v7, extra: extra_v7);
+decode_v5_family!(v5::ncclProfilerEventDescr_v5_t, 5, tag: no_tag, coll_extra: no_coll_extra, extra: no_extra_v5);
+decode_v5_family!(v6::ncclProfilerEventDescr_v6_t, 6, tag: no_tag, coll_extra: no_coll_extra, extra: extra_v6);
+decode_v5_family!(v7::ncclProfilerEventDescr_v7_t, 7, tag: user_tag, coll_extra: coll_extra_v7, extra: extra_v7);
 
 impl DecodeArgs for StateArgsV1 {
     unsafe fn decode(args: *const Self, state: i32) -> StateArg {
@@ -551,39 +529,6 @@ impl DecodeArgs for StateArgsV4 {
                 _ => StateArg::None,
             }
         }
-    }
-}
-
-/// The states each kind may receive, as a bit set over state values 0–31.
-pub fn states_of(kind: Kind) -> u32 {
-    fn range(lo: i32, hi: i32) -> u32 {
-        (lo..=hi).fold(0, |set, s| set | 1 << s)
-    }
-    match kind {
-        Kind::ProxyOp => {
-            range(state::PROXY_OP_SEND_POSTED, state::PROXY_OP_RECV_DONE)
-                | 1 << state::PROXY_OP_IN_PROGRESS_V4
-        }
-        Kind::ProxyStep => {
-            range(
-                state::PROXY_STEP_SEND_GPU_WAIT,
-                state::PROXY_STEP_RECV_GPU_WAIT,
-            ) | 1 << state::PROXY_STEP_SEND_PEER_WAIT_V4
-        }
-        Kind::ProxyCtrl => range(state::PROXY_CTRL_IDLE, state::PROXY_CTRL_APPEND_END),
-        Kind::NetPlugin => 1 << state::NET_PLUGIN_UPDATE,
-        Kind::KernelCh => 1 << state::KERNEL_CH_STOP,
-        Kind::GroupApi => 1 << state::GROUP_START_API_STOP | 1 << state::GROUP_END_API_START,
-        Kind::CeColl => 1 << state::CE_COLL_START | 1 << state::CE_COLL_COMPLETE,
-        Kind::CeSync => 1 << state::CE_SYNC_START | 1 << state::CE_SYNC_COMPLETE,
-        Kind::CeBatch => 1 << state::CE_BATCH_START | 1 << state::CE_BATCH_COMPLETE,
-        Kind::KernelPhase => 1 << state::KERNEL_PHASE_STOP,
-        Kind::Group
-        | Kind::Coll
-        | Kind::P2p
-        | Kind::CollApi
-        | Kind::P2pApi
-        | Kind::KernelLaunch => 0,
     }
 }
 

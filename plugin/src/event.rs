@@ -200,32 +200,9 @@ impl Kind {
         1 << (self as u8)
     }
 
+    /// NCCL's name of the kind.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Group => "Group",
-            Kind::Coll => "Coll",
-            Kind::P2p => "P2p",
-            Kind::ProxyOp => "ProxyOp",
-            Kind::ProxyStep => "ProxyStep",
-            Kind::ProxyCtrl => "ProxyCtrl",
-            Kind::KernelCh => "KernelCh",
-            Kind::NetPlugin => "NetPlugin",
-            Kind::GroupApi => "GroupApi",
-            Kind::CollApi => "CollApi",
-            Kind::P2pApi => "P2pApi",
-            Kind::KernelLaunch => "KernelLaunch",
-            Kind::CeColl => "CeColl",
-            Kind::CeSync => "CeSync",
-            Kind::CeBatch => "CeBatch",
-            Kind::KernelPhase => "KernelPhase",
-        }
-    }
-
-    /// Whether this event's `context` argument can be trusted to be ours. ProxyStep and
-    /// NetPlugin events under PXN carry another process's context: their owner is found
-    /// through the parent handle instead.
-    pub fn context_is_trusted(self) -> bool {
-        !matches!(self, Kind::ProxyStep | Kind::NetPlugin)
+        self.facts().name
     }
 }
 

@@ -7,23 +7,23 @@
 //! is unsafe in several releases.
 
 use crate::context::ContextInfo;
-use crate::core::{self, InitArgs};
 use crate::decode::{DecodeArgs, DecodeDescr};
+use crate::runtime::{self, InitArgs};
+use crate::{hot_path, scorep_mode};
 use nccl_profiler_abi::{
     self as abi, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable,
     NCCL_SUCCESS,
 };
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// Runs one entry point: a panic is caught, counted, turns recording off, and never
-/// unwinds into NCCL.
+/// Runs one entry point through [`crate::boundary::guarded`]: whatever happens, NCCL
+/// gets `ncclSuccess`.
 #[inline(always)]
 fn boundary(body: impl FnOnce()) -> ncclResult_t {
-    if catch_unwind(AssertUnwindSafe(body)).is_err() {
-        let _ = catch_unwind(core::on_panic);
-    }
-    NCCL_SUCCESS
+    crate::boundary::guarded(|| {
+        body();
+        NCCL_SUCCESS
+    })
 }
 
 /// The name NCCL prints when it loads us.
@@ -36,11 +36,11 @@ unsafe extern "C" fn start_event<D: DecodeDescr>(
 ) -> ncclResult_t {
     // SAFETY: NCCL passes a writable handle slot and a descriptor of the version whose
     // table it called (both checked for NULL inside).
-    boundary(|| unsafe { core::start_event::<D>(context, handle_out, descr) })
+    boundary(|| unsafe { hot_path::start_event::<D>(context, handle_out, descr) })
 }
 
 unsafe extern "C" fn stop_event(handle: *mut c_void) -> ncclResult_t {
-    boundary(|| core::stop_event(handle))
+    boundary(|| hot_path::stop_event(handle))
 }
 
 unsafe extern "C" fn record_event_state<A: DecodeArgs>(
@@ -49,11 +49,11 @@ unsafe extern "C" fn record_event_state<A: DecodeArgs>(
     args: *mut A,
 ) -> ncclResult_t {
     // SAFETY: NCCL passes NULL or the state arguments of the version whose table it called.
-    boundary(|| unsafe { core::record_state::<A>(handle, state, args) })
+    boundary(|| unsafe { hot_path::record_state::<A>(handle, state, args) })
 }
 
 unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
-    boundary(|| core::finalize(context))
+    boundary(|| runtime::finalize(context))
 }
 
 /// Copies a communicator name NCCL passed (NULL allowed).
@@ -82,7 +82,7 @@ unsafe extern "C" fn init_v1<const VERSION: u8>(
         ..ContextInfo::default()
     };
     // SAFETY: NCCL passes writable context and mask pointers (checked for NULL inside).
-    boundary(|| unsafe { core::init(context, mask, InitArgs { info, logger: None }) })
+    boundary(|| unsafe { runtime::init(context, mask, InitArgs { info, logger: None }) })
 }
 
 /// v4: `(context, mask, commName, commHash, nNodes, nranks, rank, logfn)`.
@@ -108,7 +108,7 @@ unsafe extern "C" fn init_v4(
             version: 4,
         };
         // SAFETY: as for v1.
-        unsafe { core::init(context, mask, InitArgs { info, logger }) }
+        unsafe { runtime::init(context, mask, InitArgs { info, logger }) }
     })
 }
 
@@ -135,7 +135,7 @@ unsafe extern "C" fn init_v5<const VERSION: u8>(
             version: VERSION,
         };
         // SAFETY: as for v1.
-        unsafe { core::init(context, mask, InitArgs { info, logger }) }
+        unsafe { runtime::init(context, mask, InitArgs { info, logger }) }
     })
 }
 
@@ -159,8 +159,7 @@ macro_rules! profiler_table {
 /// gets the asynchronous NCCL metrics.
 #[no_mangle]
 pub extern "C" fn SCOREP_MetricPlugin_nccl_scorep_get_info() -> scorep_adapter::metric::PluginInfo {
-    catch_unwind(core::scorep_mode::metric_plugin_info)
-        .unwrap_or(scorep_adapter::metric::PluginInfo::zeroed())
+    crate::boundary::guarded(scorep_mode::metric_plugin_info)
 }
 
 /// The same for `SCOREP_METRIC_PLUGINS=nccl_profiler_scorep` (the file name Cargo gives

@@ -1,21 +1,31 @@
 //! nccl-scorep: an NCCL profiler plugin (API v1–v7, NCCL 2.23–2.32) that turns NCCL's
 //! communication events into Score-P and OTF2 traces.
 //!
-//! NCCL loads the cdylib and calls the `ncclProfiler_vN` tables in [`ffi`]; the rlib
-//! shares the ABI types and the decoders with the command-line tool and the tests.
+//! NCCL loads the cdylib and calls the `ncclProfiler_vN` tables in [`ffi`]; each callback
+//! runs through [`boundary`] into [`hot_path`] (or [`runtime`] for `init`/`finalize`),
+//! which pushes a record into the calling thread's ring. The [`collector`] thread turns
+//! records into finished events ([`model`]) and hands them to the [`sink`]s. What is true
+//! of each kind of event is in [`kinds`]; the state all of these share is in [`shared`].
+//! The rlib serves the plugin's own tests and benchmarks.
 
+pub mod boundary;
 pub mod clock;
 pub mod collector;
 pub mod config;
 pub mod context;
-pub mod core;
 pub mod counters;
 pub mod decode;
 pub mod event;
 pub mod ffi;
 pub mod gpu_clock;
 pub mod handle;
+pub mod hot_path;
 pub mod job_end;
+pub mod kinds;
 pub mod log;
+pub mod model;
 pub mod ring;
+pub mod runtime;
+pub mod scorep_mode;
+pub mod shared;
 pub mod sink;

@@ -97,7 +97,9 @@ pub struct PluginInfo {
     pub get_optional_value: Option<unsafe extern "C" fn(id: i32, value: *mut u64) -> bool>,
     pub set_clock_function: Option<unsafe extern "C" fn(clock: Option<ClockFn>)>,
     pub get_all_values: Option<unsafe extern "C" fn(id: i32, list: *mut *mut TimeValuePair) -> u64>,
-    pub synchronize: Option<unsafe extern "C" fn(is_responsible: bool, mode: u32)>,
+    /// `is_responsible` is a C `bool`: taken as a byte, so that a value other than 0 or 1
+    /// is not undefined behaviour on our side.
+    pub synchronize: Option<unsafe extern "C" fn(is_responsible: u8, mode: u32)>,
     pub reserved: [u64; 92],
 }
 

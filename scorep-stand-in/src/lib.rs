@@ -145,7 +145,7 @@ fn finalize() {
     for plugin in plugins.iter_mut() {
         if let Some(synchronize) = plugin.info.synchronize {
             // SAFETY: the plugin's callback, per the metric-plugin interface.
-            unsafe { synchronize(true, metric::sync_mode::END) };
+            unsafe { synchronize(1, metric::sync_mode::END) };
         }
         for (name, id) in &plugin.counters {
             let Some(get_all_values) = plugin.info.get_all_values else {
@@ -272,7 +272,7 @@ fn load_metric_plugins() {
         if !counters.is_empty() {
             if let Some(synchronize) = info.synchronize {
                 // SAFETY: the plugin's callback.
-                unsafe { synchronize(true, metric::sync_mode::BEGIN) };
+                unsafe { synchronize(1, metric::sync_mode::BEGIN) };
             }
         }
         METRIC_PLUGINS

@@ -2,16 +2,19 @@
 //! communicator, threads and times. It is the debugging view for users and what the
 //! tests read. The schema is documented in `docs/event-log.md`.
 
+use super::{CycleEnd, Sink, SinkContext};
 use crate::clock::ClockPair;
-use crate::collector::{Closed, FinishedEvent, Owner, Parent};
 use crate::context::ContextInfo;
 use crate::decode::state_name;
 use crate::event::{Event, NetPayload, StateArg};
+use crate::model::{Closed, FinishedEvent, Gap, OpenView, Owner, Parent};
+use nccl_scorep_common::RunDir;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Data older than this is on disk, so a killed process loses at most this much.
@@ -30,12 +33,29 @@ pub fn hex(value: u64) -> String {
     format!("{value:#x}")
 }
 
+/// The event log when the configuration asks for it.
+pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
+    if !context.config.writes_jsonl() {
+        return None;
+    }
+    match JsonlSink::create(context.run_dir, context.host, context.pid) {
+        Ok(sink) => Some(Box::new(sink)),
+        Err(error) => {
+            crate::log::warn(&format!(
+                "cannot write the event log in {}: {error}",
+                context.run_dir.root().display()
+            ));
+            None
+        }
+    }
+}
+
 impl JsonlSink {
-    /// Opens (appends to) `<dir>/nccl-scorep-<host>-<pid>.jsonl` and writes a header.
-    pub fn create(dir: &Path, pid: i32) -> std::io::Result<JsonlSink> {
-        std::fs::create_dir_all(dir)?;
-        let host = nccl_scorep_common::job::hostname();
-        let path = dir.join(format!("nccl-scorep-{host}-{pid}.jsonl"));
+    /// Opens (appends to) the run directory's `nccl-scorep-<host>-<pid>.jsonl` and writes
+    /// a header.
+    pub fn create(run_dir: &RunDir, host: &str, pid: i32) -> std::io::Result<JsonlSink> {
+        std::fs::create_dir_all(run_dir.root())?;
+        let path = run_dir.event_log(host, pid);
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         let mut sink = JsonlSink {
             out: BufWriter::with_capacity(1 << 16, file),
@@ -79,7 +99,7 @@ impl JsonlSink {
         }
     }
 
-    pub fn comm(&mut self, context: u64, info: &ContextInfo) {
+    fn comm_line(&mut self, context: u64, info: &ContextInfo) {
         self.line(&json!({
             "type": "comm",
             "context": hex(context),
@@ -92,18 +112,7 @@ impl JsonlSink {
         }));
     }
 
-    /// Records lost because a thread's ring was full, between two times.
-    pub fn gap(&mut self, tid: i32, first_ns: u64, last_ns: u64, dropped_total: u64) {
-        self.line(&json!({
-            "type": "gap",
-            "thread": tid,
-            "start_ns": first_ns,
-            "stop_ns": last_ns,
-            "dropped_total": dropped_total,
-        }));
-    }
-
-    pub fn summary(&mut self, counters: &BTreeMap<&'static str, u64>) {
+    fn summary(&mut self, counters: &BTreeMap<&'static str, u64>) {
         let clocks = ClockPair::now();
         self.line(&json!({
             "type": "summary",
@@ -115,7 +124,7 @@ impl JsonlSink {
 
     /// One finished event, written field by field (no JSON tree is built: this runs for
     /// every event, on the collector thread).
-    pub fn event(&mut self, e: &FinishedEvent) {
+    fn event_line(&mut self, e: &FinishedEvent) {
         if self.failed {
             return;
         }
@@ -133,17 +142,44 @@ impl JsonlSink {
         self.scratch = buf;
     }
 
-    pub fn flush_if_due(&mut self) {
+    fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        if !self.failed && self.out.flush().is_err() {
+            self.failed = true;
+        }
+    }
+}
+
+impl Sink for JsonlSink {
+    fn comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
+        self.comm_line(context, info);
+    }
+
+    /// Records lost because a thread's ring was full, between two times.
+    fn gap(&mut self, gap: &Gap) {
+        self.line(&json!({
+            "type": "gap",
+            "thread": gap.tid,
+            "start_ns": gap.first_ns,
+            "stop_ns": gap.last_ns,
+            "dropped_total": gap.dropped_total,
+        }));
+    }
+
+    fn event(&mut self, event: &FinishedEvent) {
+        self.event_line(event);
+    }
+
+    fn end_of_pass(&mut self, _open: &mut dyn Iterator<Item = OpenView<'_>>, _until: u64) {
         if self.last_flush.elapsed() >= FLUSH_INTERVAL {
             self.flush();
         }
     }
 
-    pub fn flush(&mut self) {
-        self.last_flush = Instant::now();
-        if !self.failed && self.out.flush().is_err() {
-            self.failed = true;
-        }
+    fn finish(&mut self, end: &CycleEnd) {
+        self.summary(end.counters);
+        self.flush();
+        crate::log::info(&format!("event log written to {}", self.path.display()));
     }
 }
 

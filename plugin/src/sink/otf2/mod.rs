@@ -32,9 +32,11 @@ mod writer;
 pub use defs::{Attr, ATTRIBUTES};
 pub use writer::{ClockSample, EVENT_CHUNK_BYTES};
 
-use crate::collector::{Closed, FinishedEvent, Owner, Parent};
+use super::{CycleEnd, Sink, SinkContext};
 use crate::context::ContextInfo;
 use crate::event::{DataType, Event, Func, Kind, NetPayload, StateArg};
+use crate::kinds::Timeline as KindTimeline;
+use crate::model::{Closed, FinishedEvent, Gap, OpenView, Owner, Parent};
 use defs::{Definitions, LocationKind, Role};
 use lanes::{Interval, LaneOutput, Lanes};
 use nccl_profiler_abi::state;
@@ -80,16 +82,6 @@ pub struct Otf2Options {
     /// How the process is named in the trace.
     pub process_name: String,
     pub host: String,
-}
-
-/// An open event as the collector holds it (for watermarks and completion).
-pub struct OpenView<'a> {
-    pub kind: Kind,
-    pub owner: Owner,
-    pub parent: Parent,
-    pub start_ns: u64,
-    pub start_tid: i32,
-    pub event: &'a Event,
 }
 
 /// An attribute value.
@@ -397,7 +389,7 @@ impl Otf2Sink {
     }
 
     /// A communicator rank was initialised (or learned its hash later).
-    pub fn comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
+    fn set_comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
         self.contexts.insert(context, Arc::clone(info));
         if let Some(rank) = self.ranks.get_mut(&context) {
             rank.info = Arc::clone(info);
@@ -406,14 +398,14 @@ impl Otf2Sink {
 
     /// A communicator rank was finalized: its operations wait for no more kernel channels
     /// (NCCL drops those it had not reported).
-    pub fn comm_finalized(&mut self, context: u64) {
+    fn mark_finalized(&mut self, context: u64) {
         if let Some(rank) = self.ranks.get_mut(&context) {
             rank.finalized = true;
         }
     }
 
     /// A ProxyOp started: its steps will go to its connection's lanes.
-    pub fn proxy_op_started(&mut self, handle: u64, owner: Owner, event: &Event) {
+    fn proxy_op_started(&mut self, handle: u64, owner: Owner, event: &Event) {
         if let Event::ProxyOp(op) = event {
             self.op_family.insert(
                 handle,
@@ -428,7 +420,7 @@ impl Otf2Sink {
     }
 
     /// Records a ring dropped on thread `tid` between `first` and `last`.
-    pub fn gap(&mut self, tid: i32, first: u64, last: u64, dropped_total: u64) {
+    fn record_gap(&mut self, tid: i32, first: u64, last: u64, dropped_total: u64) {
         let region = self.w.defs.static_region(
             "NCCL records lost",
             Role::Artificial,
@@ -449,7 +441,7 @@ impl Otf2Sink {
     }
 
     /// One finished event.
-    pub fn event(&mut self, e: &FinishedEvent) {
+    fn record(&mut self, e: &FinishedEvent) {
         self.last_seen = self.last_seen.max(e.stop_ns);
         match e.kind {
             Kind::GroupApi
@@ -616,7 +608,7 @@ impl Otf2Sink {
             Some(&region) => region,
             None => {
                 let (name, role) = thread_region(e);
-                let region = self.w.defs.region(&name, role, describe(e.kind));
+                let region = self.w.defs.region(&name, role, e.kind.facts().description);
                 self.thread_regions.insert(key, region);
                 region
             }
@@ -660,7 +652,7 @@ impl Otf2Sink {
                 stop: e.stop_ns,
                 region,
                 leaf: false,
-                chains: matches!(e.kind, Kind::Coll | Kind::P2p),
+                chains: e.kind.facts().is_task,
                 attrs,
                 inner: Vec::new(),
             },
@@ -1011,7 +1003,7 @@ impl Otf2Sink {
         let Parent::Local { handle, kind } = e.parent else {
             return;
         };
-        if !matches!(kind, Kind::Coll | Kind::P2p) {
+        if !kind.facts().is_task {
             return;
         }
         let apply = |first: &mut Option<u64>, last: &mut Option<u64>, kernels: &mut u32| {
@@ -1155,12 +1147,12 @@ impl Otf2Sink {
 
     /// After each collector pass: places what no open event can precede any more, and
     /// writes the operations that completed.
-    pub fn end_of_pass<'a>(&mut self, open: impl Iterator<Item = OpenView<'a>>, now: u64) {
+    fn place<'a>(&mut self, open: &mut dyn Iterator<Item = OpenView<'a>>, now: u64) {
         let mut watermarks: HashMap<Family, u64> = HashMap::default();
         let mut busy_tasks: HashSet<u64> = HashSet::default();
         for view in open {
-            let family = match view.kind {
-                Kind::ProxyOp => match view.event {
+            let family = match view.kind.facts().timeline {
+                KindTimeline::ProxyConnection => match view.event {
                     Event::ProxyOp(op) => Some(Family::Proxy {
                         owner: view.owner,
                         channel: op.channel,
@@ -1169,7 +1161,7 @@ impl Otf2Sink {
                     }),
                     _ => None,
                 },
-                Kind::ProxyStep => Some(match view.parent {
+                KindTimeline::ParentProxyOp => Some(match view.parent {
                     Parent::Local { handle, .. } => self
                         .op_family
                         .get(&handle)
@@ -1177,8 +1169,8 @@ impl Otf2Sink {
                         .unwrap_or(Family::Steps(view.owner)),
                     _ => Family::Steps(view.owner),
                 }),
-                Kind::KernelCh | Kind::KernelPhase => None,
-                _ => Some(Family::Thread(view.start_tid)),
+                KindTimeline::GpuChannel => None,
+                KindTimeline::CallingThread => Some(Family::Thread(view.start_tid)),
             };
             if let Some(family) = family {
                 let mark = watermarks.entry(family).or_insert(u64::MAX);
@@ -1372,7 +1364,7 @@ impl Otf2Sink {
     }
 
     /// Places everything, writes what is left and closes the archive.
-    pub fn finish(&mut self) -> Otf2Stats {
+    fn close(&mut self) -> Otf2Stats {
         let now = self.last_seen;
         let idle: Vec<(i32, u64)> = self.idle_since.drain().collect();
         for (tid, since) in idle {
@@ -1401,6 +1393,89 @@ impl Otf2Sink {
         self.stats.failed_calls = self.w.failed_calls;
         self.stats.raised_timestamps = self.w.raised_timestamps;
         self.stats
+    }
+}
+
+/// The trace's part when the configuration writes the OTF2 trace.
+pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
+    let config = context.config;
+    if !config.writes_otf2() {
+        return None;
+    }
+    let rank = nccl_scorep_common::job::launcher_rank();
+    let process_name = match rank {
+        Some(rank) => format!("process {rank} (pid {} on {})", context.pid, context.host),
+        None => format!("pid {} on {}", context.pid, context.host),
+    };
+    let options = Otf2Options {
+        scalasca_safe: config.scalasca_safe,
+        kernel_channels: config.event_mask & Kind::KernelCh.bit() != 0,
+        step_states: config.step_states,
+        process_index: rank.unwrap_or(context.pid as u32),
+        process_name,
+        host: context.host.to_owned(),
+    };
+    match Otf2Sink::create(context.part.path(), options) {
+        Ok(trace) => Some(Box::new(trace)),
+        Err(error) => {
+            crate::log::warn(&format!("cannot write the trace: {error}"));
+            None
+        }
+    }
+}
+
+impl Sink for Otf2Sink {
+    fn comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
+        self.set_comm(context, info);
+    }
+
+    fn comm_finalized(&mut self, context: u64) {
+        self.mark_finalized(context);
+    }
+
+    fn gap(&mut self, gap: &Gap) {
+        self.record_gap(gap.tid, gap.first_ns, gap.last_ns, gap.dropped_total);
+    }
+
+    fn started(&mut self, event: &OpenView) {
+        if event.kind == Kind::ProxyOp {
+            self.proxy_op_started(event.handle, event.owner, event.event);
+        }
+    }
+
+    fn event(&mut self, event: &FinishedEvent) {
+        self.record(event);
+    }
+
+    fn end_of_pass(&mut self, open: &mut dyn Iterator<Item = OpenView<'_>>, until: u64) {
+        self.place(open, until);
+    }
+
+    fn finish(&mut self, _end: &CycleEnd) {
+        let stats = self.close();
+        crate::log::info(&format!(
+            "trace part written to {} ({} OTF2 events)",
+            self.path().display(),
+            stats.events_written
+        ));
+        crate::log::info(&format!(
+            "{} snapshots of the trace part's definitions were kept while it was written",
+            stats.snapshots
+        ));
+        let repaired = [
+            ("otf2_failed_calls", stats.failed_calls),
+            ("otf2_raised_timestamps", stats.raised_timestamps),
+            ("otf2_clipped_intervals", stats.clipped_intervals),
+            ("otf2_late_children", stats.late_children),
+            ("otf2_ops_without_kernels", stats.ops_without_kernels),
+            ("otf2_held_back_overflow", stats.held_back_overflow),
+            ("otf2_failed_writes", stats.failed_writes),
+        ];
+        for (name, value) in repaired {
+            if value > 0 {
+                crate::log::warn(&format!("trace writer: {name}={value}"));
+            }
+        }
     }
 }
 
@@ -1539,19 +1614,6 @@ fn thread_region(e: &FinishedEvent) -> (String, Role) {
     }
 }
 
-fn describe(kind: Kind) -> &'static str {
-    match kind {
-        Kind::GroupApi => "an NCCL group: from its first operation to the end of its launches",
-        Kind::CollApi => "an NCCL collective API call",
-        Kind::P2pApi => "an NCCL point-to-point API call",
-        Kind::KernelLaunch => "launching an NCCL kernel",
-        Kind::Group => "enqueueing one kernel plan's tasks",
-        Kind::Coll | Kind::P2p => "enqueueing one task for the GPU and the proxy",
-        Kind::NetPlugin => "a request of the network plugin",
-        _ => "",
-    }
-}
-
 fn rank_label(info: &ContextInfo) -> String {
     let comm = match &info.comm_name {
         Some(name) if !name.is_empty() => name.clone(),
@@ -1599,7 +1661,7 @@ mod tests {
             version,
             ..ContextInfo::default()
         };
-        sink.comm(CONTEXT, &Arc::new(info));
+        sink.set_comm(CONTEXT, &Arc::new(info));
         (dir, sink)
     }
 
@@ -1670,7 +1732,7 @@ mod tests {
     }
 
     fn end_of_pass(sink: &mut Otf2Sink, now: u64) -> u64 {
-        sink.end_of_pass(std::iter::empty(), now);
+        sink.place(&mut std::iter::empty(), now);
         sink.ranks[&CONTEXT].written
     }
 
@@ -1680,10 +1742,10 @@ mod tests {
     fn an_operation_waits_for_its_first_kernel_channel() {
         let (_dir, mut sink) = sink(7);
         let task = allreduce(1, 0, MS, 2 * MS);
-        sink.event(&task);
+        sink.record(&task);
         assert_eq!(end_of_pass(&mut sink, 2 * MS + 5 * OP_QUIET_NS), 0);
-        sink.event(&kernel(&task, 2, 0, 300 * MS, 301 * MS, false));
-        sink.event(&kernel(&task, 3, 1, 300 * MS, 302 * MS, false));
+        sink.record(&kernel(&task, 2, 0, 300 * MS, 301 * MS, false));
+        sink.record(&kernel(&task, 3, 1, 300 * MS, 302 * MS, false));
         assert_eq!(end_of_pass(&mut sink, 302 * MS), 1);
         assert_eq!(
             sink.ranks[&CONTEXT].last_end,
@@ -1701,9 +1763,9 @@ mod tests {
         let (_dir, mut sink) = sink(7);
         let first = allreduce(1, 0, MS, 2 * MS);
         let second = allreduce(2, 1, 3 * MS, 4 * MS);
-        sink.event(&first);
-        sink.event(&second);
-        sink.event(&kernel(&second, 3, 0, 5 * MS, 6 * MS, false));
+        sink.record(&first);
+        sink.record(&second);
+        sink.record(&kernel(&second, 3, 0, 5 * MS, 6 * MS, false));
         assert_eq!(end_of_pass(&mut sink, 6 * MS), 0, "not quiet yet");
         assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_QUIET_NS), 1);
         assert_eq!(sink.stats.ops_without_kernels, 1);
@@ -1717,19 +1779,19 @@ mod tests {
     #[test]
     fn waiting_for_kernel_channels_ends_at_a_limit_or_at_finalize() {
         let (_dir, mut sink) = sink(7);
-        sink.event(&allreduce(1, 0, MS, 2 * MS));
+        sink.record(&allreduce(1, 0, MS, 2 * MS));
         assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_KERNEL_WAIT_NS - 1), 0);
         assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_KERNEL_WAIT_NS), 1);
 
         let start = 3 * MS;
         for n in 0..=MAX_OPS_AWAITING_KERNELS as u64 {
-            sink.event(&allreduce(10 + n, 1 + n, start + n, start + n + 1));
+            sink.record(&allreduce(10 + n, 1 + n, start + n, start + n + 1));
         }
         let last_stop = start + MAX_OPS_AWAITING_KERNELS as u64 + 1;
         let now = last_stop + OP_QUIET_NS;
         assert_eq!(end_of_pass(&mut sink, now), 2, "the oldest over the limit");
 
-        sink.comm_finalized(CONTEXT);
+        sink.mark_finalized(CONTEXT);
         assert_eq!(
             end_of_pass(&mut sink, now),
             2 + MAX_OPS_AWAITING_KERNELS as u64
@@ -1746,12 +1808,12 @@ mod tests {
     fn late_channels_are_counted_and_early_ones_kept() {
         let (_dir, mut sink) = sink(7);
         let task = allreduce(1, 0, MS, 2 * MS);
-        sink.event(&kernel(&task, 2, 0, MS + 10, 3 * MS, true));
+        sink.record(&kernel(&task, 2, 0, MS + 10, 3 * MS, true));
         assert_eq!(sink.early_children.len(), 1);
-        sink.event(&task);
+        sink.record(&task);
         assert!(sink.early_children.is_empty());
         assert_eq!(end_of_pass(&mut sink, 3 * MS + OP_QUIET_NS), 1);
-        sink.event(&kernel(&task, 3, 1, 4 * MS, 5 * MS, false));
+        sink.record(&kernel(&task, 3, 1, 4 * MS, 5 * MS, false));
         assert_eq!(sink.stats.late_children, 1);
         assert!(sink.early_children.is_empty());
         assert_eq!(sink.stats.ops_without_kernels, 0);
@@ -1769,14 +1831,14 @@ mod tests {
             ..P2p::default()
         };
         let task = finished(1, Event::P2p(p2p), Parent::None, MS, 2 * MS);
-        sink.event(&task);
+        sink.record(&task);
         assert_eq!(end_of_pass(&mut sink, 2 * MS + 5 * OP_QUIET_NS), 0);
         let mut channel = kernel(&task, 2, 0, 400 * MS, 401 * MS, false);
         channel.parent = Parent::Local {
             handle: task.handle,
             kind: Kind::P2p,
         };
-        sink.event(&channel);
+        sink.record(&channel);
         assert_eq!(end_of_pass(&mut sink, 401 * MS + OP_QUIET_NS - 1), 0);
         assert_eq!(end_of_pass(&mut sink, 401 * MS + OP_QUIET_NS), 1);
         assert_eq!(sink.stats.ops_without_kernels, 0);
@@ -1786,7 +1848,7 @@ mod tests {
     #[test]
     fn without_kernel_channels_in_the_api_quiet_is_enough() {
         let (_dir, mut sink) = sink(2);
-        sink.event(&allreduce(1, 0, MS, 2 * MS));
+        sink.record(&allreduce(1, 0, MS, 2 * MS));
         assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_QUIET_NS), 1);
         assert_eq!(sink.stats.ops_without_kernels, 0);
     }

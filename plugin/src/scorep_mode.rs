@@ -30,18 +30,19 @@
 //! first init and the last finalize, and our time at its Enter recorded, so the merge can
 //! also align on those.
 
-use super::Runtime;
+use crate::boundary::{guarded, guarded_or};
 use crate::clock;
 use crate::config::{Config, Mode, ScorepParameters};
 use crate::counters::Counters;
-use crate::event::{DataType, Event, Func, Kind};
+use crate::event::{DataType, Event, Func};
 use crate::log;
+use crate::shared::Shared;
 use scorep_adapter::clock_file::{self, ClockFile, ClockPair, ClockSource};
 use scorep_adapter::metric::{self, ClockFn, ClockSlot, MetricProperties, PluginInfo};
 use scorep_adapter::{size_bucket, Parameter, Region, RegionHandle, UserApi};
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -100,9 +101,9 @@ thread_local! {
     static COMM_LABELS: RefCell<Vec<(u64, CString)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Looks for Score-P at the first `init` and, when it is used, points the output at
-/// Score-P's experiment directory. Returns whether Score-P mode is on.
-pub fn activate(config: &mut Config) -> bool {
+/// Looks for Score-P at the first `init`. Returns whether Score-P mode is on: the
+/// process is measured by Score-P, and the configuration allows it.
+pub fn activate(config: &Config) -> bool {
     if !matches!(config.mode, Mode::Auto | Mode::Scorep) {
         return false;
     }
@@ -129,39 +130,19 @@ pub fn activate(config: &mut Config) -> bool {
     if STATE.set(state).is_err() {
         return true;
     }
-    match std::env::var_os("SCOREP_EXPERIMENT_DIRECTORY").filter(|v| !v.is_empty()) {
-        Some(experiment) => config.output_dir = PathBuf::from(experiment).join("nccl"),
-        None => log::warn(&format!(
+    if config.scorep_experiment_dir.is_none() {
+        log::warn(&format!(
             "Score-P mode: SCOREP_EXPERIMENT_DIRECTORY is not set, so the NCCL sidecar trace \
              goes to {} (set it to keep both in one place)",
             config.output_dir.display()
-        )),
+        ));
     }
     FORWARDING.store(true, Ordering::Release);
-    log::info(&format!(
-        "Score-P mode: NCCL API calls become Score-P regions (group \"NCCL\"); sidecar trace in {}",
-        config.output_dir.display()
-    ));
     true
 }
 
 fn state() -> Option<&'static ScorepState> {
     STATE.get()
-}
-
-/// Whether events of this kind become Score-P regions.
-#[inline]
-pub fn is_forwarded(kind: Kind) -> bool {
-    matches!(
-        kind,
-        Kind::GroupApi
-            | Kind::CollApi
-            | Kind::P2pApi
-            | Kind::KernelLaunch
-            | Kind::Group
-            | Kind::Coll
-            | Kind::P2p
-    )
 }
 
 /// The region slot of an event; its name is made only when the region is created.
@@ -203,7 +184,7 @@ static CALLS_ISSUED: AtomicU64 = AtomicU64::new(0);
 
 /// An event was started on this thread and got `handle`: enters its region.
 #[inline(never)]
-pub fn entered(rt: &Runtime, event: &Event, handle: u64, context: u64) {
+pub fn entered(shared: &Shared, event: &Event, handle: u64, context: u64) {
     let Some(state) = state() else { return };
     let Some(slot) = region_slot(event) else {
         return;
@@ -222,14 +203,14 @@ pub fn entered(rt: &Runtime, event: &Event, handle: u64, context: u64) {
     }
     let region = state.regions[slot].get_or_init(|| Region::new(&region_name(event), GROUP));
     let Some(region) = region.handle(&state.api) else {
-        Counters::bump(&rt.counters.scorep_not_forwarded);
+        Counters::bump(&shared.counters.scorep_not_forwarded);
         return;
     };
     let forwarded = STACK.try_with(|cell| {
         let Ok(mut stack) = cell.try_borrow_mut() else {
             return false;
         };
-        end_finished(rt, state, &mut stack);
+        end_finished(shared, state, &mut stack);
         if stack.len() >= MAX_DEPTH {
             return false;
         }
@@ -238,7 +219,7 @@ pub fn entered(rt: &Runtime, event: &Event, handle: u64, context: u64) {
         }
         state.api.region_enter(region);
         OPEN_REGIONS.fetch_add(1, Ordering::Relaxed);
-        Counters::bump(&rt.counters.scorep_regions_entered);
+        Counters::bump(&shared.counters.scorep_regions_entered);
         stack.push(Entered {
             handle,
             region,
@@ -248,7 +229,7 @@ pub fn entered(rt: &Runtime, event: &Event, handle: u64, context: u64) {
         true
     });
     if forwarded != Ok(true) {
-        Counters::bump(&rt.counters.scorep_not_forwarded);
+        Counters::bump(&shared.counters.scorep_not_forwarded);
         return;
     }
     // Parameters go to the innermost open region: the one just entered.
@@ -258,14 +239,14 @@ pub fn entered(rt: &Runtime, event: &Event, handle: u64, context: u64) {
         }
     }
     if state.parameters.comm && !matches!(event, Event::GroupApi { .. }) {
-        with_comm_label(rt, context, |label| {
+        with_comm_label(shared, context, |label| {
             COMM_PARAMETER.record(&state.api, label)
         });
     }
 }
 
 /// Runs `f` with the communicator's label, from this thread's small cache.
-fn with_comm_label(rt: &Runtime, context: u64, f: impl FnOnce(&CStr)) {
+fn with_comm_label(shared: &Shared, context: u64, f: impl FnOnce(&CStr)) {
     let _ = COMM_LABELS.try_with(|cell| {
         let Ok(mut labels) = cell.try_borrow_mut() else {
             return;
@@ -274,7 +255,7 @@ fn with_comm_label(rt: &Runtime, context: u64, f: impl FnOnce(&CStr)) {
             f(label);
             return;
         }
-        let Some(info) = rt.contexts.info(context) else {
+        let Some(info) = shared.contexts.info(context) else {
             return;
         };
         let text = match info.comm_name.as_deref() {
@@ -292,7 +273,7 @@ fn with_comm_label(rt: &Runtime, context: u64, f: impl FnOnce(&CStr)) {
 
 /// An event of a forwarded kind was stopped on this thread.
 #[inline(never)]
-pub fn stopped(rt: &Runtime, handle: u64) {
+pub fn stopped(shared: &Shared, handle: u64) {
     let Some(state) = state() else { return };
     let result = STACK.try_with(|cell| {
         let Ok(mut stack) = cell.try_borrow_mut() else {
@@ -300,11 +281,11 @@ pub fn stopped(rt: &Runtime, handle: u64) {
         };
         let Some(index) = stack.iter().rposition(|e| e.handle == handle) else {
             // Entered on another thread (or never entered): Score-P must not hear of it.
-            Counters::bump(&rt.counters.scorep_cross_thread_stops);
+            Counters::bump(&shared.counters.scorep_cross_thread_stops);
             return;
         };
         stack[index].stopped = true;
-        end_finished(rt, state, &mut stack);
+        end_finished(shared, state, &mut stack);
         if stack.len() <= index {
             return;
         }
@@ -313,10 +294,10 @@ pub fn stopped(rt: &Runtime, handle: u64) {
             while stack.len() > index + 1 {
                 if let Some(inner) = stack.pop() {
                     if !inner.stopped {
-                        let counter = if rt.slab.check(inner.handle).is_ok() {
-                            &rt.counters.scorep_truncated
+                        let counter = if shared.slab.check(inner.handle).is_ok() {
+                            &shared.counters.scorep_truncated
                         } else {
-                            &rt.counters.scorep_closed_late
+                            &shared.counters.scorep_closed_late
                         };
                         Counters::bump(counter);
                     }
@@ -326,13 +307,13 @@ pub fn stopped(rt: &Runtime, handle: u64) {
             if let Some(api) = stack.pop() {
                 end(state, api);
             }
-            end_finished(rt, state, &mut stack);
+            end_finished(shared, state, &mut stack);
         } else {
-            Counters::bump(&rt.counters.scorep_ends_deferred);
+            Counters::bump(&shared.counters.scorep_ends_deferred);
         }
     });
     if result.is_err() {
-        Counters::bump(&rt.counters.scorep_not_forwarded);
+        Counters::bump(&shared.counters.scorep_not_forwarded);
     }
 }
 
@@ -343,13 +324,13 @@ fn end(state: &ScorepState, entered: Entered) {
 
 /// Ends innermost regions that are already stopped: out of order on this thread, or on
 /// another thread (their handle is no longer live).
-fn end_finished(rt: &Runtime, state: &ScorepState, stack: &mut Vec<Entered>) {
+fn end_finished(shared: &Shared, state: &ScorepState, stack: &mut Vec<Entered>) {
     while let Some(&top) = stack.last() {
         if !top.stopped {
-            if rt.slab.check(top.handle).is_ok() {
+            if shared.slab.check(top.handle).is_ok() {
                 break;
             }
-            Counters::bump(&rt.counters.scorep_closed_late);
+            Counters::bump(&shared.counters.scorep_closed_late);
         }
         stack.pop();
         end(state, top);
@@ -358,13 +339,13 @@ fn end_finished(rt: &Runtime, state: &ScorepState, stack: &mut Vec<Entered>) {
 
 /// The last finalize: ends what the calling thread still has open and counts what other
 /// threads have (their regions can only be ended on their own thread).
-pub fn close_thread_at_finalize(rt: &Runtime) {
+pub fn close_thread_at_finalize(shared: &Shared) {
     let Some(state) = state() else { return };
     let _ = STACK.try_with(|cell| {
         if let Ok(mut stack) = cell.try_borrow_mut() {
             while let Some(entered) = stack.pop() {
                 if !entered.stopped {
-                    Counters::bump(&rt.counters.scorep_closed_at_finalize);
+                    Counters::bump(&shared.counters.scorep_closed_at_finalize);
                 }
                 end(state, entered);
             }
@@ -372,7 +353,8 @@ pub fn close_thread_at_finalize(rt: &Runtime) {
     });
     let others = OPEN_REGIONS.load(Ordering::Relaxed).max(0) as u64;
     if others > 0 {
-        rt.counters
+        shared
+            .counters
             .scorep_left_open
             .fetch_add(others, Ordering::Relaxed);
     }
@@ -490,10 +472,10 @@ fn names_us_as_metric_plugin() -> bool {
 
 /// The last finalize of a cycle (or process exit without one): the last sync point. At
 /// exit Score-P may have finished already, so no region is entered then.
-pub fn end_cycle(rt: &Runtime, at_exit: bool) {
+pub fn end_cycle(shared: &Shared, at_exit: bool) {
     let Some(state) = state() else { return };
     if !at_exit {
-        close_thread_at_finalize(rt);
+        close_thread_at_finalize(shared);
     }
     let mut guard = SYNC.lock().unwrap_or_else(|e| e.into_inner());
     let Some(log) = guard.as_mut() else { return };
@@ -523,25 +505,19 @@ pub fn on_collector_pass() {
     sample_metrics();
 }
 
-/// The part whose anchor file is `anchor` is finished: writes `scorep-clock.json` next
-/// to it.
-pub fn part_finished(rt: &Runtime, anchor: &Path) {
+/// The cycle's part (in `part_dir`) is finished: writes its `scorep-clock.json`.
+pub fn part_finished(pid: i32, host: &str, part_dir: &Path) {
     if !FORWARDING.load(Ordering::Relaxed) {
         return;
     }
-    let part_dir = if anchor.is_dir() {
-        anchor
-    } else {
-        anchor.parent().unwrap_or(anchor)
-    };
     let Some(log) = SYNC.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return;
     };
     let file = ClockFile {
         format: clock_file::FORMAT,
-        pid: rt.pid,
+        pid,
         launcher_rank: nccl_scorep_common::job::launcher_rank(),
-        hostname: nccl_scorep_common::job::hostname(),
+        hostname: host.to_owned(),
         source: log.source,
         pairs: log.pairs,
         sync_region: clock_file::SYNC_REGION.to_owned(),
@@ -618,8 +594,8 @@ fn sample_metrics() {
         }
         samples.last[index] = Some(value);
         if samples.values[index].len() >= MAX_SAMPLES {
-            if let Some(rt) = super::runtime() {
-                Counters::bump(&rt.counters.scorep_metric_samples_dropped);
+            if let Some(rt) = crate::runtime::runtime() {
+                Counters::bump(&rt.shared.counters.scorep_metric_samples_dropped);
             }
             continue;
         }
@@ -646,7 +622,7 @@ pub fn metric_plugin_info() -> PluginInfo {
 }
 
 extern "C" fn metric_set_clock(clock: Option<ClockFn>) {
-    let _ = std::panic::catch_unwind(|| SCOREP_CLOCK.set(clock));
+    guarded(|| SCOREP_CLOCK.set(clock));
 }
 
 extern "C" fn metric_initialize() -> i32 {
@@ -654,7 +630,7 @@ extern "C" fn metric_initialize() -> i32 {
 }
 
 extern "C" fn metric_finalize() {
-    let _ = std::panic::catch_unwind(|| {
+    guarded(|| {
         SAMPLES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -669,7 +645,7 @@ fn malloc_string(text: &CStr) -> *mut c_char {
 }
 
 extern "C" fn metric_event_info(token: *mut c_char) -> *mut MetricProperties {
-    std::panic::catch_unwind(|| event_info(token)).unwrap_or(std::ptr::null_mut())
+    guarded(|| event_info(token))
 }
 
 fn event_info(token: *mut c_char) -> *mut MetricProperties {
@@ -717,7 +693,7 @@ fn event_info(token: *mut c_char) -> *mut MetricProperties {
 }
 
 extern "C" fn metric_add_counter(name: *mut c_char) -> i32 {
-    std::panic::catch_unwind(|| {
+    guarded_or(-1, || {
         if name.is_null() {
             return -1;
         }
@@ -728,12 +704,12 @@ extern "C" fn metric_add_counter(name: *mut c_char) -> i32 {
             .position(|m| m.name == name)
             .map_or(-1, |index| index as i32)
     })
-    .unwrap_or(-1)
 }
 
-extern "C" fn metric_synchronize(is_responsible: bool, mode: u32) {
-    let _ = std::panic::catch_unwind(|| {
-        if !is_responsible {
+extern "C" fn metric_synchronize(is_responsible: u8, mode: u32) {
+    guarded(|| {
+        // A C `bool`, read as a byte: only 0 is false.
+        if is_responsible == 0 {
             return;
         }
         let open = mode != metric::sync_mode::END;
@@ -750,7 +726,7 @@ extern "C" fn metric_synchronize(is_responsible: bool, mode: u32) {
 }
 
 extern "C" fn metric_all_values(id: i32, list: *mut *mut metric::TimeValuePair) -> u64 {
-    std::panic::catch_unwind(|| {
+    guarded(|| {
         if list.is_null() {
             return 0;
         }
@@ -780,5 +756,4 @@ extern "C" fn metric_all_values(id: i32, list: *mut *mut metric::TimeValuePair) 
         }
         values.len() as u64
     })
-    .unwrap_or(0)
 }

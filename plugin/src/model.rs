@@ -1,0 +1,121 @@
+//! What the collector hands to the sinks: events complete with their owner, parent,
+//! states and times, and the open events they may still wait for. The collector and
+//! every sink depend on this module; it depends on neither.
+
+use crate::context::ContextInfo;
+use crate::event::{Event, Kind, StateArg};
+
+/// Who an event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Owner {
+    /// A communicator rank of this process (our context id).
+    Local(u64),
+    /// Progressed here for another process (PXN): its pid and its context value.
+    Foreign { pid: i32, context: u64 },
+    /// A step or net event whose ProxyOp is unknown (NULL or dropped).
+    Unknown,
+}
+
+/// What an event's `parentObj` turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parent {
+    None,
+    Local {
+        handle: u64,
+        kind: Kind,
+    },
+    /// Another process's handle (PXN), kept as numbers only.
+    Foreign {
+        pid: i32,
+        value: u64,
+    },
+    /// A value that is neither NULL, nor ours and known, nor foreign.
+    Unresolved(u64),
+}
+
+/// Why an event ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closed {
+    Stopped,
+    /// A receive step started again for the same step; the earlier start never stops.
+    Restarted,
+    /// Still open when its communicator (or the process) finalized.
+    Finalize,
+    /// Still open when its ProxyOp stopped.
+    ParentStopped,
+    /// A ProxyOp never stopped by NCCL (see `collector::MAX_STEPLESS_PROXY_OPS`).
+    Abandoned,
+}
+
+impl Closed {
+    pub fn name(self) -> &'static str {
+        match self {
+            Closed::Stopped => "stop",
+            Closed::Restarted => "restarted",
+            Closed::Finalize => "finalize",
+            Closed::ParentStopped => "parent_stopped",
+            Closed::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// A state recorded on an event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StateRecord {
+    pub state: i32,
+    pub time_ns: u64,
+    pub thread: u32,
+    pub arg: StateArg,
+}
+
+/// One event as the sinks see it: complete, with everything resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinishedEvent<'a> {
+    pub handle: u64,
+    pub kind: Kind,
+    pub owner: Owner,
+    pub comm: Option<&'a ContextInfo>,
+    pub parent: Parent,
+    pub rank: i32,
+    pub event: Event,
+    pub start_ns: u64,
+    pub start_tid: i32,
+    pub stop_ns: u64,
+    pub stop_tid: Option<i32>,
+    pub states: Vec<StateRecord>,
+    pub closed: Closed,
+    /// KernelCh and KernelPhase: the GPU interval on the host clock (see `gpu_clock`).
+    pub gpu: Option<GpuInterval>,
+    /// KernelCh and ProxyOp: their task's event when the task was still open.
+    pub parent_event: Option<Event>,
+}
+
+/// A GPU interval converted to host CLOCK_MONOTONIC nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuInterval {
+    pub start_ns: u64,
+    pub stop_ns: u64,
+    /// The conversion is exact within ± this much; `None` when only bounded from above.
+    pub error_ns: Option<u64>,
+}
+
+/// An open event as the collector holds it (sinks judge from these what can still come).
+pub struct OpenView<'a> {
+    pub handle: u64,
+    pub kind: Kind,
+    pub owner: Owner,
+    pub parent: Parent,
+    pub start_ns: u64,
+    pub start_tid: i32,
+    pub event: &'a Event,
+}
+
+/// Records a thread's ring dropped, in CLOCK_MONOTONIC nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    pub tid: i32,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Records the thread dropped since it started.
+    pub dropped_total: u64,
+}

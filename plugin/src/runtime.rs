@@ -1,0 +1,334 @@
+//! The process-wide runtime: created by the first `init`, it holds the [`Shared`] state,
+//! runs the collector while communicators are profiled, and carries out `init` and
+//! `finalize` for every API version. The callbacks in between are in [`crate::hot_path`].
+
+use crate::collector::Collector;
+use crate::config::{Config, Mode, OnFull};
+use crate::context::ContextInfo;
+use crate::counters::Counters;
+use crate::event::{Action, Record};
+use crate::log;
+use crate::ring::RingProducer;
+use crate::scorep_mode;
+use crate::shared::Shared;
+use crate::sink::{self, SinkContext};
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// Process-wide state, created by the first `init` and kept for the life of the process
+/// (NCCL may unload and reload the library; a pinned library keeps it).
+pub struct Runtime {
+    pub shared: &'static Shared,
+    collector: Mutex<Option<Collector>>,
+    collecting: AtomicBool,
+    /// Set after a caught panic, or from the start with NCCL_SCOREP_MODE=off: the plugin
+    /// answers NCCL but records nothing (no handle for any event).
+    disabled: AtomicBool,
+    /// Serialises `init` and `finalize`, so an `init` racing with the last `finalize`
+    /// never sees a collector that is still shutting down.
+    lifecycle: Mutex<()>,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// At process exit (or, as a no-op, when NCCL unloads the library after the last
+/// finalize): drains, closes what is open and finishes the outputs, as the last finalize
+/// would, and takes part in the automatic merge at the end of the job.
+extern "C" fn stop_at_exit() {
+    crate::boundary::guarded(|| {
+        if let Some(rt) = RUNTIME.get() {
+            // Collecting means communicators are alive, so this is the process's exit:
+            // NCCL unloads the library only after the last finalize, which stops the
+            // collector (and takes part in the merge itself).
+            let exiting = rt.collecting.load(Ordering::Acquire);
+            if exiting {
+                scorep_mode::end_cycle(rt.shared, true);
+            }
+            rt.stop_collector();
+            if exiting {
+                rt.job_done();
+            }
+        }
+    });
+}
+
+thread_local! {
+    static RING: RefCell<Option<RingProducer>> = const { RefCell::new(None) };
+}
+
+/// The runtime, if any `init` ran in this process.
+#[inline]
+pub fn runtime() -> Option<&'static Runtime> {
+    RUNTIME.get()
+}
+
+fn runtime_or_init() -> &'static Runtime {
+    RUNTIME.get_or_init(|| {
+        let (config, warnings) = Config::from_env();
+        for warning in &warnings {
+            log::warn(&warning.0);
+        }
+        let (host, host_problem) = nccl_scorep_common::job::hostname_and_problem();
+        if let Some(problem) = host_problem {
+            log::warn(&problem);
+        }
+        // Score-P is looked for once, before anything is recorded; without it nothing
+        // changes.
+        let scorep = scorep_mode::activate(&config);
+        let run_dir = config.run_dir(scorep);
+        if scorep {
+            log::info(&format!(
+                "Score-P mode: NCCL API calls become Score-P regions (group \"NCCL\"); \
+                 sidecar trace in {}",
+                run_dir.root().display()
+            ));
+        }
+        Runtime::new(Box::leak(Box::new(Shared::new(config, run_dir, host))))
+    })
+}
+
+impl Runtime {
+    pub fn new(shared: &'static Shared) -> Runtime {
+        Runtime {
+            collector: Mutex::new(None),
+            collecting: AtomicBool::new(false),
+            disabled: AtomicBool::new(shared.config.mode == Mode::Off),
+            lifecycle: Mutex::new(()),
+            shared,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn recording(&self) -> bool {
+        !self.disabled.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` with the calling thread's ring, registering the ring on first use.
+    /// `None` when the thread is exiting and its thread-local storage is gone.
+    #[inline]
+    pub(crate) fn with_ring<R>(&self, f: impl FnOnce(&mut RingProducer) -> R) -> Option<R> {
+        RING.try_with(|cell| {
+            let mut slot = cell.borrow_mut();
+            f(slot.get_or_insert_with(|| self.shared.register_thread()))
+        })
+        .ok()
+    }
+
+    /// Pushes one record: on a full ring, drops and counts it, or waits for the collector
+    /// when so configured (and a collector runs to make room).
+    #[inline]
+    pub(crate) fn push(&self, ring: &mut RingProducer, mut record: Record) -> bool {
+        loop {
+            match ring.push(record) {
+                Ok(()) => return true,
+                Err(back)
+                    if self.shared.config.on_full == OnFull::Wait
+                        && self.collecting.load(Ordering::Relaxed) =>
+                {
+                    record = back;
+                    self.wake_collector();
+                    ring.wait_for_room();
+                }
+                Err(_) => {
+                    // Counted per ring (no shared cache line on an overloaded path); the
+                    // collector adds the rings' drops to `ring_full`.
+                    if ring.shared.note_drop(record.time) {
+                        self.wake_collector();
+                    }
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Pushes a record that needs no new id.
+    #[inline]
+    pub(crate) fn push_here(&self, record: Record) -> bool {
+        self.with_ring(|ring| self.push(ring, record))
+            .unwrap_or_else(|| {
+                Counters::bump(&self.shared.counters.ring_full);
+                false
+            })
+    }
+
+    /// A ring is full: the collector drains now instead of at the end of its poll
+    /// interval (a thread fills a small ring faster than that).
+    #[cold]
+    pub(crate) fn wake_collector(&self) {
+        if let Some(collector) = &*self.collector.lock().unwrap_or_else(|e| e.into_inner()) {
+            collector.wake();
+        }
+    }
+
+    fn ensure_collector(&'static self) {
+        // Many applications exit without ncclCommDestroy: the trace is then finished at
+        // exit. (Registered from this library, the handler also runs, as a no-op, when
+        // the library is unloaded after the last finalize.)
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        AT_EXIT.call_once(|| {
+            // SAFETY: registers a plain `extern "C" fn()` that catches its panics.
+            if unsafe { libc::atexit(stop_at_exit) } != 0 {
+                log::warn("cannot register the exit handler: end the job with ncclCommDestroy for a complete trace");
+            }
+        });
+        let mut collector = self.collector.lock().unwrap_or_else(|e| e.into_inner());
+        if collector.is_none() {
+            let shared = self.shared;
+            // This cycle's part of the trace: a new directory for each init/finalize cycle.
+            let part = shared.run_dir.new_part(&shared.host, shared.pid);
+            let sinks = sink::open_all(&SinkContext {
+                config: &shared.config,
+                pid: shared.pid,
+                host: &shared.host,
+                run_dir: &shared.run_dir,
+                part: &part,
+            });
+            match Collector::start(shared, sinks) {
+                Ok(started) => {
+                    *collector = Some(started);
+                    self.collecting.store(true, Ordering::Release);
+                }
+                Err(error) => log::warn(&format!(
+                    "cannot start the collector thread ({error}); events will be counted as dropped"
+                )),
+            }
+        }
+    }
+
+    /// The process is done with NCCL for now (its last finalize, or its exit): the last
+    /// process of the job merges the trace.
+    fn job_done(&self) {
+        let config = &self.shared.config;
+        if config.auto_merge && config.writes_otf2() && self.recording() {
+            crate::job_end::process_done(&self.shared.run_dir, config.merge_tool.as_deref());
+        }
+    }
+
+    fn stop_collector(&self) {
+        let collector = self
+            .collector
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.collecting.store(false, Ordering::Release);
+        if let Some(collector) = collector {
+            self.shared.return_rings(collector.stop());
+        }
+    }
+}
+
+/// What `init` passes, in a version-independent form.
+pub struct InitArgs {
+    pub info: ContextInfo,
+    pub logger: nccl_profiler_abi::ncclDebugLogger_t,
+}
+
+/// `init` for any version: always leaves `*context` written (a disabled context or NULL
+/// on any problem) and never fails.
+///
+/// # Safety
+/// `context_out` and `mask` are NULL or writable.
+pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs) {
+    if !context_out.is_null() {
+        // SAFETY: non-NULL and writable (caller).
+        unsafe { *context_out = std::ptr::null_mut() };
+    }
+    log::set_logger(args.logger);
+    let rt = runtime_or_init();
+    let shared = rt.shared;
+    let _lifecycle = rt.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+    if context_out.is_null() {
+        // Nowhere to return a context: registering one would leave a live context that
+        // no finalize can ever name, so the last finalize (summary, collector stop) would
+        // never come.
+        Counters::bump(&shared.counters.disabled_inits);
+        return;
+    }
+    let enabled = rt.recording() && shared.config.mode != Mode::Off;
+    let name = args.info.comm_name.clone().unwrap_or_default();
+    let (hash, rank, n_ranks) = (args.info.comm_hash, args.info.rank, args.info.n_ranks);
+    let Some(context) = shared.contexts.register(args.info, enabled) else {
+        Counters::bump(&shared.counters.disabled_inits);
+        log::warn(&format!(
+            "too many communicators in this process (at most {}); comm {hash:#x} rank {rank} is not profiled",
+            crate::context::MAX_CONTEXTS
+        ));
+        return;
+    };
+    // SAFETY: non-NULL and writable (caller).
+    unsafe { *context_out = context as usize as *mut c_void };
+    if !enabled {
+        Counters::bump(&shared.counters.disabled_inits);
+        log::info(&format!(
+            "comm {hash:#x} rank {rank}: profiling off (NCCL_SCOREP_MODE=off or plugin disabled)"
+        ));
+        return;
+    }
+    if !mask.is_null() {
+        // SAFETY: non-NULL and writable (caller); NCCL reads it with relaxed atomics.
+        unsafe { *mask = shared.config.event_mask as i32 };
+    }
+    let first_of_cycle = !rt.collecting.load(Ordering::Acquire);
+    rt.ensure_collector();
+    if first_of_cycle && scorep_mode::FORWARDING.load(Ordering::Relaxed) {
+        scorep_mode::start_cycle();
+    }
+    // The collector learns of the context through its first event or the finalize
+    // record; tell it now so comms without events still appear in the output.
+    rt.push_here(Record {
+        time: crate::clock::ticks(),
+        handle: 0,
+        action: Action::Init { context },
+    });
+    log::info(&format!(
+        "profiling comm \"{name}\" {hash:#x} rank {rank}/{n_ranks}, events {:#x}, output {}",
+        shared.config.event_mask,
+        shared.run_dir.root().display()
+    ));
+}
+
+/// `finalize` for any version. The last finalize of the process drains and stops the
+/// collector, so nothing of ours runs when NCCL unloads the library.
+pub fn finalize(context: *mut c_void) {
+    let Some(rt) = runtime() else { return };
+    let value = context as u64;
+    crate::hot_path::panic_probe(value);
+    let shared = rt.shared;
+    let _lifecycle = rt.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
+    match shared.contexts.finalize(value) {
+        Ok(done) => {
+            if rt.recording() {
+                rt.push_here(Record {
+                    time: crate::clock::ticks(),
+                    handle: 0,
+                    action: Action::Finalize { context: value },
+                });
+            }
+            if done.last {
+                if scorep_mode::FORWARDING.load(Ordering::Relaxed) {
+                    scorep_mode::end_cycle(shared, false);
+                }
+                rt.stop_collector();
+                shared.contexts.clear();
+                rt.job_done();
+                // NCCL may unload itself, and the logger with it, after its last
+                // communicator: a later message goes to stderr instead.
+                log::clear_logger();
+            }
+        }
+        Err(_) => Counters::bump(&shared.counters.bad_finalize),
+    }
+}
+
+/// Called by the boundary after it caught a panic: counts it and turns recording off for
+/// the rest of the run.
+pub fn on_panic() {
+    if let Some(rt) = runtime() {
+        Counters::bump(&rt.shared.counters.panics);
+        if !rt.disabled.swap(true, Ordering::Relaxed) {
+            log::warn("internal error (panic caught); profiling is off for the rest of the run");
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! What the hot path, the collector and Score-P mode share: the configuration, where the
+//! output goes, the handle slab, the communicator contexts, the counters and the registry
+//! of the threads' rings. It sits below all three, so that none of them depends on another.
+
+use crate::clock;
+use crate::config::{ClockChoice, Config};
+use crate::context::Contexts;
+use crate::counters::Counters;
+use crate::event::Record;
+use crate::handle::Slab;
+use crate::ring::{self, RingConsumer, RingProducer};
+use nccl_scorep_common::RunDir;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+pub struct Shared {
+    pub config: Config,
+    pub pid: i32,
+    /// The host name in the trace and in file names.
+    pub host: String,
+    /// Where this process writes: the output directory, or in Score-P mode the sidecar
+    /// directory in Score-P's experiment directory.
+    pub run_dir: RunDir,
+    pub slab: Slab,
+    pub contexts: Contexts,
+    pub counters: Counters,
+    /// Rings not currently held by a running collector.
+    idle_rings: Mutex<Vec<RingConsumer>>,
+    next_thread: AtomicU32,
+    ring_capacity: usize,
+}
+
+impl Shared {
+    /// The state for a process with `config`, writing to `run_dir` on `host`. Selects the
+    /// clock the hot path stamps records with.
+    pub fn new(config: Config, run_dir: RunDir, host: String) -> Shared {
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        // The salt keeps our ids apart from those of other processes running this plugin
+        // (their handles reach us as PXN parents and contexts).
+        let salt = (pid as u64 ^ clock::realtime_ns() >> 10).wrapping_mul(0x9E37_79B9) >> 24;
+        let salt = salt as u8;
+        let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 2);
+        let tsc = match config.clock {
+            ClockChoice::Tsc => true,
+            ClockChoice::Monotonic => false,
+            ClockChoice::Auto => clock::tsc_is_reliable(),
+        };
+        clock::select(if tsc {
+            clock::Source::Tsc
+        } else {
+            clock::Source::Monotonic
+        });
+        Shared {
+            pid,
+            host,
+            run_dir,
+            slab: Slab::new(salt, config.max_open_events, shards),
+            contexts: Contexts::new(salt),
+            counters: Counters::default(),
+            idle_rings: Mutex::new(Vec::new()),
+            next_thread: AtomicU32::new(0),
+            ring_capacity: config.buffer_bytes / std::mem::size_of::<Record>(),
+            config,
+        }
+    }
+
+    /// A ring for the calling thread, which the collector adopts at its next pass.
+    #[cold]
+    pub fn register_thread(&self) -> RingProducer {
+        let index = self.next_thread.fetch_add(1, Ordering::Relaxed);
+        let (producer, consumer) = ring::ring(self.ring_capacity, index);
+        self.idle_rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(consumer);
+        producer
+    }
+
+    /// Rings registered since the collector last looked (and all of them at its start).
+    pub fn take_new_rings(&self) -> Vec<RingConsumer> {
+        std::mem::take(&mut *self.idle_rings.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Gives rings back when a collector stops, for the next init/finalize cycle.
+    pub fn return_rings(&self, rings: Vec<RingConsumer>) {
+        self.idle_rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(rings);
+    }
+}
