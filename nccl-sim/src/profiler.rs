@@ -1239,3 +1239,198 @@ fn args_ptr(a: &mut StateArgsV4, args: StateArgs) -> *mut StateArgsV4 {
         _ => a,
     }
 }
+
+/// The bytes the version adapters write, read at the offsets of NCCL's headers spelled
+/// out here, not through the shared `nccl_profiler_abi` types: a wrong definition there
+/// would otherwise pass on both sides, in the plugin and in this stand-in.
+#[cfg(test)]
+mod descriptor_bytes {
+    use super::*;
+    use crate::event::{CollTask, CoreEvent, P2pTask};
+    use crate::names::{Algo, DataType, Func, Proto};
+    use std::ffi::CStr;
+
+    fn bytes_of<T>(value: &T) -> &[u8] {
+        // SAFETY: any initialised value can be viewed as its bytes (the descriptors are
+        // zeroed before they are filled, so padding is initialised too).
+        unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }
+    }
+
+    fn u64_at(bytes: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap())
+    }
+
+    fn i32_at(bytes: &[u8], at: usize) -> i32 {
+        i32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap())
+    }
+
+    /// The C string a pointer stored at `at` points to.
+    fn str_at(bytes: &[u8], at: usize) -> String {
+        let ptr = u64_at(bytes, at) as usize as *const std::ffi::c_char;
+        assert!(!ptr.is_null(), "NULL string at {at}");
+        // SAFETY: the adapters store pointers to static NUL-terminated names.
+        unsafe { CStr::from_ptr(ptr) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn coll() -> Descr {
+        Descr {
+            parent: 0x1234_5678 as Raw,
+            rank: 3,
+            event: CoreEvent::Coll(CollTask {
+                seq: 41,
+                func: Func::AllReduce,
+                count: 1000,
+                root: 2,
+                datatype: DataType::Float32,
+                n_channels: 4,
+                n_warps: 16,
+                algo: Algo::Ring,
+                proto: Proto::Simple,
+                symmetric_variant: None,
+                parent_group: 0x5678 as Raw,
+                user_tag: 77,
+                comm_name: std::ptr::null(),
+                comm_hash: 0xC0FFEE,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_v7_collective_has_its_fields_where_nccl_2_31_puts_them() {
+        let d = build_v7(&coll());
+        let b = bytes_of(&d);
+        assert_eq!(b.len(), 136);
+        assert_eq!(u64_at(b, 0), 1 << 1, "type is a u64 at 0");
+        assert_eq!(u64_at(b, 8), 0x1234_5678, "parentObj");
+        assert_eq!(i32_at(b, 16), 3, "rank");
+        assert_eq!(u64_at(b, 24), 41, "coll.seqNumber");
+        assert_eq!(str_at(b, 32), "AllReduce", "coll.func");
+        assert_eq!(u64_at(b, 56), 1000, "coll.count");
+        assert_eq!(i32_at(b, 64), 2, "coll.root");
+        assert_eq!(str_at(b, 72), "ncclFloat32", "coll.datatype");
+        assert_eq!(b[80], 4, "coll.nChannels");
+        assert_eq!(b[81], 16, "coll.nWarps");
+        assert_eq!(str_at(b, 88), "RING", "coll.algo");
+        assert_eq!(str_at(b, 96), "SIMPLE", "coll.proto");
+        assert_eq!(u64_at(b, 104), 0x5678, "coll.parentGroup");
+        assert_eq!(b[120], 0, "coll.isSymColl");
+        assert_eq!(u64_at(b, 128), 77, "coll.userTag");
+    }
+
+    #[test]
+    fn a_v4_collective_has_its_fields_where_nccl_2_27_puts_them() {
+        let d = build_v4(&coll(), true, 0).unwrap();
+        let b = bytes_of(&d);
+        assert_eq!(b.len(), 104);
+        assert_eq!(b[0], 1 << 1, "type is a u8 at 0");
+        assert_eq!(u64_at(b, 24), 41, "coll.seqNumber");
+        assert_eq!(str_at(b, 32), "AllReduce", "coll.func");
+        assert_eq!(u64_at(b, 56), 1000, "coll.count");
+        assert_eq!(i32_at(b, 64), 2, "coll.root");
+        assert_eq!(str_at(b, 72), "ncclFloat32", "coll.datatype");
+        assert_eq!(b[80], 4, "coll.nChannels");
+        assert_eq!(str_at(b, 88), "RING", "coll.algo");
+        assert_eq!(str_at(b, 96), "SIMPLE", "coll.proto");
+    }
+
+    #[test]
+    fn a_v1_collective_has_its_fields_where_nccl_2_23_puts_them() {
+        let release: crate::release::Release = "2.23".parse().unwrap();
+        let d = build_v1(&coll(), release).unwrap();
+        let b = bytes_of(&d);
+        assert_eq!(b.len(), 120);
+        assert_eq!(b[0], 1 << 1, "type");
+        assert_eq!(i32_at(b, 16), 3, "rank");
+        assert_eq!(u64_at(b, 32), 0xC0FFEE, "coll.commHash");
+        assert_eq!(u64_at(b, 40), 41, "coll.seqNumber");
+        assert_eq!(b[48], 4, "coll.func: AllReduce is 4");
+        assert_eq!(u64_at(b, 72), 1000, "coll.count");
+        assert_eq!(i32_at(b, 80), 2, "coll.root");
+        assert_eq!(b[84], 7, "coll.datatype: Float32 is 7");
+        assert_eq!(b[104], 4, "coll.nMaxChannels");
+        assert_eq!(b[106], 1, "coll.algo: RING is 1");
+        assert_eq!(b[107], 2, "coll.proto: SIMPLE is 2");
+    }
+
+    #[test]
+    fn proxy_and_kernel_members_sit_at_the_same_offsets_in_v7() {
+        let op = build_v7(&Descr {
+            parent: NULL,
+            rank: 1,
+            event: CoreEvent::ProxyOp {
+                pid: 4242,
+                channel: 5,
+                peer: 6,
+                n_steps: 7,
+                chunk_size: 8,
+                is_send: true,
+            },
+        });
+        let b = bytes_of(&op);
+        assert_eq!(u64_at(b, 0), 1 << 3);
+        assert_eq!(i32_at(b, 24), 4242, "proxyOp.pid");
+        assert_eq!(b[28], 5, "proxyOp.channelId");
+        assert_eq!(i32_at(b, 32), 6, "proxyOp.peer");
+        assert_eq!(i32_at(b, 36), 7, "proxyOp.nSteps");
+        assert_eq!(i32_at(b, 40), 8, "proxyOp.chunkSize");
+        assert_eq!(i32_at(b, 44), 1, "proxyOp.isSend");
+
+        let ch = build_v7(&Descr {
+            parent: NULL,
+            rank: 0,
+            event: CoreEvent::KernelCh {
+                channel: 9,
+                ptimer: 0xABCD,
+            },
+        });
+        let b = bytes_of(&ch);
+        assert_eq!(u64_at(b, 0), 1 << 6);
+        assert_eq!(b[24], 9, "kernelCh.channelId");
+        assert_eq!(u64_at(b, 32), 0xABCD, "kernelCh.pTimer");
+
+        let phase = build_v7(&Descr {
+            parent: NULL,
+            rank: 0,
+            event: CoreEvent::KernelPhase {
+                channel: 2,
+                phase: 1,
+                ptimer: 0x1111,
+            },
+        });
+        let b = bytes_of(&phase);
+        assert_eq!(u64_at(b, 0), 1 << 15);
+        assert_eq!(b[24], 2, "kernelPhase.channelId");
+        assert_eq!(b[25], 1, "kernelPhase.phaseId");
+        assert_eq!(u64_at(b, 40), 0x1111, "kernelPhase.pTimer");
+    }
+
+    #[test]
+    fn a_v7_p2p_has_its_fields_where_nccl_2_31_puts_them() {
+        let d = build_v7(&Descr {
+            parent: NULL,
+            rank: 0,
+            event: CoreEvent::P2p(P2pTask {
+                func: Func::Send,
+                count: 64,
+                datatype: DataType::Int8,
+                peer: 5,
+                n_channels: 2,
+                parent_group: 0x99 as Raw,
+                user_tag: 12,
+                comm_name: std::ptr::null(),
+                comm_hash: 0,
+            }),
+        });
+        let b = bytes_of(&d);
+        assert_eq!(u64_at(b, 0), 1 << 2);
+        assert_eq!(str_at(b, 24), "Send", "p2p.func");
+        assert_eq!(str_at(b, 40), "ncclInt8", "p2p.datatype");
+        assert_eq!(u64_at(b, 48), 64, "p2p.count");
+        assert_eq!(i32_at(b, 56), 5, "p2p.peer");
+        assert_eq!(b[60], 2, "p2p.nChannels");
+        assert_eq!(u64_at(b, 64), 0x99, "p2p.parentGroup");
+        assert_eq!(u64_at(b, 72), 12, "p2p.userTag");
+    }
+}
