@@ -97,16 +97,9 @@ pub struct Job {
 }
 
 /// The environment did not describe a usable job.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct JobError(pub String);
-
-impl fmt::Display for JobError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for JobError {}
 
 impl From<JobError> for io::Error {
     fn from(e: JobError) -> io::Error {

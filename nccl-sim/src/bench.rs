@@ -37,7 +37,7 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use nccl_profiler_abi::loader::ApiVersion;
 use nccl_profiler_abi::{event_type as t, state as st};
 use std::ffi::{CString, OsStr, OsString};
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -158,37 +158,17 @@ pub struct BenchRow {
 }
 
 /// Why a bench could not run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BenchError {
     /// A plugin did not load (or its `init` failed), as NCCL would have it.
-    Load {
-        plugin: OsString,
-        reason: String,
-    },
+    #[error("cannot use profiler plugin {}: {reason}", plugin.to_string_lossy())]
+    Load { plugin: OsString, reason: String },
     /// The in-tree empty plugin is not where the build put it.
+    #[error("the in-tree empty plugin is missing ({}): rebuild nccl-sim", .0.display())]
     EmptyPluginMissing(PathBuf),
+    #[error("{0}")]
     BadConfig(String),
 }
-
-impl fmt::Display for BenchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BenchError::Load { plugin, reason } => write!(
-                f,
-                "cannot use profiler plugin {}: {reason}",
-                plugin.to_string_lossy()
-            ),
-            BenchError::EmptyPluginMissing(path) => write!(
-                f,
-                "the in-tree empty plugin is missing ({}): rebuild nccl-sim",
-                path.display()
-            ),
-            BenchError::BadConfig(message) => f.write_str(message),
-        }
-    }
-}
-
-impl std::error::Error for BenchError {}
 
 /// No plugin failed to start (else the first one's index).
 const NONE_FAILED: usize = usize::MAX;

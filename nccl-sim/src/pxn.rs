@@ -31,7 +31,6 @@ use crate::event::{CoreEvent, Descr, Raw, StateArgs, NULL};
 use crate::profiler::{Profiler, Session};
 use nccl_profiler_abi::{event_type as t, state as st};
 use std::cell::UnsafeCell;
-use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -117,24 +116,15 @@ impl PxnOp {
 }
 
 /// Why an op was not sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
     /// Every slot is taken: try again later.
+    #[error("the PXN mailbox is full")]
     Full,
     /// The receiver has shut its proxy down.
+    #[error("the PXN mailbox is closed")]
     Closed,
 }
-
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SendError::Full => "the PXN mailbox is full",
-            SendError::Closed => "the PXN mailbox is closed",
-        })
-    }
-}
-
-impl std::error::Error for SendError {}
 
 // ---------------------------------------------------------------------------------------
 // Shared-memory layout.

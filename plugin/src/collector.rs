@@ -9,7 +9,7 @@ use crate::counters::Counters;
 use crate::event::{Action, Event, Kind, Record, Start, StateArg};
 use crate::gpu_clock::GpuClockEstimator;
 use crate::handle;
-use crate::kinds;
+use crate::kinds::{self, KindSet};
 use crate::log;
 use crate::model::{Closed, FinishedEvent, Gap, GpuInterval, OpenView, Owner, Parent, StateRecord};
 use crate::ring::{Available, RingConsumer};
@@ -176,8 +176,8 @@ struct State {
     tids: Vec<i32>,
     /// State vectors of closed events, kept for the next events (no allocation per event).
     spare_states: Vec<Vec<StateRecord>>,
-    /// Which kinds are remembered after they close (see [`remembered_kinds`]).
-    remembered: u64,
+    /// Which kinds are remembered after they close (see [`kinds::remembered_kinds`]).
+    remembered: KindSet,
     /// Everything stamped before this time (CLOCK_MONOTONIC ns) has been processed.
     processed_until: u64,
     open: HashMap<u64, OpenEvent>,
@@ -664,7 +664,7 @@ impl State {
             }
             _ => {}
         }
-        if self.remembered & open.kind.bit() != 0 {
+        if self.remembered.has(open.kind) {
             self.remember(
                 handle,
                 Known {

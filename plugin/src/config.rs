@@ -3,7 +3,7 @@
 //! A bad value never stops the job: it gives one clear message and the default. Every
 //! variable is documented in `docs/configuration.md`; keep the two in step.
 
-use nccl_profiler_abi::event_type as bit;
+use crate::kinds::KindSet;
 use nccl_scorep_common::RunDir;
 use std::path::PathBuf;
 
@@ -45,7 +45,7 @@ pub struct Config {
     pub mode: Mode,
     pub output_dir: PathBuf,
     /// The activation mask written into NCCL's `eActivationMask`.
-    pub event_mask: u64,
+    pub event_mask: KindSet,
     /// Bytes of ring buffer per calling thread.
     pub buffer_bytes: usize,
     pub on_full: OnFull,
@@ -100,50 +100,61 @@ pub const DEFAULT_MAX_OPEN_EVENTS: usize = 1 << 16;
 pub const DEFAULT_OUTPUT_DIR: &str = "nccl-scorep-out";
 
 /// Event levels, each a set of NCCL event types, selectable by name.
-pub const EVENT_LEVELS: &[(&str, u64)] = &[
-    ("group_api", bit::GROUP_API),
-    ("coll_api", bit::COLL_API),
-    ("p2p_api", bit::P2P_API),
-    ("kernel_launch", bit::KERNEL_LAUNCH),
-    ("group", bit::GROUP),
-    ("coll", bit::COLL),
-    ("p2p", bit::P2P),
-    ("proxy_op", bit::PROXY_OP),
-    ("proxy_step", bit::PROXY_STEP),
-    ("proxy_ctrl", bit::PROXY_CTRL),
-    ("kernel_ch", bit::KERNEL_CH),
-    ("net_plugin", bit::NET_PLUGIN),
-    ("ce_coll", bit::CE_COLL),
-    ("ce_sync", bit::CE_SYNC),
-    ("ce_batch", bit::CE_BATCH),
-    ("kernel_phase", bit::KERNEL_PHASE),
+pub const EVENT_LEVELS: &[(&str, KindSet)] = &[
+    ("group_api", KindSet::GROUP_API),
+    ("coll_api", KindSet::COLL_API),
+    ("p2p_api", KindSet::P2P_API),
+    ("kernel_launch", KindSet::KERNEL_LAUNCH),
+    ("group", KindSet::GROUP),
+    ("coll", KindSet::COLL),
+    ("p2p", KindSet::P2P),
+    ("proxy_op", KindSet::PROXY_OP),
+    ("proxy_step", KindSet::PROXY_STEP),
+    ("proxy_ctrl", KindSet::PROXY_CTRL),
+    ("kernel_ch", KindSet::KERNEL_CH),
+    ("net_plugin", KindSet::NET_PLUGIN),
+    ("ce_coll", KindSet::CE_COLL),
+    ("ce_sync", KindSet::CE_SYNC),
+    ("ce_batch", KindSet::CE_BATCH),
+    ("kernel_phase", KindSet::KERNEL_PHASE),
     // Groups of the above.
     (
         "api",
-        bit::GROUP_API | bit::COLL_API | bit::P2P_API | bit::KERNEL_LAUNCH,
+        KindSet::GROUP_API
+            .union(KindSet::COLL_API)
+            .union(KindSet::P2P_API)
+            .union(KindSet::KERNEL_LAUNCH),
     ),
-    ("tasks", bit::GROUP | bit::COLL | bit::P2P),
-    ("kernel", bit::KERNEL_CH),
-    ("proxy", bit::PROXY_OP | bit::PROXY_CTRL),
-    ("steps", bit::PROXY_STEP),
-    ("net", bit::NET_PLUGIN),
-    ("ce", bit::CE_COLL | bit::CE_SYNC | bit::CE_BATCH),
-    ("all", 0xFFFF),
+    (
+        "tasks",
+        KindSet::GROUP.union(KindSet::COLL).union(KindSet::P2P),
+    ),
+    ("kernel", KindSet::KERNEL_CH),
+    ("proxy", KindSet::PROXY_OP.union(KindSet::PROXY_CTRL)),
+    ("steps", KindSet::PROXY_STEP),
+    ("net", KindSet::NET_PLUGIN),
+    (
+        "ce",
+        KindSet::CE_COLL
+            .union(KindSet::CE_SYNC)
+            .union(KindSet::CE_BATCH),
+    ),
+    ("all", KindSet::all()),
     ("default", DEFAULT_EVENT_MASK),
 ];
 
 /// API calls, tasks, GPU kernel time per channel and proxy operations. Steps and net
 /// events are many per operation and are asked for explicitly.
-pub const DEFAULT_EVENT_MASK: u64 = bit::GROUP_API
-    | bit::COLL_API
-    | bit::P2P_API
-    | bit::KERNEL_LAUNCH
-    | bit::GROUP
-    | bit::COLL
-    | bit::P2P
-    | bit::KERNEL_CH
-    | bit::PROXY_OP
-    | bit::PROXY_CTRL;
+pub const DEFAULT_EVENT_MASK: KindSet = KindSet::GROUP_API
+    .union(KindSet::COLL_API)
+    .union(KindSet::P2P_API)
+    .union(KindSet::KERNEL_LAUNCH)
+    .union(KindSet::GROUP)
+    .union(KindSet::COLL)
+    .union(KindSet::P2P)
+    .union(KindSet::KERNEL_CH)
+    .union(KindSet::PROXY_OP)
+    .union(KindSet::PROXY_CTRL);
 
 impl Default for Config {
     fn default() -> Config {
@@ -385,29 +396,29 @@ fn parse_bool(value: &str) -> Option<bool> {
 
 /// A comma list of level names (a leading `-` removes a level), or a number. A list that
 /// selects nothing is refused (a deliberate `0` is accepted).
-fn parse_events(value: &str) -> Result<u64, String> {
+fn parse_events(value: &str) -> Result<KindSet, String> {
     if let Some(number) = parse_number(value) {
-        return Ok(number & 0xFFFF);
+        return Ok(KindSet::from_bits_truncate(number));
     }
-    let mut mask = 0;
+    let mut mask = KindSet::empty();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (remove, name) = match item.strip_prefix('-') {
             Some(name) => (true, name),
             None => (false, item),
         };
         let name = name.to_ascii_lowercase().replace('-', "_");
-        let bits = EVENT_LEVELS
+        let kinds = EVENT_LEVELS
             .iter()
             .find(|(level, _)| *level == name)
-            .map(|(_, bits)| *bits)
+            .map(|(_, kinds)| *kinds)
             .ok_or_else(|| format!("unknown level {item:?}"))?;
         if remove {
-            mask &= !bits;
+            mask -= kinds;
         } else {
-            mask |= bits;
+            mask |= kinds;
         }
     }
-    if mask == 0 {
+    if mask.is_empty() {
         return Err("it selects no event".to_owned());
     }
     Ok(mask)
@@ -482,7 +493,7 @@ mod tests {
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.mode, Mode::Jsonl);
         assert_eq!(config.output_dir, PathBuf::from("/tmp/x"));
-        assert_eq!(config.event_mask, bit::PROXY_STEP);
+        assert_eq!(config.event_mask, KindSet::PROXY_STEP);
         assert_eq!(config.buffer_bytes, 64 << 10);
         assert_eq!(config.on_full, OnFull::Wait);
         assert!(config.jsonl);
@@ -547,15 +558,20 @@ mod tests {
 
     #[test]
     fn event_levels_accept_numbers_and_groups() {
-        assert_eq!(parse_events("0x42"), Ok(0x42));
-        assert_eq!(parse_events("all"), Ok(0xFFFF));
+        let bits = |value: &str| parse_events(value).map(|kinds| kinds.bits());
+        assert_eq!(bits("0x42"), Ok(0x42));
+        assert_eq!(bits("all"), Ok(0xFFFF));
         assert_eq!(
-            parse_events("api"),
-            Ok(bit::GROUP_API | bit::COLL_API | bit::P2P_API | bit::KERNEL_LAUNCH)
+            bits("0x1ffff"),
+            Ok(0xFFFF),
+            "bits without a kind are dropped"
         );
+        assert_eq!(bits("api"), Ok(0x100 | 0x200 | 0x400 | 0x800));
+        assert_eq!(bits("default"), Ok(0x0F6F));
         assert_eq!(
             parse_events("default,steps"),
-            Ok(DEFAULT_EVENT_MASK | bit::PROXY_STEP)
+            Ok(DEFAULT_EVENT_MASK | KindSet::PROXY_STEP)
         );
+        assert_eq!(bits("coll,-coll"), Err("it selects no event".to_owned()));
     }
 }

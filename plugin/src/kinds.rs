@@ -8,7 +8,46 @@
 //! nothing, in another version.
 
 use crate::event::Kind;
+use bitflags::bitflags;
 use nccl_profiler_abi::{event_type as bit, state};
+
+bitflags! {
+    /// A set of event kinds, one bit each as NCCL's type bits and activation mask spell
+    /// them (`NCCL_SCOREP_EVENTS`, the mask `init` returns, the kinds remembered).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct KindSet: u64 {
+        const GROUP = bit::GROUP;
+        const COLL = bit::COLL;
+        const P2P = bit::P2P;
+        const PROXY_OP = bit::PROXY_OP;
+        const PROXY_STEP = bit::PROXY_STEP;
+        const PROXY_CTRL = bit::PROXY_CTRL;
+        const KERNEL_CH = bit::KERNEL_CH;
+        const NET_PLUGIN = bit::NET_PLUGIN;
+        const GROUP_API = bit::GROUP_API;
+        const COLL_API = bit::COLL_API;
+        const P2P_API = bit::P2P_API;
+        const KERNEL_LAUNCH = bit::KERNEL_LAUNCH;
+        const CE_COLL = bit::CE_COLL;
+        const CE_SYNC = bit::CE_SYNC;
+        const CE_BATCH = bit::CE_BATCH;
+        const KERNEL_PHASE = bit::KERNEL_PHASE;
+    }
+}
+
+impl KindSet {
+    /// Whether `kind` is in the set.
+    #[inline]
+    pub fn has(self, kind: Kind) -> bool {
+        self.bits() & kind.bit() != 0
+    }
+}
+
+impl From<Kind> for KindSet {
+    fn from(kind: Kind) -> KindSet {
+        KindSet::from_bits_retain(kind.bit())
+    }
+}
 
 /// Which events of this kind are remembered after they close (for children that start or
 /// stop later, and refer to them as their parent).
@@ -116,17 +155,16 @@ pub const fn kinds_of_version(version: u8) -> u64 {
     mask
 }
 
-/// The kinds remembered after they close, as a mask of type bits, given the kinds being
-/// recorded.
-pub fn remembered_kinds(event_mask: u64) -> u64 {
+/// The kinds remembered after they close, given the kinds being recorded.
+pub fn remembered_kinds(recorded: KindSet) -> KindSet {
     Kind::ALL
         .iter()
         .filter(|kind| match kind.facts().remembered {
             Remembered::Always => true,
             Remembered::Never => false,
-            Remembered::WhenRecording(child) => event_mask & child.bit() != 0,
+            Remembered::WhenRecording(child) => recorded.has(child),
         })
-        .fold(0, |mask, kind| mask | kind.bit())
+        .fold(KindSet::empty(), |set, &kind| set | kind.into())
 }
 
 /// A set of state values.
@@ -466,13 +504,16 @@ mod tests {
 
     #[test]
     fn children_keep_their_parents_remembered() {
-        let everything = 0xFFFF;
-        let remembered = remembered_kinds(everything);
-        assert_ne!(remembered & Kind::ProxyStep.bit(), 0);
-        assert_ne!(remembered & Kind::KernelCh.bit(), 0);
-        assert_eq!(remembered & Kind::KernelLaunch.bit(), 0);
-        let without_children = remembered_kinds(everything & !Kind::NetPlugin.bit());
-        assert_eq!(without_children & Kind::ProxyStep.bit(), 0);
-        assert_ne!(without_children & Kind::Coll.bit(), 0);
+        let remembered = remembered_kinds(KindSet::all());
+        assert!(remembered.has(Kind::ProxyStep));
+        assert!(remembered.has(Kind::KernelCh));
+        assert!(!remembered.has(Kind::KernelLaunch));
+        let without_children = remembered_kinds(KindSet::all() - KindSet::NET_PLUGIN);
+        assert!(!without_children.has(Kind::ProxyStep));
+        assert!(without_children.has(Kind::Coll));
+        assert_eq!(KindSet::all().bits(), 0xFFFF);
+        for kind in Kind::ALL {
+            assert_eq!(KindSet::from(kind).bits(), kind.facts().type_bit);
+        }
     }
 }

@@ -268,7 +268,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     }
     if !mask.is_null() {
         // SAFETY: non-NULL and writable (caller); NCCL reads it with relaxed atomics.
-        unsafe { *mask = shared.config.event_mask as i32 };
+        unsafe { *mask = shared.config.event_mask.bits() as i32 };
     }
     let first_of_cycle = !rt.collecting.load(Ordering::Acquire);
     rt.ensure_collector();
@@ -284,7 +284,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     });
     log::info(&format!(
         "profiling comm \"{name}\" {hash:#x} rank {rank}/{n_ranks}, events {:#x}, output {}",
-        shared.config.event_mask,
+        shared.config.event_mask.bits(),
         shared.run_dir.root().display()
     ));
 }

@@ -73,7 +73,7 @@ fn calls_before_any_init_are_ignored_and_not_counted() {
     assert!(plugin.log_lines().is_empty(), "no init, no log");
 
     let (ctx, mask) = plugin.init_v7(HASH, Some(c"late"), 0, 1);
-    assert_eq!(mask as u64, DEFAULT_EVENT_MASK);
+    assert_eq!(mask as u64, DEFAULT_EVENT_MASK.bits());
     plugin.finalize7(ctx);
     assert_counters(&plugin.counters(), &[]);
     assert!(plugin.events().is_empty());

@@ -140,7 +140,7 @@ fn sixteen_comms_init_concurrently_and_finalize_while_others_run() {
     assert_eq!(contexts.len(), COMMS, "distinct contexts");
     for (ctx, mask, ..) in &runs {
         assert!(!ctx.0.is_null());
-        assert_eq!(*mask as u64, DEFAULT_EVENT_MASK);
+        assert_eq!(*mask as u64, DEFAULT_EVENT_MASK.bits());
     }
     let comms = plugin.lines_of("comm");
     assert_eq!(comms.len(), COMMS);
@@ -300,7 +300,7 @@ fn init_after_the_last_finalize_starts_a_new_cycle() {
 
     let (second, mask) = plugin.init_v7(SECOND, Some(c"second"), 0, 1);
     assert_ne!(second, first, "a new cycle never reuses a context value");
-    assert_eq!(mask as u64, DEFAULT_EVENT_MASK);
+    assert_eq!(mask as u64, DEFAULT_EVENT_MASK.bits());
     let b = all_reduce(&plugin, second, 0, 0);
     // A thread that first calls in the second cycle.
     let c = std::thread::scope(|s| s.spawn(|| all_reduce(&plugin, second, 0, 1)).join()).unwrap();
@@ -394,8 +394,8 @@ fn event_levels_set_the_mask_and_bad_values_keep_the_default() {
         (" kernel-ch , COLL ", 0x42),
         ("0x42", 0x42),
         ("all,-proxy_step", 0xFFFF & !t::PROXY_STEP),
-        ("coll,bogus", DEFAULT_EVENT_MASK),
-        ("0xZZ", DEFAULT_EVENT_MASK),
+        ("coll,bogus", DEFAULT_EVENT_MASK.bits()),
+        ("0xZZ", DEFAULT_EVENT_MASK.bits()),
     ] {
         let plugin = Plugin::load(&[("NCCL_SCOREP_EVENTS", events)]);
         let (ctx, mask) = plugin.init_v7(1, None, 0, 1);

@@ -1409,7 +1409,7 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
     };
     let options = Otf2Options {
         scalasca_safe: config.scalasca_safe,
-        kernel_channels: config.event_mask & Kind::KernelCh.bit() != 0,
+        kernel_channels: config.event_mask.has(Kind::KernelCh),
         step_states: config.step_states,
         process_index: rank.unwrap_or(context.pid as u32),
         process_name,

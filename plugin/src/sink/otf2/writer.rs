@@ -83,14 +83,9 @@ fn cstring(text: &str) -> CString {
 }
 
 /// Why an archive could not be opened.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct OpenError(pub String);
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// Opens `<dir>/traces.otf2` for writing by this process alone (the primary of its own
 /// archive, pattern B), with the flush callbacks its definitions need.
