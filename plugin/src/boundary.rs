@@ -4,6 +4,16 @@
 //! of the run, and the caller gets the fallback its return type chooses.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+/// What a caught panic does besides the fallback: the runtime registers its handler
+/// (count it, turn recording off) when it is created.
+static AFTER_PANIC: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what happens after a caught panic (the first call wins).
+pub fn on_panic(handler: fn()) {
+    let _ = AFTER_PANIC.set(handler);
+}
 
 /// What a C caller gets when the body panicked.
 pub trait Fallback {
@@ -53,9 +63,22 @@ pub fn guarded_or<R>(fallback: R, body: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(value) => value,
         Err(_) => {
-            let _ = catch_unwind(crate::runtime::on_panic);
+            if let Some(&handler) = AFTER_PANIC.get() {
+                let _ = catch_unwind(handler);
+            }
             fallback
         }
+    }
+}
+
+/// Debug builds panic when an entry point receives this value as a descriptor type,
+/// handle or context, so tests can prove that the boundary catches panics.
+pub const PANIC_PROBE: u64 = 0x5041_4e49_4350_524f;
+
+#[inline(always)]
+pub fn panic_probe(value: u64) {
+    if cfg!(debug_assertions) && value == PANIC_PROBE {
+        panic!("panic probe");
     }
 }
 

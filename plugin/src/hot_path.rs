@@ -5,6 +5,7 @@
 //! allocation, no system call (after a thread's first call, which registers its ring).
 //! Everything else happens on the collector thread.
 
+use crate::boundary::panic_probe;
 use crate::clock;
 use crate::config::OnFull;
 use crate::context::{ContextError, ContextState};
@@ -16,17 +17,6 @@ use crate::runtime::{runtime, Runtime};
 use crate::scorep_mode;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-
-/// Debug builds panic when an entry point receives this value as a descriptor type,
-/// handle or context, so tests can prove that the boundary catches panics.
-pub const PANIC_PROBE: u64 = 0x5041_4e49_4350_524f;
-
-#[inline(always)]
-pub(crate) fn panic_probe(value: u64) {
-    if cfg!(debug_assertions) && value == PANIC_PROBE {
-        panic!("panic probe");
-    }
-}
 
 /// `startEvent` for any version.
 ///

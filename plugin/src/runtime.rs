@@ -85,6 +85,7 @@ fn runtime_or_init() -> &'static Runtime {
                 run_dir.root().display()
             ));
         }
+        crate::boundary::on_panic(on_panic);
         Runtime::new(Box::leak(Box::new(Shared::new(config, run_dir, host))))
     })
 }
@@ -273,7 +274,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     let first_of_cycle = !rt.collecting.load(Ordering::Acquire);
     rt.ensure_collector();
     if first_of_cycle && scorep_mode::FORWARDING.load(Ordering::Relaxed) {
-        scorep_mode::start_cycle();
+        scorep_mode::start_cycle(shared);
     }
     // The collector learns of the context through its first event or the finalize
     // record; tell it now so comms without events still appear in the output.
@@ -294,7 +295,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
 pub fn finalize(context: *mut c_void) {
     let Some(rt) = runtime() else { return };
     let value = context as u64;
-    crate::hot_path::panic_probe(value);
+    crate::boundary::panic_probe(value);
     let shared = rt.shared;
     let _lifecycle = rt.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
     match shared.contexts.finalize(value) {
@@ -322,9 +323,9 @@ pub fn finalize(context: *mut c_void) {
     }
 }
 
-/// Called by the boundary after it caught a panic: counts it and turns recording off for
+/// What the boundary does after it caught a panic: counts it and turns recording off for
 /// the rest of the run.
-pub fn on_panic() {
+fn on_panic() {
     if let Some(rt) = runtime() {
         Counters::bump(&rt.shared.counters.panics);
         if !rt.disabled.swap(true, Ordering::Relaxed) {

@@ -430,8 +430,13 @@ fn sync_region_now(state: &ScorepState) -> Option<u64> {
     Some(ns)
 }
 
+/// The state the hot path and the collector share, for the counters of the metric plugin's
+/// callbacks (set at the first cycle).
+static SHARED: OnceLock<&'static Shared> = OnceLock::new();
+
 /// The first init of an init/finalize cycle: the first sync point.
-pub fn start_cycle() {
+pub fn start_cycle(shared: &'static Shared) {
+    let _ = SHARED.set(shared);
     let Some(state) = state() else { return };
     // Score-P initialises its measurement (and loads its metric plugins, which hands us
     // its clock) at its first API call if nothing called it before.
@@ -594,8 +599,8 @@ fn sample_metrics() {
         }
         samples.last[index] = Some(value);
         if samples.values[index].len() >= MAX_SAMPLES {
-            if let Some(rt) = crate::runtime::runtime() {
-                Counters::bump(&rt.shared.counters.scorep_metric_samples_dropped);
+            if let Some(shared) = SHARED.get() {
+                Counters::bump(&shared.counters.scorep_metric_samples_dropped);
             }
             continue;
         }

@@ -248,7 +248,7 @@ fn nm_lists_the_seven_tables_as_data() {
 #[test]
 #[cfg(debug_assertions)]
 fn panics_never_reach_nccl() {
-    use nccl_profiler_scorep::hot_path::PANIC_PROBE;
+    use nccl_profiler_scorep::boundary::PANIC_PROBE;
     type EntryPoint = (&'static str, fn(&Plugin, Ctx));
     let entry_points: [EntryPoint; 4] = [
         ("startEvent", |plugin, ctx| {
