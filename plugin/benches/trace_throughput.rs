@@ -38,8 +38,9 @@
 //! communicator ranks (2 threads each) in one process; `TRACE_BENCH_BUFFER` (default
 //! the plugin's, `4M`) the ring size per thread; `TRACE_BENCH_WORKDIR` a directory that keeps the
 //! plugin copies (for a profiler's symbols) instead of a temporary one;
-//! `TRACE_BENCH_KEEP_ARCHIVE` (any value) keeps the archives there too. The results are
-//! described in `docs/performance.md`.
+//! `TRACE_BENCH_KEEP_ARCHIVE` (any value) keeps the archives there too;
+//! `TRACE_BENCH_PLUGIN` the path of another build of the plugin to measure instead (say,
+//! one from before a change). The results are described in `docs/performance.md`.
 
 mod support;
 
@@ -778,7 +779,8 @@ fn main() {
         }
         None => temp.path().to_owned(),
     };
-    let plugin = built_library();
+    // Another build (say, from before a change) can be measured the same way.
+    let plugin = std::env::var_os("TRACE_BENCH_PLUGIN").map_or_else(built_library, PathBuf::from);
     if plugin.components().any(|c| c.as_os_str() == "debug") {
         eprintln!(
             "warning: {} is a debug build; run `cargo bench` for the figures",

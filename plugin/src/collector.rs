@@ -446,28 +446,24 @@ impl State {
         if let Owner::Local(context) = owner {
             self.learn_comm_from(context, &start);
         }
-        self.open.insert(
-            handle,
-            OpenEvent {
-                kind,
-                owner,
-                parent,
-                rank: start.rank,
-                event: start.event,
-                start_ns: record.time,
-                start_thread: thread,
-                states: self
-                    .spare_states
-                    .pop()
-                    .unwrap_or_else(|| Vec::with_capacity(STATES_CAPACITY)),
-            },
-        );
-        if let Some(open) = self.open.get(&handle) {
-            let view = open.view(handle, &self.tids);
-            for sink in &mut self.sinks {
-                sink.started(&view);
-            }
+        let open = OpenEvent {
+            kind,
+            owner,
+            parent,
+            rank: start.rank,
+            event: start.event,
+            start_ns: record.time,
+            start_thread: thread,
+            states: self
+                .spare_states
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(STATES_CAPACITY)),
+        };
+        let view = open.view(handle, &self.tids);
+        for sink in &mut self.sinks {
+            sink.started(&view);
         }
+        self.open.insert(handle, open);
         // Records of this event that another thread pushed and we saw first.
         if self.early_count == 0 {
             return;
