@@ -14,6 +14,8 @@ pub trait DecodeDescr: Descriptor {
     /// The profiler API version: which kinds its type bits name (see
     /// [`Kind::decode_type`]).
     const VERSION: u8;
+    /// The type bits of the kinds this version has, from the kinds table at compile time.
+    const KINDS: u64 = crate::kinds::kinds_of_version(Self::VERSION);
 
     /// Decodes a descriptor whose type bit is `kind` (a kind of this version).
     ///

@@ -48,7 +48,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
         return;
     };
     panic_probe(d.event_type());
-    let Some(kind) = Kind::decode_type(D::VERSION, d.event_type()) else {
+    let Some(kind) = Kind::decode_type_in(D::KINDS, d.event_type()) else {
         Counters::bump(&rt.shared.counters.unknown_type);
         return;
     };

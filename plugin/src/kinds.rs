@@ -130,8 +130,14 @@ impl Kind {
     /// unless exactly one bit is set and that bit names a kind the version has.
     #[inline]
     pub fn decode_type(version: u8, type_bits: u64) -> Option<Kind> {
-        let kind = Kind::from_type_bits(type_bits)?;
-        (kind.facts().since <= version).then_some(kind)
+        Kind::decode_type_in(kinds_of_version(version), type_bits)
+    }
+
+    /// [`Kind::decode_type`] with the version's kinds ([`kinds_of_version`]) computed
+    /// already: the hot path's form, with a constant `version_kinds`.
+    #[inline]
+    pub fn decode_type_in(version_kinds: u64, type_bits: u64) -> Option<Kind> {
+        Kind::from_type_bits(type_bits).filter(|kind| version_kinds & kind.bit() != 0)
     }
 
     /// Whether this kind may receive `state`.
