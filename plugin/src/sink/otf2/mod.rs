@@ -24,6 +24,7 @@
 //! The Scalasca-safe variant writes only the CPU-thread locations, with plain Enter/Leave
 //! and attributes.
 
+mod attributes;
 mod defs;
 mod event_file;
 mod lanes;
@@ -34,15 +35,18 @@ pub use writer::{ClockSample, EVENT_CHUNK_BYTES};
 
 use super::{CycleEnd, Sink, SinkContext};
 use crate::context::ContextInfo;
-use crate::event::{DataType, Event, Func, Kind, NetPayload, StateArg};
+use crate::event::{Event, Func, Kind, StateArg};
 use crate::kinds::Timeline as KindTimeline;
 use crate::model::{Closed, FinishedEvent, Gap, OpenView, Owner, Parent};
+use attributes::{
+    bytes_of, func_of, is_rooted, op_role, push_op_identity, push_op_key, put_attrs, Attributes,
+    Val,
+};
 use defs::{Definitions, LocationKind, Role};
 use lanes::{Interval, LaneOutput, Lanes};
 use nccl_profiler_abi::state;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use writer::{Loc, Writer};
@@ -82,17 +86,6 @@ pub struct Otf2Options {
     /// How the process is named in the trace.
     pub process_name: String,
     pub host: String,
-}
-
-/// An attribute value.
-#[derive(Clone, Debug)]
-enum Val {
-    U(u64),
-    I(i64),
-    /// A static string (NCCL names), interned on first use.
-    S(&'static str),
-    /// A string already interned.
-    Str(u32),
 }
 
 /// Vectors of written items, kept to be reused by the next items.
@@ -243,17 +236,6 @@ impl LaneOutput<Item> for Placer<'_> {
     }
 }
 
-fn put_attrs(w: &mut Writer, attrs: &[(Attr, Val)]) {
-    for (attr, value) in attrs {
-        match value {
-            Val::U(v) => w.attr_u64(*attr, *v),
-            Val::I(v) => w.attr_i64(*attr, *v),
-            Val::S(v) => w.attr_static_str(*attr, v),
-            Val::Str(id) => w.attr_string_id(*attr, *id),
-        }
-    }
-}
-
 /// An operation on a communicator rank's ops stream, until it is complete.
 struct PendingOp {
     handle: u64,
@@ -342,15 +324,12 @@ pub struct Otf2Sink {
     /// When the events were last put on the disk (processed time).
     last_persist: u64,
     spares: Spares,
-    /// Region ids of host-side events by (kind, function).
-    thread_regions: HashMap<(Kind, Func), u32>,
     /// Region ids of kernel channels by their operation's function.
     kernel_regions: HashMap<Option<Func>, u32>,
     /// Region ids of proxy-step wait states by state number, once looked up.
     wait_regions: [Option<Option<u32>>; WAIT_REGION_STATES],
     pid: i32,
-    /// A buffer for attribute texts built per event.
-    text: String,
+    attributes: Attributes,
 }
 
 impl Otf2Sink {
@@ -376,11 +355,10 @@ impl Otf2Sink {
             last_seen: 0,
             last_persist: 0,
             spares: Spares::default(),
-            thread_regions: HashMap::default(),
             kernel_regions: HashMap::default(),
             wait_regions: [None; WAIT_REGION_STATES],
             pid: std::process::id() as i32,
-            text: String::new(),
+            attributes: Attributes::default(),
         })
     }
 
@@ -603,17 +581,10 @@ impl Otf2Sink {
     }
 
     fn thread_interval(&mut self, e: &FinishedEvent) {
-        let key = (e.kind, func_of(&e.event));
-        let region = match self.thread_regions.get(&key) {
-            Some(&region) => region,
-            None => {
-                let (name, role) = thread_region(e);
-                let region = self.w.defs.region(&name, role, e.kind.facts().description);
-                self.thread_regions.insert(key, region);
-                region
-            }
-        };
-        let mut attrs = self.attrs_of(e);
+        let region = self.attributes.thread_region_id(&mut self.w.defs, e);
+        let mut attrs = self.spares.attrs();
+        self.attributes
+            .push_event_attrs(&mut self.w.defs, &mut attrs, e);
         if e.closed != Closed::Stopped {
             attrs.push((Attr::Closed, Val::S(e.closed.name())));
         }
@@ -657,65 +628,6 @@ impl Otf2Sink {
                 inner: Vec::new(),
             },
         );
-    }
-
-    /// Attributes describing an event's operation and communicator.
-    fn attrs_of(&mut self, e: &FinishedEvent) -> Vec<(Attr, Val)> {
-        let mut attrs = self.spares.attrs();
-        if let Some(comm) = &e.comm {
-            attrs.push((Attr::CommHash, Val::U(comm.comm_hash)));
-            attrs.push((Attr::Rank, Val::I(i64::from(e.rank))));
-            attrs.push((Attr::NRanks, Val::I(i64::from(comm.n_ranks))));
-        }
-        match e.event {
-            Event::Coll(_) | Event::P2p(_) => push_op_identity(&mut attrs, &e.event),
-            Event::CollApi(c) => {
-                push_payload(&mut attrs, c.func, c.count, c.datatype);
-                if is_rooted(c.func) {
-                    attrs.push((Attr::Root, Val::I(i64::from(c.root))));
-                }
-                attrs.push((Attr::GraphCaptured, Val::U(u64::from(c.graph_captured))));
-            }
-            Event::P2pApi(p) => {
-                push_payload(&mut attrs, p.func, p.count, p.datatype);
-                attrs.push((Attr::GraphCaptured, Val::U(u64::from(p.graph_captured))));
-            }
-            Event::GroupApi {
-                graph_captured,
-                depth,
-            } => {
-                attrs.push((Attr::GroupDepth, Val::I(i64::from(depth))));
-                attrs.push((Attr::GraphCaptured, Val::U(u64::from(graph_captured))));
-            }
-            Event::CeColl(c) => {
-                attrs.push((Attr::Seq, Val::U(c.seq)));
-                push_payload(&mut attrs, c.func, c.count, c.datatype);
-            }
-            Event::NetPlugin(n) => {
-                // Formatted into a reused buffer; the string is interned once per text.
-                let text = &mut self.text;
-                text.clear();
-                let _ = match n.payload {
-                    NetPayload::IbQp {
-                        device,
-                        qp_num,
-                        opcode,
-                        length,
-                        ..
-                    } => write!(
-                        text,
-                        "ib dev {device} qp {qp_num} opcode {opcode} {length} B"
-                    ),
-                    NetPayload::Socket { fd, op, length } => {
-                        write!(text, "socket fd {fd} op {op} {length} B")
-                    }
-                    NetPayload::Unknown => write!(text, "net plugin id {:#x}", n.id),
-                };
-                attrs.push((Attr::NetInfo, Val::Str(self.w.defs.string(text))));
-            }
-            _ => {}
-        }
-        attrs
     }
 
     fn proxy_op_item(&mut self, e: &FinishedEvent) -> Item {
@@ -1491,93 +1403,6 @@ fn leaf_item(start: u64, stop: u64, region: u32, attrs: Vec<(Attr, Val)>) -> Ite
     }
 }
 
-/// What names a proxy operation's or kernel channel's operation: `nccl.seq` and
-/// `nccl.func` of a collective, `nccl.func` and (unless the child has its own) `nccl.peer`
-/// of a point-to-point operation. The rest of the operation's identity (count, type, bytes,
-/// algorithm, protocol, channels, root) is on the operation itself (ops stream and
-/// enqueue): written once per rank, not again on each of its children.
-fn push_op_key(attrs: &mut Vec<(Attr, Val)>, event: &Event, with_peer: bool) {
-    match event {
-        Event::Coll(c) => {
-            attrs.push((Attr::Seq, Val::U(c.seq)));
-            attrs.push((Attr::Func, Val::S(c.func.as_str())));
-        }
-        Event::P2p(p) => {
-            attrs.push((Attr::Func, Val::S(p.func.as_str())));
-            if with_peer {
-                attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `(nccl.seq, nccl.func)` and the rest of an operation's identity.
-fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
-    match event {
-        Event::Coll(c) => {
-            attrs.push((Attr::Seq, Val::U(c.seq)));
-            push_payload(attrs, c.func, c.count, c.datatype);
-            attrs.push((Attr::Algo, Val::S(c.algo.as_str())));
-            attrs.push((Attr::Proto, Val::S(c.proto.as_str())));
-            attrs.push((Attr::NChannels, Val::U(u64::from(c.n_channels))));
-            if is_rooted(c.func) {
-                attrs.push((Attr::Root, Val::I(i64::from(c.root))));
-            }
-        }
-        Event::P2p(p) => {
-            push_payload(attrs, p.func, p.count, p.datatype);
-            attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
-            if let Some(n) = p.n_channels {
-                attrs.push((Attr::NChannels, Val::U(u64::from(n))));
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `nccl.func`, `nccl.count`, `nccl.datatype` and `nccl.bytes`.
-fn push_payload(attrs: &mut Vec<(Attr, Val)>, func: Func, count: u64, datatype: DataType) {
-    attrs.push((Attr::Func, Val::S(func.as_str())));
-    attrs.push((Attr::Count, Val::U(count)));
-    attrs.push((Attr::Datatype, Val::S(datatype.as_str())));
-    attrs.push((Attr::Bytes, Val::U(bytes_of(count, datatype))));
-}
-
-fn func_of(event: &Event) -> Func {
-    match event {
-        Event::Coll(c) => c.func,
-        Event::P2p(p) => p.func,
-        Event::CollApi(c) => c.func,
-        Event::P2pApi(p) => p.func,
-        Event::CeColl(c) => c.func,
-        _ => Func::Unknown,
-    }
-}
-
-fn bytes_of(count: u64, datatype: DataType) -> u64 {
-    count.saturating_mul(datatype.size().unwrap_or(1))
-}
-
-fn is_rooted(func: Func) -> bool {
-    matches!(
-        func,
-        Func::Broadcast | Func::Reduce | Func::Gather | Func::Scatter
-    )
-}
-
-fn op_role(func: Func) -> Role {
-    match func {
-        Func::Broadcast | Func::Scatter => Role::CollOne2All,
-        Func::Reduce | Func::Gather => Role::CollAll2One,
-        Func::AllReduce | Func::AllGather | Func::ReduceScatter | Func::AlltoAll => {
-            Role::CollAll2All
-        }
-        Func::Send | Func::Recv | Func::SendRecv => Role::Point2Point,
-        _ => Role::CollOther,
-    }
-}
-
 fn collective_op(func: Func) -> u8 {
     use otf2_sys::*;
     (match func {
@@ -1591,27 +1416,6 @@ fn collective_op(func: Func) -> u8 {
         Func::Scatter => OTF2_COLLECTIVE_OP_SCATTER,
         _ => OTF2_COLLECTIVE_OP_BARRIER,
     }) as u8
-}
-
-/// The region of a host-side event, named after the NCCL API or what the thread does.
-fn thread_region(e: &FinishedEvent) -> (String, Role) {
-    match e.event {
-        Event::GroupApi { .. } => ("ncclGroup".into(), Role::Function),
-        Event::CollApi(c) => (format!("nccl{}", c.func.as_str()), op_role(c.func)),
-        Event::P2pApi(p) => (format!("nccl{}", p.func.as_str()), Role::Point2Point),
-        Event::KernelLaunch => ("NCCL kernel launch".into(), Role::Function),
-        Event::Group => ("NCCL plan enqueue".into(), Role::Function),
-        Event::Coll(c) => (format!("{} enqueue", c.func.as_str()), Role::Function),
-        Event::P2p(p) => (format!("{} enqueue", p.func.as_str()), Role::Function),
-        Event::CeColl(c) => (
-            format!("{} copy-engine enqueue", c.func.as_str()),
-            Role::Function,
-        ),
-        Event::CeSync { .. } => ("NCCL copy-engine sync".into(), Role::Function),
-        Event::CeBatch { .. } => ("NCCL copy-engine batch".into(), Role::Function),
-        Event::NetPlugin(_) => ("net plugin request".into(), Role::DataTransfer),
-        _ => (e.kind.name().into(), Role::Function),
-    }
 }
 
 fn rank_label(info: &ContextInfo) -> String {
