@@ -1,0 +1,802 @@
+//! The device side of each communicator rank: its ops stream (every operation in enqueue
+//! order, from the start of its execution to its completion, written once complete) and a
+//! stream per channel with the GPU kernel intervals and their phases.
+
+use super::attributes::{
+    bytes_of, func_of, is_rooted, op_role, push_op_identity, push_op_key, put_attrs, Val,
+};
+use super::defs::{Attr, LocationKind, Role};
+use super::writer::{Loc, Writer};
+use super::Otf2Stats;
+use crate::context::ContextInfo;
+use crate::event::{Event, Func, Kind};
+use crate::model::{FinishedEvent, OpenView, Owner, Parent};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// An operation whose task has ended and that has no open child is complete once nothing
+/// happened to it for this long (children may still be on their way from another thread).
+const OP_QUIET_NS: u64 = 50_000_000;
+/// How long an operation waits for its first kernel channel at most. NCCL reports a
+/// channel when the GPU starts it, which can be long after the enqueue (the application's
+/// own kernels run first); an operation waits for that unless a later operation of its
+/// rank has shown a kernel already (this one's records were lost).
+const OP_KERNEL_WAIT_NS: u64 = 10_000_000_000;
+/// Operations of one communicator rank that may wait for their first kernel channel; the
+/// oldest is written without its kernels beyond that.
+const MAX_OPS_AWAITING_KERNELS: usize = 4096;
+/// Tasks still open whose children are remembered (more children are counted as late).
+const MAX_EARLY_TASKS: usize = 1 << 16;
+/// Phases remembered per kernel channel.
+const MAX_PHASES: usize = 16;
+
+/// An operation on a communicator rank's ops stream, until it is complete.
+struct PendingOp {
+    handle: u64,
+    event: Event,
+    enqueue: u64,
+    task_stop: u64,
+    first_kernel: Option<u64>,
+    last_child: Option<u64>,
+    kernels: u32,
+    last_activity: u64,
+}
+
+/// The kernel channels an operation announced.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Channels {
+    None,
+    /// A collective's `nChannels`.
+    Exactly(u8),
+    /// A p2p has one at least; NCCL does not always keep its count (v4's shim leaves it
+    /// uninitialised, 2.30 counts otherwise than it reports).
+    AtLeastOne,
+}
+
+/// The device-side locations of one communicator rank (one context).
+struct RankStreams {
+    info: Arc<ContextInfo>,
+    group: u32,
+    comm: u32,
+    ops_loc: Option<Loc>,
+    ops: VecDeque<PendingOp>,
+    /// Operations taken from the front of `ops` so far: the operation with sequence
+    /// number `n` (counted from 0 in enqueue order) is `ops[n - written]`.
+    written: u64,
+    /// The latest sequence number whose operation has shown a kernel channel: an earlier
+    /// one still without any will not get one (its channels ran before that one's).
+    latest_with_kernel: Option<u64>,
+    /// The communicator was finalized: NCCL drops the kernel channels it had not reported.
+    finalized: bool,
+    last_end: u64,
+    channels: HashMap<u8, Loc>,
+}
+
+/// What children told us about a task before the task itself finished.
+#[derive(Default, Clone, Copy)]
+struct EarlyChild {
+    first_kernel: Option<u64>,
+    last_child: Option<u64>,
+    kernels: u32,
+}
+
+/// The ops and channel streams of every communicator rank, and what their operations are
+/// still waiting for.
+pub(super) struct OpsStreams {
+    /// NCCL will report KernelCh events (an operation then waits for all its channels).
+    kernel_channels: bool,
+    pid: i32,
+    ranks: HashMap<u64, RankStreams>,
+    contexts: HashMap<u64, Arc<ContextInfo>>,
+    /// Task handle → its context and sequence number on that context's ops stream, while
+    /// the operation waits there.
+    task_context: HashMap<u64, (u64, u64)>,
+    early_children: HashMap<u64, EarlyChild>,
+    /// KernelPhase intervals waiting for their KernelCh: (start, stop, region).
+    phases: HashMap<u64, Vec<(u64, u64, u32)>>,
+    /// Region ids of kernel channels by their operation's function.
+    kernel_regions: HashMap<Option<Func>, u32>,
+    /// The attributes of the record being written (kept for its room).
+    attrs: Vec<(Attr, Val)>,
+    /// Children that came after their operation was written.
+    late_children: u64,
+    /// Operations written without any of the kernel channels they announced.
+    ops_without_kernels: u64,
+    /// Kernel channels that started before the previous one on their stream ended.
+    clipped_intervals: u64,
+}
+
+impl OpsStreams {
+    pub(super) fn new(kernel_channels: bool, pid: i32) -> OpsStreams {
+        OpsStreams {
+            kernel_channels,
+            pid,
+            ranks: HashMap::default(),
+            contexts: HashMap::default(),
+            task_context: HashMap::default(),
+            early_children: HashMap::default(),
+            phases: HashMap::default(),
+            kernel_regions: HashMap::default(),
+            attrs: Vec::new(),
+            late_children: 0,
+            ops_without_kernels: 0,
+            clipped_intervals: 0,
+        }
+    }
+
+    /// A communicator rank was initialised (or learned its hash later).
+    pub(super) fn set_comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
+        self.contexts.insert(context, Arc::clone(info));
+        if let Some(rank) = self.ranks.get_mut(&context) {
+            rank.info = Arc::clone(info);
+        }
+    }
+
+    /// A communicator rank was finalized: its operations wait for no more kernel channels
+    /// (NCCL drops those it had not reported).
+    pub(super) fn mark_finalized(&mut self, context: u64) {
+        if let Some(rank) = self.ranks.get_mut(&context) {
+            rank.finalized = true;
+        }
+    }
+
+    fn rank_streams(&mut self, w: &mut Writer, context: u64) -> &mut RankStreams {
+        if !self.ranks.contains_key(&context) {
+            let info = self
+                .contexts
+                .get(&context)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(ContextInfo::default()));
+            let label = rank_label(&info);
+            let group = w.defs.accelerator_group(&label);
+            let (key, name) = comm_key_and_name(context, &info);
+            let comm = w.defs.comm(key, &name);
+            self.ranks.insert(
+                context,
+                RankStreams {
+                    info,
+                    group,
+                    comm,
+                    ops_loc: None,
+                    ops: VecDeque::new(),
+                    written: 0,
+                    latest_with_kernel: None,
+                    finalized: false,
+                    last_end: 0,
+                    channels: HashMap::default(),
+                },
+            );
+        }
+        self.ranks.get_mut(&context).expect("inserted above")
+    }
+
+    /// How the locations of a communicator rank are named, and their location group.
+    pub(super) fn rank_label_and_group(&mut self, w: &mut Writer, context: u64) -> (String, u32) {
+        let rank = self.rank_streams(w, context);
+        (rank_label(&rank.info), rank.group)
+    }
+
+    fn pending_op(&self, task: u64) -> Option<&PendingOp> {
+        let &(context, seq) = self.task_context.get(&task)?;
+        let rank = self.ranks.get(&context)?;
+        let op = rank
+            .ops
+            .get(usize::try_from(seq.checked_sub(rank.written)?).ok()?)?;
+        (op.handle == task).then_some(op)
+    }
+
+    fn pending_op_mut(&mut self, task: u64) -> Option<&mut PendingOp> {
+        let &(context, seq) = self.task_context.get(&task)?;
+        let rank = self.ranks.get_mut(&context)?;
+        let index = usize::try_from(seq.checked_sub(rank.written)?).ok()?;
+        let op = rank.ops.get_mut(index)?;
+        (op.handle == task).then_some(op)
+    }
+
+    /// The event of task `task` while its operation waits on its ops stream.
+    pub(super) fn pending_event(&self, task: u64) -> Option<Event> {
+        self.pending_op(task).map(|op| op.event)
+    }
+
+    /// A Coll or P2p task: the operation joins its communicator rank's ops stream.
+    pub(super) fn task(&mut self, w: &mut Writer, e: &FinishedEvent) {
+        let Owner::Local(context) = e.owner else {
+            return;
+        };
+        let early = self.early_children.remove(&e.handle).unwrap_or_default();
+        let rank = self.rank_streams(w, context);
+        let seq = rank.written + rank.ops.len() as u64;
+        if early.kernels > 0 {
+            rank.latest_with_kernel = Some(seq);
+        }
+        rank.ops.push_back(PendingOp {
+            handle: e.handle,
+            event: e.event,
+            enqueue: e.start_ns,
+            task_stop: e.stop_ns,
+            first_kernel: early.first_kernel,
+            last_child: early.last_child,
+            kernels: early.kernels,
+            last_activity: e.stop_ns.max(early.last_child.unwrap_or(0)),
+        });
+        self.task_context.insert(e.handle, (context, seq));
+    }
+
+    /// A child (ProxyOp or KernelCh) of a task finished: it joins its operation waiting on
+    /// the ops stream, or is kept for a task that has not ended yet (an early child), or
+    /// comes too late (its operation was written).
+    pub(super) fn child_done(&mut self, e: &FinishedEvent, stop: u64, kernel_start: Option<u64>) {
+        let Parent::Local { handle, kind } = e.parent else {
+            return;
+        };
+        if !kind.facts().is_task {
+            return;
+        }
+        let apply = |first: &mut Option<u64>, last: &mut Option<u64>, kernels: &mut u32| {
+            *last = Some(last.map_or(stop, |l| l.max(stop)));
+            if let Some(k) = kernel_start {
+                *first = Some(first.map_or(k, |f| f.min(k)));
+                *kernels += 1;
+            }
+        };
+        if let Some(op) = self.pending_op_mut(handle) {
+            apply(&mut op.first_kernel, &mut op.last_child, &mut op.kernels);
+            op.last_activity = op.last_activity.max(stop);
+            if kernel_start.is_some() {
+                let (context, seq) = self.task_context[&handle];
+                let rank = self.ranks.get_mut(&context).expect("a pending op's rank");
+                rank.latest_with_kernel = rank.latest_with_kernel.max(Some(seq));
+            }
+            return;
+        }
+        if e.parent_event.is_none() {
+            self.late_children += 1;
+            return;
+        }
+        if self.early_children.len() < MAX_EARLY_TASKS {
+            let early = self.early_children.entry(handle).or_default();
+            apply(
+                &mut early.first_kernel,
+                &mut early.last_child,
+                &mut early.kernels,
+            );
+        } else {
+            self.late_children += 1;
+        }
+    }
+
+    /// A KernelCh: it counts for its operation, and is written on its channel's stream
+    /// with the phases that came before it.
+    pub(super) fn kernel(&mut self, w: &mut Writer, e: &FinishedEvent) {
+        let Owner::Local(context) = e.owner else {
+            return;
+        };
+        let Event::KernelCh { channel, .. } = e.event else {
+            return;
+        };
+        let (start, stop) = e
+            .gpu
+            .map_or((e.start_ns, e.stop_ns), |g| (g.start_ns, g.stop_ns));
+        self.child_done(e, stop, Some(start));
+        let identity = match e.parent {
+            Parent::Local { handle, .. } => self.pending_event(handle),
+            _ => None,
+        }
+        .or(e.parent_event);
+        let func = identity.map(|ev| func_of(&ev));
+        let region = match self.kernel_regions.get(&func) {
+            Some(&region) => region,
+            None => {
+                let name = func.map_or("NCCL", Func::as_str);
+                let region = w.defs.region(
+                    &format!("{name} kernel"),
+                    Role::Code,
+                    "GPU time of one channel of an NCCL kernel (GPU clock converted to host time)",
+                );
+                self.kernel_regions.insert(func, region);
+                region
+            }
+        };
+        let phases = if self.phases.is_empty() {
+            None
+        } else {
+            self.phases.remove(&e.handle)
+        };
+        let rank = self.rank_streams(w, context);
+        let loc = match rank.channels.get(&channel) {
+            Some(&loc) => loc,
+            None => {
+                let (group, label) = (rank.group, rank_label(&rank.info));
+                let loc = w.add_location(
+                    &format!("{label} channel {channel}"),
+                    LocationKind::AcceleratorStream,
+                    group,
+                );
+                rank.channels.insert(channel, loc);
+                loc
+            }
+        };
+        let last = w.last_time(loc);
+        let s = start.max(last);
+        let t = stop.max(s);
+        if s != start {
+            self.clipped_intervals += 1;
+        }
+        let attrs = &mut self.attrs;
+        attrs.clear();
+        attrs.extend([
+            (Attr::Channel, Val::U(u64::from(channel))),
+            (Attr::Rank, Val::I(i64::from(e.rank))),
+        ]);
+        if let Some(ev) = identity {
+            push_op_key(attrs, &ev, true);
+        }
+        if let Some(error) = e.gpu.and_then(|g| g.error_ns) {
+            attrs.push((Attr::GpuClockError, Val::U(error)));
+        }
+        put_attrs(w, attrs);
+        w.enter(loc, s, region);
+        let mut at = s;
+        for (ps, pe, pregion) in phases.unwrap_or_default() {
+            let ps = ps.clamp(at, t);
+            let pe = pe.clamp(ps, t);
+            w.enter(loc, ps, pregion);
+            w.leave(loc, pe, pregion);
+            at = pe;
+        }
+        w.leave(loc, t, region);
+    }
+
+    /// A KernelPhase: kept for its kernel channel, written inside it.
+    pub(super) fn phase(&mut self, w: &mut Writer, e: &FinishedEvent) {
+        let Event::KernelPhase { phase, .. } = e.event else {
+            return;
+        };
+        let Some(gpu) = e.gpu else {
+            return;
+        };
+        let Parent::Local { handle, .. } = e.parent else {
+            return;
+        };
+        let name = match phase {
+            crate::event::Phase::InitialSync => "kernel phase: initial sync",
+            crate::event::Phase::Compute => "kernel phase: compute",
+            crate::event::Phase::FinalSync => "kernel phase: final sync",
+            crate::event::Phase::Unknown => "kernel phase",
+        };
+        let region =
+            w.defs
+                .static_region(name, Role::Code, "a phase of a kernel channel (NCCL 2.31+)");
+        let phases = self.phases.entry(handle).or_default();
+        if phases.len() < MAX_PHASES {
+            phases.push((gpu.start_ns, gpu.stop_ns, region));
+        }
+    }
+
+    /// Writes, per communicator rank, the operations at the front of its ops stream that
+    /// are complete: none of their children is in `busy` (still open), and they have all
+    /// their kernel channels or were quiet long enough (`now` is the time processed). At
+    /// the end (`finishing`) everything is complete.
+    pub(super) fn write_completed(
+        &mut self,
+        w: &mut Writer,
+        busy: &HashSet<u64>,
+        now: u64,
+        finishing: bool,
+    ) {
+        let kernel_channels = self.kernel_channels;
+        let contexts: Vec<u64> = self.ranks.keys().copied().collect();
+        for context in contexts {
+            loop {
+                let rank = self.ranks.get_mut(&context).expect("listed");
+                let Some(op) = rank.ops.front() else {
+                    break;
+                };
+                // KernelCh exists from profiler API v3 on.
+                let announced = match op.event {
+                    _ if !kernel_channels || rank.info.version < 3 => Channels::None,
+                    Event::Coll(c) if c.n_channels > 0 => Channels::Exactly(c.n_channels),
+                    Event::P2p(_) => Channels::AtLeastOne,
+                    _ => Channels::None,
+                };
+                let all_kernels =
+                    matches!(announced, Channels::Exactly(n) if op.kernels >= u32::from(n));
+                let quiet = now.saturating_sub(op.last_activity);
+                // NCCL reports a kernel channel when the GPU starts it: until the first
+                // one comes, silence means the GPU has not got there yet, unless a later
+                // operation of this rank has shown a kernel (this one's were lost).
+                let awaits_first_kernel = announced != Channels::None
+                    && op.kernels == 0
+                    && !rank.finalized
+                    && rank
+                        .latest_with_kernel
+                        .is_none_or(|latest| latest < rank.written)
+                    && quiet < OP_KERNEL_WAIT_NS
+                    && rank.ops.len() <= MAX_OPS_AWAITING_KERNELS;
+                let complete = finishing
+                    || (!busy.contains(&op.handle)
+                        && (all_kernels || (quiet >= OP_QUIET_NS && !awaits_first_kernel)));
+                if !complete {
+                    break;
+                }
+                if announced != Channels::None && op.kernels == 0 {
+                    self.ops_without_kernels += 1;
+                }
+                let op = rank.ops.pop_front().expect("front exists");
+                rank.written += 1;
+                self.task_context.remove(&op.handle);
+                self.write_op(w, context, op);
+            }
+        }
+    }
+
+    fn write_op(&mut self, w: &mut Writer, context: u64, op: PendingOp) {
+        let rank = self.rank_streams(w, context);
+        let (comm, comm_hash, my_rank, n_ranks) = (
+            rank.comm,
+            rank.info.comm_hash,
+            rank.info.rank,
+            rank.info.n_ranks,
+        );
+        let loc = match rank.ops_loc {
+            Some(loc) => loc,
+            None => {
+                let loc = w.add_location(
+                    &format!("{} ops", rank_label(&rank.info)),
+                    LocationKind::AcceleratorStream,
+                    rank.group,
+                );
+                let id = w.defs.location_ids()[loc.0 as usize];
+                w.defs.comm_member(comm, my_rank, id);
+                rank.ops_loc = Some(loc);
+                loc
+            }
+        };
+        // Execution starts with the first kernel channel (never before the enqueue), and
+        // ends with the last kernel channel or proxy operation (the enqueue's end without).
+        let begin = op.first_kernel.map_or(op.enqueue, |k| k.max(op.enqueue));
+        let end = op.last_child.unwrap_or(op.task_stop);
+        let s = begin.max(rank.last_end);
+        let t = end.max(s);
+        rank.last_end = t;
+        let func = func_of(&op.event);
+        let region = w.defs.static_region(func.as_str(), op_role(func), "an NCCL operation on its communicator's stream, from the start of its execution to its completion");
+        let attrs = &mut self.attrs;
+        attrs.clear();
+        attrs.extend([
+            (Attr::CommHash, Val::U(comm_hash)),
+            (Attr::Rank, Val::I(i64::from(my_rank))),
+            (Attr::NRanks, Val::I(i64::from(n_ranks))),
+        ]);
+        push_op_identity(attrs, &op.event);
+        // With the pid, what another process's PXN proxy operations name as their parent.
+        attrs.push((Attr::Task, Val::U(op.handle)));
+        attrs.push((Attr::Pid, Val::I(i64::from(self.pid))));
+        attrs.push((Attr::EnqueueTime, Val::U(op.enqueue)));
+        attrs.push((Attr::CompleteTime, Val::U(end)));
+        put_attrs(w, attrs);
+        w.enter(loc, s, region);
+        let n = n_ranks.max(1) as u64;
+        match op.event {
+            Event::Coll(c) => {
+                let b = bytes_of(c.count, c.datatype);
+                let root_rank = u32::try_from(c.root).ok();
+                let (sent, received) = match c.func {
+                    Func::AllGather => (b, b * n),
+                    Func::ReduceScatter => (b * n, b),
+                    Func::AlltoAll | Func::Gather | Func::Scatter => (b * n, b * n),
+                    Func::Broadcast => {
+                        if c.root == my_rank {
+                            (b, b)
+                        } else {
+                            (0, b)
+                        }
+                    }
+                    Func::Reduce => {
+                        if c.root == my_rank {
+                            (b, b)
+                        } else {
+                            (b, 0)
+                        }
+                    }
+                    _ => (b, b),
+                };
+                let root = if is_rooted(c.func) {
+                    root_rank.unwrap_or(otf2_sys::OTF2_COLLECTIVE_ROOT_NONE)
+                } else {
+                    otf2_sys::OTF2_COLLECTIVE_ROOT_NONE
+                };
+                w.collective_begin(loc, s);
+                w.collective_end(loc, t, collective_op(c.func), comm, root, sent, received);
+            }
+            Event::P2p(p) => {
+                let b = bytes_of(p.count, p.datatype);
+                let peer = p.peer.max(0) as u32;
+                if p.func == Func::Recv {
+                    w.recv(loc, t, peer, comm, b);
+                } else {
+                    w.send(loc, s, peer, comm, b);
+                }
+            }
+            _ => {}
+        }
+        w.leave(loc, t, region);
+    }
+
+    /// Adds this part's counts to the writer's.
+    pub(super) fn add_counts(&self, stats: &mut Otf2Stats) {
+        stats.late_children += self.late_children;
+        stats.ops_without_kernels += self.ops_without_kernels;
+        stats.clipped_intervals += self.clipped_intervals;
+    }
+}
+
+/// The task an open child (ProxyOp or KernelCh) keeps from completing.
+pub(super) fn task_kept_open_by(view: &OpenView) -> Option<u64> {
+    match view.parent {
+        Parent::Local { handle, .. } if matches!(view.kind, Kind::ProxyOp | Kind::KernelCh) => {
+            Some(handle)
+        }
+        _ => None,
+    }
+}
+
+fn rank_label(info: &ContextInfo) -> String {
+    let comm = match &info.comm_name {
+        Some(name) if !name.is_empty() => name.clone(),
+        _ => format!("comm {:#x}", info.comm_hash),
+    };
+    format!("{comm} rank {}", info.rank)
+}
+
+fn comm_key_and_name(context: u64, info: &ContextInfo) -> (u64, String) {
+    let name = match &info.comm_name {
+        Some(name) if !name.is_empty() => format!("{name} ({:#x})", info.comm_hash),
+        _ => format!("NCCL comm {:#x}", info.comm_hash),
+    };
+    if info.comm_hash != 0 {
+        (info.comm_hash, name)
+    } else {
+        (context, format!("NCCL comm of context {context:#x}"))
+    }
+}
+
+fn collective_op(func: Func) -> u8 {
+    use otf2_sys::*;
+    (match func {
+        Func::AllReduce => OTF2_COLLECTIVE_OP_ALLREDUCE,
+        Func::Broadcast => OTF2_COLLECTIVE_OP_BCAST,
+        Func::Reduce => OTF2_COLLECTIVE_OP_REDUCE,
+        Func::AllGather => OTF2_COLLECTIVE_OP_ALLGATHER,
+        Func::ReduceScatter => OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK,
+        Func::AlltoAll => OTF2_COLLECTIVE_OP_ALLTOALL,
+        Func::Gather => OTF2_COLLECTIVE_OP_GATHER,
+        Func::Scatter => OTF2_COLLECTIVE_OP_SCATTER,
+        _ => OTF2_COLLECTIVE_OP_BARRIER,
+    }) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    //! The ops streams' waiting, driven through the sink as the collector drives it.
+
+    use super::*;
+    use crate::event::{Coll, P2p};
+    use crate::model::Closed;
+    use crate::sink::otf2::{Otf2Options, Otf2Sink};
+
+    const CONTEXT: u64 = 7;
+    const MS: u64 = 1_000_000;
+
+    /// A sink writing into a temporary directory, with one communicator rank of profiler
+    /// API `version` and kernel channels asked for.
+    fn sink(version: u8) -> (tempfile::TempDir, Otf2Sink) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Otf2Options {
+            scalasca_safe: false,
+            kernel_channels: true,
+            step_states: true,
+            process_index: 0,
+            process_name: "process 0".into(),
+            host: "node0".into(),
+        };
+        let mut sink = Otf2Sink::create(&dir.path().join("part"), options).unwrap();
+        let info = ContextInfo {
+            comm_hash: 0xc0ffee,
+            n_ranks: 2,
+            version,
+            ..ContextInfo::default()
+        };
+        sink.set_comm(CONTEXT, &Arc::new(info));
+        (dir, sink)
+    }
+
+    fn finished(
+        handle: u64,
+        event: Event,
+        parent: Parent,
+        start: u64,
+        stop: u64,
+    ) -> FinishedEvent<'static> {
+        FinishedEvent {
+            handle,
+            kind: event.kind(),
+            owner: Owner::Local(CONTEXT),
+            comm: None,
+            parent,
+            rank: 0,
+            event,
+            start_ns: start,
+            start_tid: 1,
+            stop_ns: stop,
+            stop_tid: Some(1),
+            states: Vec::new(),
+            closed: Closed::Stopped,
+            gpu: None,
+            parent_event: None,
+        }
+    }
+
+    /// An AllReduce task on two channels, enqueued from `start` to `stop`.
+    fn allreduce(handle: u64, seq: u64, start: u64, stop: u64) -> FinishedEvent<'static> {
+        let coll = Coll {
+            seq,
+            func: Func::AllReduce,
+            count: 1024,
+            n_channels: 2,
+            ..Coll::default()
+        };
+        finished(handle, Event::Coll(coll), Parent::None, start, stop)
+    }
+
+    /// A kernel channel of `task`, which was still open when the channel ended if
+    /// `task_open`.
+    fn kernel(
+        task: &FinishedEvent,
+        handle: u64,
+        channel: u8,
+        start: u64,
+        stop: u64,
+        task_open: bool,
+    ) -> FinishedEvent<'static> {
+        let parent = Parent::Local {
+            handle: task.handle,
+            kind: Kind::Coll,
+        };
+        let mut kernel = finished(
+            handle,
+            Event::KernelCh {
+                channel,
+                ptimer: None,
+            },
+            parent,
+            start,
+            stop,
+        );
+        kernel.parent_event = task_open.then_some(task.event);
+        kernel
+    }
+
+    fn end_of_pass(sink: &mut Otf2Sink, now: u64) -> u64 {
+        sink.place(&mut std::iter::empty(), now);
+        sink.ops.ranks[&CONTEXT].written
+    }
+
+    /// NCCL reports a kernel channel when the GPU starts it: the operation waits for its
+    /// channels however long its enqueue was quiet, and then has them.
+    #[test]
+    fn an_operation_waits_for_its_first_kernel_channel() {
+        let (_dir, mut sink) = sink(7);
+        let task = allreduce(1, 0, MS, 2 * MS);
+        sink.record(&task);
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + 5 * OP_QUIET_NS), 0);
+        sink.record(&kernel(&task, 2, 0, 300 * MS, 301 * MS, false));
+        sink.record(&kernel(&task, 3, 1, 300 * MS, 302 * MS, false));
+        assert_eq!(end_of_pass(&mut sink, 302 * MS), 1);
+        assert_eq!(
+            sink.ops.ranks[&CONTEXT].last_end,
+            302 * MS,
+            "the operation ends with its last channel"
+        );
+        assert_eq!(sink.ops.ops_without_kernels, 0);
+        assert_eq!(sink.ops.late_children, 0);
+    }
+
+    /// When a later operation of the rank has shown a kernel channel, an earlier one
+    /// without any lost its channels: it is written once quiet, and counted.
+    #[test]
+    fn a_later_operations_kernel_releases_one_whose_channels_were_lost() {
+        let (_dir, mut sink) = sink(7);
+        let first = allreduce(1, 0, MS, 2 * MS);
+        let second = allreduce(2, 1, 3 * MS, 4 * MS);
+        sink.record(&first);
+        sink.record(&second);
+        sink.record(&kernel(&second, 3, 0, 5 * MS, 6 * MS, false));
+        assert_eq!(end_of_pass(&mut sink, 6 * MS), 0, "not quiet yet");
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_QUIET_NS), 1);
+        assert_eq!(sink.ops.ops_without_kernels, 1);
+        // The second has one of its two channels: it is written once quiet.
+        assert_eq!(end_of_pass(&mut sink, 6 * MS + OP_QUIET_NS), 2);
+        assert_eq!(sink.ops.ops_without_kernels, 1);
+    }
+
+    /// Waiting has limits: the time, the number of operations waiting, and the
+    /// communicator's finalize (NCCL drops the channels it had not reported).
+    #[test]
+    fn waiting_for_kernel_channels_ends_at_a_limit_or_at_finalize() {
+        let (_dir, mut sink) = sink(7);
+        sink.record(&allreduce(1, 0, MS, 2 * MS));
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_KERNEL_WAIT_NS - 1), 0);
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_KERNEL_WAIT_NS), 1);
+
+        let start = 3 * MS;
+        for n in 0..=MAX_OPS_AWAITING_KERNELS as u64 {
+            sink.record(&allreduce(10 + n, 1 + n, start + n, start + n + 1));
+        }
+        let last_stop = start + MAX_OPS_AWAITING_KERNELS as u64 + 1;
+        let now = last_stop + OP_QUIET_NS;
+        assert_eq!(end_of_pass(&mut sink, now), 2, "the oldest over the limit");
+
+        sink.mark_finalized(CONTEXT);
+        assert_eq!(
+            end_of_pass(&mut sink, now),
+            2 + MAX_OPS_AWAITING_KERNELS as u64
+        );
+        assert_eq!(
+            sink.ops.ops_without_kernels,
+            2 + MAX_OPS_AWAITING_KERNELS as u64
+        );
+    }
+
+    /// A channel of an operation written already is counted as late; one of a task still
+    /// open waits for the task.
+    #[test]
+    fn late_channels_are_counted_and_early_ones_kept() {
+        let (_dir, mut sink) = sink(7);
+        let task = allreduce(1, 0, MS, 2 * MS);
+        sink.record(&kernel(&task, 2, 0, MS + 10, 3 * MS, true));
+        assert_eq!(sink.ops.early_children.len(), 1);
+        sink.record(&task);
+        assert!(sink.ops.early_children.is_empty());
+        assert_eq!(end_of_pass(&mut sink, 3 * MS + OP_QUIET_NS), 1);
+        sink.record(&kernel(&task, 3, 1, 4 * MS, 5 * MS, false));
+        assert_eq!(sink.ops.late_children, 1);
+        assert!(sink.ops.early_children.is_empty());
+        assert_eq!(sink.ops.ops_without_kernels, 0);
+    }
+
+    /// A p2p announces no exact count, but one channel at least: it waits for that one,
+    /// then for quiet.
+    #[test]
+    fn a_p2p_waits_for_its_first_kernel_channel_too() {
+        let (_dir, mut sink) = sink(7);
+        let p2p = P2p {
+            func: Func::Send,
+            count: 1024,
+            peer: 1,
+            ..P2p::default()
+        };
+        let task = finished(1, Event::P2p(p2p), Parent::None, MS, 2 * MS);
+        sink.record(&task);
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + 5 * OP_QUIET_NS), 0);
+        let mut channel = kernel(&task, 2, 0, 400 * MS, 401 * MS, false);
+        channel.parent = Parent::Local {
+            handle: task.handle,
+            kind: Kind::P2p,
+        };
+        sink.record(&channel);
+        assert_eq!(end_of_pass(&mut sink, 401 * MS + OP_QUIET_NS - 1), 0);
+        assert_eq!(end_of_pass(&mut sink, 401 * MS + OP_QUIET_NS), 1);
+        assert_eq!(sink.ops.ops_without_kernels, 0);
+    }
+
+    /// Before profiler API v3 there are no kernel channels: quiet is enough.
+    #[test]
+    fn without_kernel_channels_in_the_api_quiet_is_enough() {
+        let (_dir, mut sink) = sink(2);
+        sink.record(&allreduce(1, 0, MS, 2 * MS));
+        assert_eq!(end_of_pass(&mut sink, 2 * MS + OP_QUIET_NS), 1);
+        assert_eq!(sink.ops.ops_without_kernels, 0);
+    }
+}

@@ -1,0 +1,396 @@
+//! The proxy's side of the trace: proxy operations and their steps (with the steps' wait
+//! states) on the lanes of their connection, and the proxy threads' sleep, append and
+//! idle intervals.
+
+use super::attributes::{push_op_key, Val};
+use super::defs::{Attr, Definitions, Role};
+use super::ops::OpsStreams;
+use super::timelines::{thread_timeline_name, Family, Item, Timelines, Watermarks};
+use super::writer::Writer;
+use crate::event::{Event, ProxyOp, StateArg};
+use crate::kinds::Timeline as KindTimeline;
+use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent};
+use nccl_profiler_abi::state;
+use rustc_hash::FxHashMap as HashMap;
+
+/// Proxy-step states whose wait region is cached (NCCL's are below 32).
+const WAIT_REGION_STATES: usize = 32;
+
+/// What the proxy part remembers between events.
+pub(super) struct Proxy {
+    /// Write each proxy step's wait states as intervals nested in the step.
+    step_states: bool,
+    pid: i32,
+    /// Open ProxyOps → the proxy timeline of their steps.
+    op_family: HashMap<u64, Family>,
+    /// Proxy threads that reported Idle and not yet Active: since when.
+    idle_since: HashMap<i32, u64>,
+    /// Region ids of proxy-step wait states by state number, once looked up.
+    wait_regions: [Option<Option<u32>>; WAIT_REGION_STATES],
+}
+
+impl Proxy {
+    pub(super) fn new(step_states: bool, pid: i32) -> Proxy {
+        Proxy {
+            step_states,
+            pid,
+            op_family: HashMap::default(),
+            idle_since: HashMap::default(),
+            wait_regions: [None; WAIT_REGION_STATES],
+        }
+    }
+
+    /// A ProxyOp started: its steps will go to its connection's lanes.
+    pub(super) fn op_started(&mut self, handle: u64, owner: Owner, event: &Event) {
+        if let Event::ProxyOp(op) = event {
+            self.op_family.insert(handle, connection(owner, op));
+        }
+    }
+
+    /// A ProxyOp finished: its steps are done, and its own interval goes to this timeline.
+    pub(super) fn op_finished(&mut self, handle: u64) -> Option<Family> {
+        self.op_family.remove(&handle)
+    }
+
+    /// The timeline an open event's interval will go to, when it goes through lanes.
+    pub(super) fn timeline_of(&self, view: &OpenView) -> Option<Family> {
+        match view.kind.facts().timeline {
+            KindTimeline::ProxyConnection => match view.event {
+                Event::ProxyOp(op) => Some(connection(view.owner, op)),
+                _ => None,
+            },
+            KindTimeline::ParentProxyOp => Some(self.steps_family(view.parent, view.owner)),
+            KindTimeline::GpuChannel => None,
+            KindTimeline::CallingThread => Some(Family::Thread(view.start_tid)),
+        }
+    }
+
+    /// The timeline of a proxy step: its operation's connection, if that one is known.
+    fn steps_family(&self, parent: Parent, owner: Owner) -> Family {
+        match parent {
+            Parent::Local { handle, .. } => self.op_family.get(&handle).copied(),
+            _ => None,
+        }
+        .unwrap_or(Family::Steps(owner))
+    }
+
+    /// An idle proxy thread holds back its timeline: the idle interval starts before
+    /// whatever comes next.
+    pub(super) fn hold_back_idle_threads(&self, watermarks: &mut Watermarks) {
+        for (&tid, &since) in &self.idle_since {
+            watermarks.hold_back(Family::Thread(tid), since);
+        }
+    }
+
+    /// A finished ProxyOp on the lanes of `family`.
+    pub(super) fn push_op(
+        &mut self,
+        w: &mut Writer,
+        timelines: &mut Timelines,
+        ops: &mut OpsStreams,
+        family: Family,
+        e: &FinishedEvent,
+    ) {
+        let item = self.op_item(w, timelines, ops, e);
+        timelines.push(w, family, item, |w| timeline_name(w, ops, family));
+    }
+
+    /// A finished ProxyStep on the lanes of its operation's connection.
+    pub(super) fn push_step(
+        &mut self,
+        w: &mut Writer,
+        timelines: &mut Timelines,
+        ops: &mut OpsStreams,
+        e: &FinishedEvent,
+    ) {
+        let family = self.steps_family(e.parent, e.owner);
+        let item = self.step_item(w, timelines, e);
+        timelines.push(w, family, item, |w| timeline_name(w, ops, family));
+    }
+
+    fn op_item(
+        &mut self,
+        w: &mut Writer,
+        timelines: &mut Timelines,
+        ops: &OpsStreams,
+        e: &FinishedEvent,
+    ) -> Item {
+        let Event::ProxyOp(op) = e.event else {
+            unreachable!("called for ProxyOps only")
+        };
+        let name = if op.is_send {
+            "proxy send"
+        } else {
+            "proxy recv"
+        };
+        let region = w.defs.static_region(
+            name,
+            Role::DataTransfer,
+            "a proxy operation: one channel's transfer with one peer for one NCCL operation",
+        );
+        let mut attrs = timelines.spare_attrs();
+        attrs.extend([
+            (Attr::Channel, Val::U(u64::from(op.channel))),
+            (Attr::Peer, Val::I(i64::from(op.peer))),
+            (Attr::NSteps, Val::U(op.n_steps.max(0) as u64)),
+            (Attr::ChunkSize, Val::U(op.chunk_size.max(0) as u64)),
+            (Attr::Rank, Val::I(i64::from(e.rank))),
+        ]);
+        if op.pid != self.pid {
+            attrs.push((Attr::Pid, Val::I(i64::from(op.pid))));
+        }
+        match e.parent {
+            Parent::Foreign { value, .. } => attrs.push((Attr::ParentValue, Val::U(value))),
+            Parent::Local { handle, .. } => {
+                let task = ops.pending_event(handle).or(e.parent_event);
+                if let Some(task) = task {
+                    push_op_key(&mut attrs, &task, false);
+                }
+            }
+            _ => {}
+        }
+        if let Some(comm) = &e.comm {
+            attrs.push((Attr::CommHash, Val::U(comm.comm_hash)));
+        }
+        if e.closed != Closed::Stopped {
+            attrs.push((Attr::Closed, Val::S(e.closed.name())));
+        }
+        Item {
+            start: e.start_ns,
+            stop: e.stop_ns,
+            region,
+            leaf: false,
+            chains: false,
+            attrs,
+            inner: Vec::new(),
+        }
+    }
+
+    fn step_item(&mut self, w: &mut Writer, timelines: &mut Timelines, e: &FinishedEvent) -> Item {
+        let Event::ProxyStep { step } = e.event else {
+            unreachable!("called for ProxySteps only")
+        };
+        let send = e.states.iter().any(|s| {
+            matches!(
+                s.state,
+                state::PROXY_STEP_SEND_GPU_WAIT
+                    | state::PROXY_STEP_SEND_WAIT
+                    | state::PROXY_STEP_SEND_PEER_WAIT_V4
+            )
+        });
+        let region = w.defs.static_region(
+            if send { "send step" } else { "recv step" },
+            Role::DataTransfer,
+            "one proxy step (a slice of a proxy operation through the network)",
+        );
+        let mut attrs = timelines.spare_attrs();
+        attrs.push((Attr::Step, Val::U(step.max(0) as u64)));
+        // Only SendWait and RecvFlushWait carry this step's own size (ABI notes §3.7).
+        if let Some(size) = e.states.iter().find_map(|s| match (s.state, s.arg) {
+            (
+                state::PROXY_STEP_SEND_WAIT | state::PROXY_STEP_RECV_FLUSH_WAIT,
+                StateArg::TransSize(n),
+            ) => Some(n),
+            _ => None,
+        }) {
+            attrs.push((Attr::TransSize, Val::U(size)));
+        }
+        if e.closed != Closed::Stopped {
+            attrs.push((Attr::Closed, Val::S(e.closed.name())));
+        }
+        // Each state lasts until the next different one, the last until the stop.
+        let mut inner = timelines.spare_inner();
+        let mut current: Option<(i32, u64)> = None;
+        let states = if self.step_states { &e.states[..] } else { &[] };
+        for s in states {
+            if current.is_some_and(|(c, _)| c == s.state) {
+                continue;
+            }
+            if let Some((c, since)) = current {
+                if let Some(region) = self.wait_region(&mut w.defs, c) {
+                    inner.push((since, s.time_ns, region));
+                }
+            }
+            current = Some((s.state, s.time_ns));
+        }
+        if let Some((c, since)) = current {
+            if let Some(region) = self.wait_region(&mut w.defs, c) {
+                inner.push((since, e.stop_ns, region));
+            }
+        }
+        Item {
+            start: e.start_ns,
+            stop: e.stop_ns,
+            region,
+            leaf: true,
+            chains: false,
+            attrs,
+            inner,
+        }
+    }
+
+    fn wait_region(&mut self, defs: &mut Definitions, step_state: i32) -> Option<u32> {
+        let cached = usize::try_from(step_state)
+            .ok()
+            .filter(|&index| index < WAIT_REGION_STATES);
+        if let Some(region) = cached.and_then(|index| self.wait_regions[index]) {
+            return region;
+        }
+        let region = define_wait_region(defs, step_state);
+        if let Some(index) = cached {
+            self.wait_regions[index] = Some(region);
+        }
+        region
+    }
+
+    /// A ProxyCtrl: the proxy thread's sleep and append intervals, and the start or end of
+    /// its idle time.
+    pub(super) fn ctrl(&mut self, w: &mut Writer, timelines: &mut Timelines, e: &FinishedEvent) {
+        let tid = e.start_tid;
+        let find = |wanted: i32| e.states.iter().find(|s| s.state == wanted);
+        if let (Some(sleep), wakeup) = (
+            find(state::PROXY_CTRL_SLEEP),
+            find(state::PROXY_CTRL_WAKEUP),
+        ) {
+            let region = w.defs.static_region(
+                "proxy sleep",
+                Role::Artificial,
+                "the proxy thread waits for work",
+            );
+            let stop = wakeup.map_or(e.stop_ns, |s| s.time_ns);
+            timelines.push_thread(w, tid, Item::leaf(sleep.time_ns, stop, region, Vec::new()));
+        }
+        if let Some(append) = find(state::PROXY_CTRL_APPEND) {
+            let region = w.defs.static_region(
+                "proxy append",
+                Role::Artificial,
+                "the proxy thread takes posted operations",
+            );
+            let end = find(state::PROXY_CTRL_APPEND_END);
+            let appended = end.map_or(0, |s| match s.arg {
+                StateArg::Appended(n) => n,
+                _ => 0,
+            });
+            let stop = end.map_or(e.stop_ns, |s| s.time_ns);
+            timelines.push_thread(
+                w,
+                tid,
+                Item::leaf(
+                    append.time_ns,
+                    stop,
+                    region,
+                    vec![(Attr::Appended, Val::I(i64::from(appended)))],
+                ),
+            );
+        }
+        if let Some(idle) = find(state::PROXY_CTRL_IDLE) {
+            self.idle_since.entry(tid).or_insert(idle.time_ns);
+        }
+        if let Some(active) = find(state::PROXY_CTRL_ACTIVE) {
+            if let Some(since) = self.idle_since.remove(&tid) {
+                push_idle(w, timelines, tid, since, active.time_ns);
+            }
+        }
+    }
+
+    /// The end: threads still idle are idle until `now`.
+    pub(super) fn close(&mut self, w: &mut Writer, timelines: &mut Timelines, now: u64) {
+        let idle: Vec<(i32, u64)> = self.idle_since.drain().collect();
+        for (tid, since) in idle {
+            push_idle(w, timelines, tid, since, now.max(since));
+        }
+    }
+}
+
+/// The timeline of a proxy operation's connection (channel, peer, direction).
+fn connection(owner: Owner, op: &ProxyOp) -> Family {
+    Family::Proxy {
+        owner,
+        channel: op.channel,
+        peer: op.peer,
+        send: op.is_send,
+    }
+}
+
+fn push_idle(w: &mut Writer, timelines: &mut Timelines, tid: i32, since: u64, until: u64) {
+    let region = w.defs.static_region(
+        "proxy idle",
+        Role::Artificial,
+        "the proxy thread has no operation in progress",
+    );
+    timelines.push_thread(
+        w,
+        tid,
+        Item {
+            start: since,
+            stop: until.max(since),
+            region,
+            leaf: false,
+            chains: false,
+            attrs: Vec::new(),
+            inner: Vec::new(),
+        },
+    );
+}
+
+fn define_wait_region(defs: &mut Definitions, step_state: i32) -> Option<u32> {
+    let (name, description) = match step_state {
+        state::PROXY_STEP_SEND_GPU_WAIT => {
+            ("send: GPU wait", "waiting for the GPU to fill the buffer")
+        }
+        state::PROXY_STEP_SEND_PEER_WAIT_V4 => (
+            "send: peer wait",
+            "data ready; waiting for the receiver's credit",
+        ),
+        state::PROXY_STEP_SEND_WAIT => (
+            "send: network wait",
+            "send posted; waiting for the network to complete it",
+        ),
+        state::PROXY_STEP_RECV_WAIT => ("recv: network wait", "receive posted; waiting for data"),
+        state::PROXY_STEP_RECV_FLUSH_WAIT => {
+            ("recv: flush", "data received; flushing it to the GPU")
+        }
+        state::PROXY_STEP_RECV_GPU_WAIT => {
+            ("recv: GPU wait", "waiting for the GPU to consume the data")
+        }
+        _ => return None,
+    };
+    Some(defs.static_region(name, Role::DataTransfer, description))
+}
+
+/// How the locations of a timeline are named, and their location group.
+fn timeline_name(w: &mut Writer, ops: &mut OpsStreams, family: Family) -> (String, u32) {
+    match family {
+        Family::Thread(tid) => thread_timeline_name(tid),
+        Family::Proxy {
+            owner,
+            channel,
+            peer,
+            send,
+        } => {
+            let (prefix, group) = owner_prefix(w, ops, owner);
+            let direction = if send { "send to" } else { "recv from" };
+            (
+                format!("{prefix} proxy ch{channel} {direction} {peer}"),
+                group,
+            )
+        }
+        Family::Steps(owner) => {
+            let (prefix, group) = owner_prefix(w, ops, owner);
+            (format!("{prefix} proxy steps"), group)
+        }
+    }
+}
+
+/// How the locations of an owner are named, and their location group.
+fn owner_prefix(w: &mut Writer, ops: &mut OpsStreams, owner: Owner) -> (String, u32) {
+    match owner {
+        Owner::Local(context) => ops.rank_label_and_group(w, context),
+        // Another process's communicator rank, known by its context value.
+        Owner::Foreign { pid, context } => (
+            format!("PXN for pid {pid} ctx {context:#x}"),
+            Definitions::PROCESS_GROUP,
+        ),
+        Owner::Unknown => ("unknown comm".to_owned(), Definitions::PROCESS_GROUP),
+    }
+}

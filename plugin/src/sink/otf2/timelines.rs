@@ -1,0 +1,386 @@
+//! The timelines whose intervals go through lanes (CPU threads and proxy connections):
+//! their items wait until no open event can start before them, then go to the lane
+//! locations of their timeline. The host-side events and lost records are put here too.
+
+use super::attributes::{put_attrs, Attributes, Val};
+use super::defs::{Attr, Definitions, LocationKind, Role};
+use super::lanes::{Interval, LaneOutput, Lanes};
+use super::writer::{Loc, Writer};
+use super::Otf2Stats;
+use crate::event::Kind;
+use crate::model::{Closed, FinishedEvent, Gap, Owner};
+use nccl_profiler_abi::state;
+use rustc_hash::FxHashMap as HashMap;
+
+/// Lanes one timeline may open before intervals are squeezed (and counted).
+const MAX_LANES: usize = 64;
+/// Finished intervals a timeline may hold back before they are placed regardless.
+const MAX_PENDING: usize = 1 << 16;
+
+/// Attributes and inner parts an item is allocated room for.
+const ATTRS_CAPACITY: usize = 24;
+const INNER_CAPACITY: usize = 8;
+/// Spare vectors kept of each sort (more are freed): enough for the items of a large
+/// pass, which all come back when the pass places them.
+const MAX_SPARES: usize = 1 << 16;
+
+/// The timelines whose intervals go through lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Family {
+    /// An OS thread (by tid).
+    Thread(i32),
+    /// One proxy connection of a communicator rank.
+    Proxy {
+        owner: Owner,
+        channel: u8,
+        peer: i32,
+        send: bool,
+    },
+    /// Proxy steps whose operation is unknown.
+    Steps(Owner),
+}
+
+/// How the timeline of thread `tid` is named, and its location group.
+pub(super) fn thread_timeline_name(tid: i32) -> (String, u32) {
+    (format!("thread {tid}"), Definitions::PROCESS_GROUP)
+}
+
+/// One interval waiting for its lane.
+pub(super) struct Item {
+    pub(super) start: u64,
+    pub(super) stop: u64,
+    pub(super) region: u32,
+    pub(super) leaf: bool,
+    /// Coll/P2p enqueues of one plan (see [`Interval::chains`]).
+    pub(super) chains: bool,
+    pub(super) attrs: Vec<(Attr, Val)>,
+    /// Consecutive parts inside a leaf (e.g. a proxy step's wait states).
+    pub(super) inner: Vec<(u64, u64, u32)>,
+}
+
+impl Item {
+    /// An interval written whole, with nothing nested in it.
+    pub(super) fn leaf(start: u64, stop: u64, region: u32, attrs: Vec<(Attr, Val)>) -> Item {
+        Item {
+            start,
+            stop: stop.max(start),
+            region,
+            leaf: true,
+            chains: false,
+            attrs,
+            inner: Vec::new(),
+        }
+    }
+}
+
+impl Interval for Item {
+    fn start(&self) -> u64 {
+        self.start
+    }
+    fn stop(&self) -> u64 {
+        self.stop
+    }
+    fn region(&self) -> u32 {
+        self.region
+    }
+    fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+    fn chains(&self) -> bool {
+        self.chains
+    }
+}
+
+/// Vectors of written items, kept to be reused by the next items.
+#[derive(Default)]
+struct Spares {
+    attrs: Vec<Vec<(Attr, Val)>>,
+    inner: Vec<Vec<(u64, u64, u32)>>,
+}
+
+impl Spares {
+    fn attrs(&mut self) -> Vec<(Attr, Val)> {
+        // Room for the most attributes any record carries: a reused vector never grows.
+        self.attrs
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(ATTRS_CAPACITY))
+    }
+
+    fn inner(&mut self) -> Vec<(u64, u64, u32)> {
+        self.inner
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(INNER_CAPACITY))
+    }
+
+    fn give_back(&mut self, mut attrs: Vec<(Attr, Val)>, mut inner: Vec<(u64, u64, u32)>) {
+        if attrs.capacity() > 0 && self.attrs.len() < MAX_SPARES {
+            attrs.clear();
+            self.attrs.push(attrs);
+        }
+        if inner.capacity() > 0 && self.inner.len() < MAX_SPARES {
+            inner.clear();
+            self.inner.push(inner);
+        }
+    }
+}
+
+struct Timeline {
+    lanes: Lanes<Item>,
+    locs: Vec<Loc>,
+    name: String,
+    group: u32,
+}
+
+impl Timeline {
+    /// Its lanes, and what writes the intervals they place.
+    fn lanes_and_placer<'a>(
+        &'a mut self,
+        w: &'a mut Writer,
+        spares: &'a mut Spares,
+    ) -> (&'a mut Lanes<Item>, Placer<'a>) {
+        let Timeline {
+            lanes,
+            locs,
+            name,
+            group,
+        } = self;
+        let placer = Placer {
+            w,
+            locs,
+            name,
+            group: *group,
+            spares,
+        };
+        (lanes, placer)
+    }
+}
+
+/// Writes placed intervals of one timeline, opening lane locations on demand.
+struct Placer<'a> {
+    w: &'a mut Writer,
+    locs: &'a mut Vec<Loc>,
+    name: &'a str,
+    group: u32,
+    spares: &'a mut Spares,
+}
+
+impl Placer<'_> {
+    fn loc(&mut self, lane: usize) -> Loc {
+        while self.locs.len() <= lane {
+            let name = match self.locs.len() {
+                0 => self.name.to_owned(),
+                n => format!("{} (lane {})", self.name, n + 1),
+            };
+            let loc = self
+                .w
+                .add_location(&name, LocationKind::CpuThread, self.group);
+            self.locs.push(loc);
+        }
+        self.locs[lane]
+    }
+}
+
+impl LaneOutput<Item> for Placer<'_> {
+    fn open(&mut self, lane: usize, item: &Item, start: u64, stop: u64) {
+        let loc = self.loc(lane);
+        put_attrs(self.w, &item.attrs);
+        self.w.enter(loc, start, item.region);
+        if item.leaf {
+            for &(s, e, region) in &item.inner {
+                let s = s.clamp(start, stop);
+                let e = e.clamp(s, stop);
+                self.w.enter(loc, s, region);
+                self.w.leave(loc, e, region);
+            }
+            self.w.leave(loc, stop, item.region);
+        }
+    }
+
+    fn close(&mut self, lane: usize, time: u64, region: u32) {
+        let loc = self.loc(lane);
+        self.w.leave(loc, time, region);
+    }
+
+    fn done(&mut self, item: Item) {
+        self.spares.give_back(item.attrs, item.inner);
+    }
+}
+
+/// Per timeline, the earliest start among its open events: what starts before it can be
+/// placed.
+#[derive(Default)]
+pub(super) struct Watermarks(HashMap<Family, u64>);
+
+impl Watermarks {
+    /// Something of `family` that started at `time` is still open.
+    pub(super) fn hold_back(&mut self, family: Family, time: u64) {
+        let mark = self.0.entry(family).or_insert(u64::MAX);
+        *mark = (*mark).min(time);
+    }
+}
+
+/// Every timeline that goes through lanes, with the vectors its items reuse.
+#[derive(Default)]
+pub(super) struct Timelines {
+    timelines: HashMap<Family, Timeline>,
+    spares: Spares,
+    /// Times a timeline held back so many intervals that they were placed regardless.
+    held_back_overflow: u64,
+    /// Intervals the lanes squeezed, counted when they are closed.
+    clipped_intervals: u64,
+}
+
+impl Timelines {
+    /// An empty vector for an item's attributes.
+    pub(super) fn spare_attrs(&mut self) -> Vec<(Attr, Val)> {
+        self.spares.attrs()
+    }
+
+    /// An empty vector for an item's inner parts.
+    pub(super) fn spare_inner(&mut self) -> Vec<(u64, u64, u32)> {
+        self.spares.inner()
+    }
+
+    /// Adds an interval to its timeline; `name` names a timeline seen for the first time
+    /// (and gives its location group).
+    pub(super) fn push(
+        &mut self,
+        w: &mut Writer,
+        family: Family,
+        item: Item,
+        name: impl FnOnce(&mut Writer) -> (String, u32),
+    ) {
+        if let Some(timeline) = self.timelines.get_mut(&family) {
+            timeline.lanes.push(item);
+            if timeline.lanes.pending() <= MAX_PENDING {
+                return;
+            }
+        } else {
+            let (name, group) = name(w);
+            let mut lanes = Lanes::new(MAX_LANES);
+            lanes.push(item);
+            self.timelines.insert(
+                family,
+                Timeline {
+                    lanes,
+                    locs: Vec::new(),
+                    name,
+                    group,
+                },
+            );
+        }
+        let timeline = self.timelines.get_mut(&family).expect("exists");
+        if timeline.lanes.pending() > MAX_PENDING {
+            // Something stays open far too long: place what we have rather than grow.
+            self.held_back_overflow += 1;
+            let (lanes, mut placer) = timeline.lanes_and_placer(w, &mut self.spares);
+            lanes.flush(u64::MAX, &mut placer);
+        }
+    }
+
+    /// Adds an interval to the timeline of thread `tid`.
+    pub(super) fn push_thread(&mut self, w: &mut Writer, tid: i32, item: Item) {
+        self.push(w, Family::Thread(tid), item, |_| thread_timeline_name(tid));
+    }
+
+    /// A host-side event: the interval of the thread that started it.
+    pub(super) fn thread_interval(
+        &mut self,
+        w: &mut Writer,
+        attributes: &mut Attributes,
+        e: &FinishedEvent,
+    ) {
+        let region = attributes.thread_region_id(&mut w.defs, e);
+        let mut attrs = self.spares.attrs();
+        attributes.push_event_attrs(&mut w.defs, &mut attrs, e);
+        if e.closed != Closed::Stopped {
+            attrs.push((Attr::Closed, Val::S(e.closed.name())));
+        }
+        if e.kind == Kind::GroupApi {
+            // From GroupEndApiStart to the stop: launching the group's work. It nests in
+            // the group (same stop), and the launches nest in it.
+            if let Some(s) = e
+                .states
+                .iter()
+                .find(|s| s.state == state::GROUP_END_API_START)
+            {
+                let launch = w.defs.static_region(
+                    "ncclGroupEnd launch",
+                    Role::Function,
+                    "from the outermost ncclGroupEnd to the end of the group's launches",
+                );
+                let start = s.time_ns.clamp(e.start_ns, e.stop_ns);
+                self.push_thread(
+                    w,
+                    e.start_tid,
+                    Item {
+                        start,
+                        stop: e.stop_ns,
+                        region: launch,
+                        leaf: false,
+                        chains: false,
+                        attrs: Vec::new(),
+                        inner: Vec::new(),
+                    },
+                );
+            }
+        }
+        self.push_thread(
+            w,
+            e.start_tid,
+            Item {
+                start: e.start_ns,
+                stop: e.stop_ns,
+                region,
+                leaf: false,
+                chains: e.kind.facts().is_task,
+                attrs,
+                inner: Vec::new(),
+            },
+        );
+    }
+
+    /// Records a thread's ring dropped: an interval on that thread.
+    pub(super) fn gap(&mut self, w: &mut Writer, gap: &Gap) {
+        let region = w.defs.static_region(
+            "NCCL records lost",
+            Role::Artificial,
+            "the plugin's buffer for this thread was full: records in this interval were dropped",
+        );
+        self.push_thread(
+            w,
+            gap.tid,
+            Item::leaf(
+                gap.first_ns,
+                gap.last_ns,
+                region,
+                vec![(Attr::Lost, Val::U(gap.dropped_total))],
+            ),
+        );
+    }
+
+    /// Places, on every timeline, what starts before its watermark (everything where none
+    /// is given).
+    pub(super) fn flush(&mut self, w: &mut Writer, watermarks: &Watermarks) {
+        for (family, timeline) in &mut self.timelines {
+            let mark = watermarks.0.get(family).copied().unwrap_or(u64::MAX);
+            let (lanes, mut placer) = timeline.lanes_and_placer(w, &mut self.spares);
+            lanes.flush(mark, &mut placer);
+        }
+    }
+
+    /// Places everything and closes every open interval.
+    pub(super) fn finish(&mut self, w: &mut Writer) {
+        for timeline in self.timelines.values_mut() {
+            let (lanes, mut placer) = timeline.lanes_and_placer(w, &mut self.spares);
+            lanes.finish(&mut placer);
+            self.clipped_intervals += lanes.clipped;
+        }
+    }
+
+    /// Adds this part's counts to the writer's.
+    pub(super) fn add_counts(&self, stats: &mut Otf2Stats) {
+        stats.held_back_overflow += self.held_back_overflow;
+        stats.clipped_intervals += self.clipped_intervals;
+    }
+}
