@@ -121,13 +121,13 @@ pub mod bindings {
     )]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
-pub mod callbacks;
+mod callbacks;
 mod consts;
 pub mod error;
 pub mod event_format;
 mod failure;
 pub mod read;
-pub mod reading;
+mod reading;
 pub mod writing;
 
 pub use bindings::*;
