@@ -38,7 +38,10 @@ pub(crate) fn message(error: otf2_sys::Error) -> String {
 
 /// Opens the archive whose anchor file is `anchor`, read by this process alone.
 pub(crate) fn open(anchor: &Path) -> Result<Reader, String> {
-    Reader::open(anchor).map_err(message)
+    Reader::open(anchor).map_err(|error| match error.step() {
+        Step::Open => error.describe("not a readable OTF2 anchor file"),
+        _ => error.to_string(),
+    })
 }
 
 /// Checks that reading the global definitions left no OTF2 error behind.

@@ -180,7 +180,7 @@ impl Step {
 pub enum Error {
     /// An OTF2 call failed: the step, OTF2's error code where the call returns one (a NULL
     /// handle has none), and every report OTF2 made on this thread since the last drain.
-    #[error("{}", describe(&step.to_string(), *code, reports))]
+    #[error("{}", message(step, *code, reports))]
     Otf2 {
         step: Step,
         code: Option<OTF2_ErrorCode>,
@@ -241,6 +241,20 @@ impl Error {
             Error::Panic { .. } => self.to_string(),
         }
     }
+}
+
+/// The message of a failed step: `what: CODE (OTF2: …)`; an anchor file OTF2 cannot open
+/// says why in parentheses, as `validate` and `summary` have always put it.
+fn message(step: &Step, code: Option<OTF2_ErrorCode>, reports: &[ErrorReport]) -> String {
+    if *step == Step::Open && code.is_none() {
+        let why = if reports.is_empty() {
+            "OTF2_Reader_Open failed".to_owned()
+        } else {
+            reports_line(reports)
+        };
+        return format!("{step} ({why})");
+    }
+    describe(&step.to_string(), code, reports)
 }
 
 /// `what: CODE (OTF2: …)`, each part only where there is one.
@@ -312,5 +326,14 @@ mod tests {
             "internal error while reading the events: boom"
         );
         assert_eq!(Step::EventReader(7).location(), Some(7));
+        let open = Error::Otf2 {
+            step: Step::Open,
+            code: None,
+            reports: vec![report("INVALID_DATA", "no chunk header")],
+        };
+        assert_eq!(
+            open.to_string(),
+            "not a readable OTF2 anchor file (INVALID_DATA: no chunk header)"
+        );
     }
 }
