@@ -3,11 +3,10 @@
 //! what went wrong on the way as [`Issue`]s in the order it happened.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::error::{drain_thread_error_reports, ErrorReport};
 use crate::read::events::{set_global_callbacks, EventState, EventVisitor};
-use crate::read::model::LocalDefinitions;
 use crate::read::reader::Reader;
 use crate::reading::register_callbacks;
 use crate::*;
@@ -45,9 +44,6 @@ pub struct EventsRead {
     pub interrupted: bool,
     /// Events read, all locations together.
     pub events: u64,
-    /// The local definitions of each location that has a local definition file (OTF2
-    /// applies their mapping tables and clock offsets to the events itself).
-    pub local_definitions: BTreeMap<u64, LocalDefinitions>,
     pub issues: Vec<Issue>,
 }
 
@@ -146,14 +142,11 @@ impl Reader {
                 readable.push(location);
             }
             if def_files {
-                // A location without a local definition file has no mapping tables or
-                // clock offsets: OTF2 reports that (kept below), it is not fatal.
-                match self.local_definitions(location) {
-                    Ok(Some(local)) => {
-                        read.local_definitions.insert(location, local);
-                    }
-                    Ok(None) => {}
-                    Err(error) => read.failed(error),
+                // OTF2 applies the mapping tables and clock offsets to the events itself.
+                // A location without a local definition file has none: OTF2 reports that
+                // (kept below), it is not fatal.
+                if let Err(error) = self.local_definitions(location, false) {
+                    read.failed(error);
                 }
             }
             read.reported(During::LocalDefinitions, Some(location));

@@ -233,10 +233,13 @@ impl Reader {
 
     /// Reads one location's local definitions; the definition files are open. None: OTF2
     /// has no definition reader for it (no local definition file; OTF2's report about that
-    /// is left to the caller).
+    /// is left to the caller). Without `collect` they only reach the location's event
+    /// reader and an empty value is answered: a merged archive repeats its parts' mapping
+    /// tables in every location, which adds up.
     pub(crate) fn local_definitions(
         &self,
         location: u64,
+        collect: bool,
     ) -> Result<Option<LocalDefinitions>, Error> {
         // SAFETY: the reader is open, with its definition files (caller).
         let def_reader = unsafe { OTF2_Reader_GetDefReader(self.raw, location) };
@@ -245,6 +248,9 @@ impl Reader {
         }
         let mut state = LocalState::default();
         let set = |c: *mut OTF2_DefReaderCallbacks| {
+            if !collect {
+                return OTF2_SUCCESS;
+            }
             // SAFETY: `c` is the live table of `register_callbacks`; each function has the
             // type its setter takes (the compiler checks it).
             unsafe {
@@ -294,7 +300,7 @@ impl DefinitionFiles<'_> {
     /// the caller).
     pub fn read(&self, location: u64) -> Result<Option<LocalDefinitions>, Error> {
         let _busy = self.reader.enter()?;
-        self.reader.local_definitions(location)
+        self.reader.local_definitions(location, true)
     }
 }
 
