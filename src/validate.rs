@@ -5,16 +5,15 @@
 //! outside the ClockProperties range, communicator members with different numbers of
 //! collective records, and sends without receives.
 //!
-//! This file is plain Rust: the definitions as read, the checks, and the report. The child
-//! module `otf2` (`validate/otf2.rs`) is the only code that touches the C library: it opens
-//! the archive, runs OTF2's readers with callbacks, and hands the definitions and every event
-//! over as Rust values.
+//! This file is the checks and the report. The archive is read through `otf2_sys::read`
+//! (child module `read`: failures and OTF2's reports become problems); the definitions are
+//! its model, `GlobalDefs`, which the child module `defs` adds the checks' lookups to.
 
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 
+use otf2_sys::read::{Def, EventsRead, GlobalDefs, Group, Reader};
 use otf2_sys::{
     OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_GROUP_TYPE_COMM_SELF,
     OTF2_GROUP_TYPE_LOCATIONS, OTF2_GROUP_TYPE_REGIONS, OTF2_UNDEFINED_COMM, OTF2_UNDEFINED_GROUP,
@@ -23,7 +22,10 @@ use otf2_sys::{
 };
 use serde::Serialize;
 
-pub(crate) mod otf2;
+mod defs;
+mod read;
+
+use defs::{duplicate_message, Lookup};
 
 /// Findings printed per check and severity in the text report.
 const PRINTED_PER_CHECK: usize = 20;
@@ -176,15 +178,15 @@ pub fn validate(path: &Path) -> Result<Report, OpenError> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     drop(otf2_sys::error::drain_thread_error_reports());
 
-    let mut archive = otf2::Archive::open(&anchor)
+    let mut reader = Reader::open(&anchor)
         .map_err(|why| OpenError(format!("cannot open {}: {why}", anchor.display())))?;
-    let anchor_locations = archive.number_of_locations();
+    let anchor_locations = read::number_of_locations(&reader);
     let mut problems = Vec::new();
-    let defs = archive.read_global_definitions(&mut problems);
+    let defs = read::global_definitions(&reader, &mut problems);
     let mut findings = Findings::default();
     let Some(defs) = defs else {
-        archive.close(&mut problems);
-        findings.add_problems(&Definitions::default(), problems);
+        read::close(reader, &mut problems);
+        findings.add_problems(&GlobalDefs::default(), problems);
         return Ok(findings.into_report(&anchor, Counts::default()));
     };
     findings.add_problems(&defs, std::mem::take(&mut problems));
@@ -192,13 +194,14 @@ pub fn validate(path: &Path) -> Result<Report, OpenError> {
     check_definitions(&defs, anchor_locations, &mut findings);
     let comms = comm_members(&defs);
     let mut checker = EventChecker::new(&defs, &comms, &mut findings);
-    let locations: Vec<u64> = defs.locations.keys().copied().collect();
-    let read = archive.read_events(
+    let locations: Vec<u64> = defs.locations.keys().collect();
+    let read = read::events(
+        &mut reader,
         &locations,
-        &mut |location, time, event, _| checker.event(location, time, event),
+        &mut |location, time, event| checker.event(location, time, event),
         &mut problems,
     );
-    archive.close(&mut problems);
+    read::close(reader, &mut problems);
     let events = checker.finish(problems, &read);
 
     let mut counts = defs.counts();
@@ -254,7 +257,7 @@ struct Findings {
 impl Findings {
     fn add(
         &mut self,
-        defs: &Definitions,
+        defs: &GlobalDefs,
         severity: Severity,
         check: Check,
         location: Option<u64>,
@@ -276,15 +279,15 @@ impl Findings {
         });
     }
 
-    fn error(&mut self, defs: &Definitions, check: Check, at: At, message: String) {
+    fn error(&mut self, defs: &GlobalDefs, check: Check, at: At, message: String) {
         self.add(defs, Severity::Error, check, at.0, at.1, message);
     }
 
-    fn warning(&mut self, defs: &Definitions, check: Check, at: At, message: String) {
+    fn warning(&mut self, defs: &GlobalDefs, check: Check, at: At, message: String) {
         self.add(defs, Severity::Warning, check, at.0, at.1, message);
     }
 
-    fn add_problems(&mut self, defs: &Definitions, problems: Vec<Problem>) {
+    fn add_problems(&mut self, defs: &GlobalDefs, problems: Vec<Problem>) {
         for p in problems {
             self.add(defs, p.severity, p.check, p.location, None, p.message);
         }
@@ -336,16 +339,7 @@ impl At {
     }
 }
 
-/// How reading the events went.
-#[derive(Debug, Default)]
-pub(crate) struct EventsRead {
-    /// Locations whose events could not be read at all.
-    pub(crate) unreadable: BTreeSet<u64>,
-    /// Every event of the other locations was read (no read error, no interrupted read).
-    pub(crate) complete: bool,
-}
-
-/// A problem met by the reader (`mod otf2`): a failed OTF2 call or an OTF2 report.
+/// A problem met by the reader (`mod read`): a failed OTF2 step or an OTF2 report.
 #[derive(Debug)]
 pub(crate) struct Problem {
     pub(crate) severity: Severity,
@@ -455,322 +449,12 @@ fn location_label(location: u64, name: Option<&str>) -> String {
 }
 
 // ---------------------------------------------------------------------------------------
-// Definitions, as read
-// ---------------------------------------------------------------------------------------
-
-/// An event attribute's value, as far as the summary uses it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AttributeValue {
-    Unsigned(u64),
-    Signed(i64),
-    /// A string definition's id.
-    Text(u32),
-}
-
-/// One definition and its position among all global definition records, to tell forward
-/// references.
-#[derive(Debug)]
-pub(crate) struct Def<T> {
-    pub(crate) seq: u64,
-    pub(crate) value: T,
-}
-
-#[derive(Debug)]
-pub(crate) struct SystemTreeNode {
-    name: u32,
-    class_name: u32,
-    parent: u32,
-}
-
-#[derive(Debug)]
-pub(crate) struct LocationGroup {
-    pub(crate) name: u32,
-    pub(crate) system_tree_parent: u32,
-    pub(crate) creating_location_group: u32,
-}
-
-#[derive(Debug)]
-pub(crate) struct Location {
-    pub(crate) name: u32,
-    pub(crate) number_of_events: u64,
-    pub(crate) location_group: u32,
-}
-
-#[derive(Debug)]
-pub(crate) struct Region {
-    pub(crate) name: u32,
-    pub(crate) canonical_name: u32,
-    pub(crate) description: u32,
-    pub(crate) source_file: u32,
-}
-
-#[derive(Debug)]
-pub(crate) struct Group {
-    name: u32,
-    group_type: u8,
-    paradigm: u8,
-    members: Vec<u64>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Comm {
-    name: u32,
-    group: u32,
-    parent: u32,
-}
-
-#[derive(Debug)]
-pub(crate) struct Attribute {
-    pub(crate) name: u32,
-    pub(crate) description: u32,
-}
-
-#[derive(Debug)]
-pub(crate) struct Paradigm {
-    name: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ClockProperties {
-    /// Ticks per second.
-    pub(crate) timer_resolution: u64,
-    global_offset: u64,
-    trace_length: u64,
-}
-
-/// The global definitions of an archive.
-#[derive(Debug, Default)]
-pub(crate) struct Definitions {
-    pub(crate) records: u64,
-    pub(crate) strings: BTreeMap<u32, Def<String>>,
-    pub(crate) system_tree_nodes: BTreeMap<u32, Def<SystemTreeNode>>,
-    pub(crate) location_groups: BTreeMap<u32, Def<LocationGroup>>,
-    pub(crate) locations: BTreeMap<u64, Def<Location>>,
-    pub(crate) regions: BTreeMap<u32, Def<Region>>,
-    pub(crate) groups: BTreeMap<u32, Def<Group>>,
-    pub(crate) comms: BTreeMap<u32, Def<Comm>>,
-    pub(crate) attributes: BTreeMap<u32, Def<Attribute>>,
-    pub(crate) paradigms: BTreeMap<u8, Def<Paradigm>>,
-    pub(crate) clock: Option<ClockProperties>,
-    /// "Region 3 is defined 2 times", in definition order.
-    pub(crate) duplicates: Vec<String>,
-}
-
-fn insert<K: Ord + Copy + fmt::Display, T>(
-    map: &mut BTreeMap<K, Def<T>>,
-    duplicates: &mut Vec<String>,
-    kind: &str,
-    seq: u64,
-    id: K,
-    value: T,
-) {
-    match map.entry(id) {
-        Entry::Occupied(_) => duplicates.push(format!(
-            "{kind} {id} is defined more than once (the first definition is used)"
-        )),
-        Entry::Vacant(slot) => {
-            slot.insert(Def { seq, value });
-        }
-    }
-}
-
-impl Definitions {
-    fn next_seq(&mut self) -> u64 {
-        self.records += 1;
-        self.records
-    }
-
-    fn add_string(&mut self, id: u32, text: String) {
-        let seq = self.next_seq();
-        insert(
-            &mut self.strings,
-            &mut self.duplicates,
-            "String",
-            seq,
-            id,
-            text,
-        );
-    }
-
-    fn add_system_tree_node(&mut self, id: u32, node: SystemTreeNode) {
-        let seq = self.next_seq();
-        let map = &mut self.system_tree_nodes;
-        insert(map, &mut self.duplicates, "SystemTreeNode", seq, id, node);
-    }
-
-    fn add_location_group(&mut self, id: u32, group: LocationGroup) {
-        let seq = self.next_seq();
-        let map = &mut self.location_groups;
-        insert(map, &mut self.duplicates, "LocationGroup", seq, id, group);
-    }
-
-    fn add_location(&mut self, id: u64, location: Location) {
-        let seq = self.next_seq();
-        let map = &mut self.locations;
-        insert(map, &mut self.duplicates, "Location", seq, id, location);
-    }
-
-    fn add_region(&mut self, id: u32, region: Region) {
-        let seq = self.next_seq();
-        insert(
-            &mut self.regions,
-            &mut self.duplicates,
-            "Region",
-            seq,
-            id,
-            region,
-        );
-    }
-
-    fn add_group(&mut self, id: u32, group: Group) {
-        let seq = self.next_seq();
-        insert(
-            &mut self.groups,
-            &mut self.duplicates,
-            "Group",
-            seq,
-            id,
-            group,
-        );
-    }
-
-    fn add_comm(&mut self, id: u32, comm: Comm) {
-        let seq = self.next_seq();
-        insert(&mut self.comms, &mut self.duplicates, "Comm", seq, id, comm);
-    }
-
-    fn add_attribute(&mut self, id: u32, attribute: Attribute) {
-        let seq = self.next_seq();
-        let map = &mut self.attributes;
-        insert(map, &mut self.duplicates, "Attribute", seq, id, attribute);
-    }
-
-    fn add_paradigm(&mut self, id: u8, paradigm: Paradigm) {
-        let seq = self.next_seq();
-        let map = &mut self.paradigms;
-        insert(map, &mut self.duplicates, "Paradigm", seq, id, paradigm);
-    }
-
-    fn set_clock_properties(&mut self, clock: ClockProperties) {
-        self.next_seq();
-        if self.clock.is_some() {
-            self.duplicates.push(
-                "ClockProperties is defined more than once (the first definition is used)"
-                    .to_owned(),
-            );
-        } else {
-            self.clock = Some(clock);
-        }
-    }
-
-    /// The position of the definition `kind id` among the records, if it is defined.
-    fn seq_of(&self, kind: &str, id: u64) -> Option<u64> {
-        let Ok(id32) = u32::try_from(id) else {
-            return match kind {
-                "Location" => self.locations.get(&id).map(|d| d.seq),
-                _ => None,
-            };
-        };
-        match kind {
-            "String" => self.strings.get(&id32).map(|d| d.seq),
-            "SystemTreeNode" => self.system_tree_nodes.get(&id32).map(|d| d.seq),
-            "LocationGroup" => self.location_groups.get(&id32).map(|d| d.seq),
-            "Location" => self.locations.get(&id).map(|d| d.seq),
-            "Region" => self.regions.get(&id32).map(|d| d.seq),
-            "Group" => self.groups.get(&id32).map(|d| d.seq),
-            "Comm" => self.comms.get(&id32).map(|d| d.seq),
-            _ => unreachable!("no definitions of kind {kind}"),
-        }
-    }
-
-    fn string(&self, id: u32) -> Option<&str> {
-        self.strings.get(&id).map(|s| s.value.as_str())
-    }
-
-    fn location_name(&self, location: u64) -> Option<String> {
-        let def = self.locations.get(&location)?;
-        Some(self.string(def.value.name).unwrap_or("").to_owned())
-    }
-
-    fn location_label(&self, location: u64) -> String {
-        location_label(location, self.location_name(location).as_deref())
-    }
-
-    /// `region 3 "compute"`, `region 7 (not defined)`.
-    fn region_label(&self, region: u32) -> String {
-        match self.regions.get(&region) {
-            Some(def) => format!(
-                "region {region} {:?}",
-                self.string(def.value.name).unwrap_or("")
-            ),
-            None => format!("region {region} (not defined)"),
-        }
-    }
-
-    fn comm_label(&self, comm: u32) -> String {
-        match self.comms.get(&comm) {
-            Some(def) => format!(
-                "comm {comm} {:?}",
-                self.string(def.value.name).unwrap_or("")
-            ),
-            None => format!("comm {comm} (not defined)"),
-        }
-    }
-
-    /// `Region 3 "compute"`: a definition as the subject of a message.
-    fn owner(&self, kind: &str, id: impl fmt::Display, name: u32) -> String {
-        match self.string(name) {
-            Some(name) => format!("{kind} {id} {name:?}"),
-            None => format!("{kind} {id}"),
-        }
-    }
-
-    fn paradigm_label(&self, paradigm: u8) -> String {
-        match self
-            .paradigms
-            .get(&paradigm)
-            .and_then(|p| self.string(p.value.name))
-        {
-            Some(name) => format!("{paradigm} ({name})"),
-            None => paradigm.to_string(),
-        }
-    }
-
-    fn counts(&self) -> Counts {
-        Counts {
-            locations: self.locations.len(),
-            location_groups: self.location_groups.len(),
-            system_tree_nodes: self.system_tree_nodes.len(),
-            regions: self.regions.len(),
-            groups: self.groups.len(),
-            comms: self.comms.len(),
-            strings: self.strings.len(),
-            attributes: self.attributes.len(),
-            paradigms: self.paradigms.len(),
-            events: 0,
-            events_by_type: BTreeMap::new(),
-        }
-    }
-
-    /// The COMM_LOCATIONS group a COMM_GROUP of `paradigm` numbers its ranks in.
-    fn comm_locations(&self, paradigm: u8) -> Option<(u32, &Group)> {
-        self.groups
-            .iter()
-            .find(|(_, g)| {
-                g.value.group_type == OTF2_GROUP_TYPE_COMM_LOCATIONS as u8
-                    && g.value.paradigm == paradigm
-            })
-            .map(|(id, g)| (*id, &g.value))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Checks on the definitions (check 1, and the "definitions" check)
 // ---------------------------------------------------------------------------------------
 
 /// Reports the references of one definition (the subject) to others.
 struct Refs<'a> {
-    defs: &'a Definitions,
+    defs: &'a GlobalDefs,
     out: &'a mut Findings,
     /// The subject, as messages name it: `Region 3 "compute"`.
     owner: String,
@@ -826,9 +510,10 @@ impl Refs<'_> {
     }
 }
 
-fn check_definitions(defs: &Definitions, anchor_locations: Option<u64>, out: &mut Findings) {
+fn check_definitions(defs: &GlobalDefs, anchor_locations: Option<u64>, out: &mut Findings) {
     for duplicate in &defs.duplicates {
-        out.warning(defs, Check::Definitions, At::NOWHERE, duplicate.clone());
+        let message = duplicate_message(duplicate);
+        out.warning(defs, Check::Definitions, At::NOWHERE, message);
     }
     if defs.clock.is_none() {
         out.warning(
@@ -871,7 +556,7 @@ fn check_definitions(defs: &Definitions, anchor_locations: Option<u64>, out: &mu
     };
     let node_undefined = u64::from(OTF2_UNDEFINED_SYSTEM_TREE_NODE);
     let group_undefined = u64::from(OTF2_UNDEFINED_LOCATION_GROUP);
-    for (&id, d) in &defs.system_tree_nodes {
+    for (id, d) in defs.system_tree_nodes.by_id() {
         let v = &d.value;
         refs.subject(defs.owner("SystemTreeNode", id, v.name), d.seq, At::NOWHERE);
         refs.string("name", v.name);
@@ -879,7 +564,7 @@ fn check_definitions(defs: &Definitions, anchor_locations: Option<u64>, out: &mu
         let parent = u64::from(v.parent);
         refs.reference("parent", "SystemTreeNode", parent, node_undefined, true);
     }
-    for (&id, d) in &defs.location_groups {
+    for (id, d) in defs.location_groups.by_id() {
         let v = &d.value;
         refs.subject(defs.owner("LocationGroup", id, v.name), d.seq, At::NOWHERE);
         refs.string("name", v.name);
@@ -890,7 +575,7 @@ fn check_definitions(defs: &Definitions, anchor_locations: Option<u64>, out: &mu
         let field = "creating location group";
         refs.reference(field, "LocationGroup", creator, group_undefined, true);
     }
-    for (&id, d) in &defs.locations {
+    for (id, d) in defs.locations.by_id() {
         let v = &d.value;
         refs.subject(defs.owner("Location", id, v.name), d.seq, At::location(id));
         refs.string("name", v.name);
@@ -903,7 +588,7 @@ fn check_definitions(defs: &Definitions, anchor_locations: Option<u64>, out: &mu
             false,
         );
     }
-    for (&id, d) in &defs.regions {
+    for (id, d) in defs.regions.by_id() {
         let v = &d.value;
         refs.subject(defs.owner("Region", id, v.name), d.seq, At::NOWHERE);
         refs.string("name", v.name);
@@ -911,20 +596,20 @@ fn check_definitions(defs: &Definitions, anchor_locations: Option<u64>, out: &mu
         refs.string("description", v.description);
         refs.string("source file", v.source_file);
     }
-    for (&id, d) in &defs.attributes {
+    for (id, d) in defs.attributes.by_id() {
         let v = &d.value;
         refs.subject(defs.owner("Attribute", id, v.name), d.seq, At::NOWHERE);
         refs.string("name", v.name);
         refs.string("description", v.description);
     }
-    for (&id, d) in &defs.paradigms {
+    for (id, d) in defs.paradigms.by_id() {
         refs.subject(defs.owner("Paradigm", id, d.value.name), d.seq, At::NOWHERE);
         refs.string("name", d.value.name);
     }
-    for (&id, d) in &defs.groups {
+    for (id, d) in defs.groups.by_id() {
         check_group(&mut refs, id, d);
     }
-    for (&id, d) in &defs.comms {
+    for (id, d) in defs.comms.by_id() {
         let v = &d.value;
         refs.subject(defs.owner("Comm", id, v.name), d.seq, At::NOWHERE);
         refs.string("name", v.name);
@@ -933,12 +618,12 @@ fn check_definitions(defs: &Definitions, anchor_locations: Option<u64>, out: &mu
         let undefined = u64::from(OTF2_UNDEFINED_GROUP);
         refs.reference("group", "Group", u64::from(v.group), undefined, false);
         if let Some(group) = defs.groups.get(&v.group) {
-            let t = u32::from(group.value.group_type);
+            let t = u32::from(group.group_type);
             if t != OTF2_GROUP_TYPE_COMM_GROUP && t != OTF2_GROUP_TYPE_COMM_SELF {
                 refs.error(format!(
                     "its group {} is of type {}, not COMM_GROUP or COMM_SELF",
                     v.group,
-                    group_type_name(group.value.group_type)
+                    group_type_name(group.group_type)
                 ));
             }
         }
@@ -1049,13 +734,12 @@ impl CommMembers {
 
 /// The members of every communicator whose group resolves (problems were reported by
 /// [`check_definitions`]).
-fn comm_members(defs: &Definitions) -> BTreeMap<u32, CommMembers> {
+fn comm_members(defs: &GlobalDefs) -> BTreeMap<u32, CommMembers> {
     let mut comms = BTreeMap::new();
-    for (&id, comm) in &defs.comms {
+    for (id, comm) in defs.comms.by_id() {
         let Some(group) = defs.groups.get(&comm.value.group) else {
             continue;
         };
-        let group = &group.value;
         let mut members = CommMembers::default();
         match u32::from(group.group_type) {
             OTF2_GROUP_TYPE_COMM_SELF => members.self_comm = true,
@@ -1175,7 +859,7 @@ struct LocationState {
 /// The event checks, fed one event at a time in the order the global event reader delivers
 /// them (per location, the order of the trace).
 struct EventChecker<'a> {
-    defs: &'a Definitions,
+    defs: &'a GlobalDefs,
     comms: &'a BTreeMap<u32, CommMembers>,
     findings: &'a mut Findings,
     /// The ClockProperties range, inclusive.
@@ -1192,7 +876,7 @@ struct EventChecker<'a> {
 
 impl<'a> EventChecker<'a> {
     fn new(
-        defs: &'a Definitions,
+        defs: &'a GlobalDefs,
         comms: &'a BTreeMap<u32, CommMembers>,
         findings: &'a mut Findings,
     ) -> Self {
@@ -1521,7 +1205,7 @@ impl<'a> EventChecker<'a> {
         }
 
         // Check 5: as many events as each Location definition says.
-        for (&location, def) in &defs.locations {
+        for (location, def) in defs.locations.by_id() {
             if read.unreadable.contains(&location) {
                 continue;
             }
@@ -1614,7 +1298,7 @@ impl<'a> EventChecker<'a> {
 }
 
 /// Check 3 (and 4) for a Leave.
-fn leave(defs: &Definitions, out: &mut Findings, state: &mut LocationState, at: At, region: u32) {
+fn leave(defs: &GlobalDefs, out: &mut Findings, state: &mut LocationState, at: At, region: u32) {
     let Some(top) = state.stack.last() else {
         out.error(
             defs,
@@ -1671,74 +1355,107 @@ fn leave(defs: &Definitions, out: &mut Findings, state: &mut LocationState, at: 
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+    use otf2_sys::read::{
+        ClockProperties, Comm, GlobalDefinition, Location, LocationGroup, Region, StringDef,
+        SystemTreeNode,
+    };
+    use otf2_sys::{
+        OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_LOCATION_TYPE_CPU_THREAD, OTF2_PARADIGM_USER,
+        OTF2_REGION_ROLE_FUNCTION,
+    };
+
+    fn location(
+        id: u64,
+        name: u32,
+        number_of_events: u64,
+        location_group: u32,
+    ) -> GlobalDefinition {
+        GlobalDefinition::Location(Location {
+            id,
+            name,
+            location_type: OTF2_LOCATION_TYPE_CPU_THREAD as u8,
+            number_of_events,
+            location_group,
+        })
+    }
+
+    fn region(id: u32, name: u32) -> GlobalDefinition {
+        let none = OTF2_UNDEFINED_STRING;
+        GlobalDefinition::Region(Region {
+            id,
+            name,
+            canonical_name: name,
+            description: none,
+            role: OTF2_REGION_ROLE_FUNCTION as u8,
+            paradigm: OTF2_PARADIGM_USER as u8,
+            flags: 0,
+            source_file: none,
+            begin_line: 0,
+            end_line: 0,
+        })
+    }
 
     /// Two locations (0, 1) in one comm (0) of two ranks, regions 0 "main" and 1 "coll",
     /// ClockProperties [0, 1000].
-    fn defs() -> Definitions {
-        let mut d = Definitions::default();
+    fn defs() -> GlobalDefs {
+        let mut d = GlobalDefs::default();
         let strings = ["", "main", "coll", "node", "p", "rank 0", "rank 1", "world"];
         for (id, s) in strings.iter().enumerate() {
-            d.add_string(id as u32, (*s).to_owned());
+            let text = (*s).to_owned();
+            d.add(&GlobalDefinition::String(StringDef {
+                id: id as u32,
+                text,
+            }));
         }
-        let node_parent = OTF2_UNDEFINED_SYSTEM_TREE_NODE;
-        let node = SystemTreeNode {
+        d.add(&GlobalDefinition::SystemTreeNode(SystemTreeNode {
+            id: 0,
             name: 3,
             class_name: 3,
-            parent: node_parent,
-        };
-        d.add_system_tree_node(0, node);
-        let creator = OTF2_UNDEFINED_LOCATION_GROUP;
-        let group = LocationGroup {
+            parent: OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+        }));
+        d.add(&GlobalDefinition::LocationGroup(LocationGroup {
+            id: 0,
             name: 4,
+            group_type: OTF2_LOCATION_GROUP_TYPE_PROCESS as u8,
             system_tree_parent: 0,
-            creating_location_group: creator,
-        };
-        d.add_location_group(0, group);
+            creating_location_group: OTF2_UNDEFINED_LOCATION_GROUP,
+        }));
         for l in 0..2u64 {
-            let location = Location {
-                name: 5 + l as u32,
-                number_of_events: 0,
-                location_group: 0,
-            };
-            d.add_location(l, location);
+            d.add(&location(l, 5 + l as u32, 0, 0));
         }
         for (id, name) in [(0, 1), (1, 2)] {
-            let none = OTF2_UNDEFINED_STRING;
-            let region = Region {
-                name,
-                canonical_name: name,
-                description: none,
-                source_file: none,
-            };
-            d.add_region(id, region);
+            d.add(&region(id, name));
         }
         let mpi = otf2_sys::OTF2_PARADIGM_MPI as u8;
         for (id, group_type) in [
             (0, OTF2_GROUP_TYPE_COMM_LOCATIONS),
             (1, OTF2_GROUP_TYPE_COMM_GROUP),
         ] {
-            let group = Group {
+            d.add(&GlobalDefinition::Group(Group {
+                id,
                 name: 7,
                 group_type: group_type as u8,
                 paradigm: mpi,
+                flags: 0,
                 members: vec![0, 1],
-            };
-            d.add_group(id, group);
+            }));
         }
-        d.add_comm(
-            0,
-            Comm {
-                name: 7,
-                group: 1,
-                parent: OTF2_UNDEFINED_COMM,
-            },
-        );
-        d.set_clock_properties(ClockProperties {
+        d.add(&GlobalDefinition::Comm(Comm {
+            id: 0,
+            name: 7,
+            group: 1,
+            parent: OTF2_UNDEFINED_COMM,
+            flags: 0,
+        }));
+        d.add(&GlobalDefinition::ClockProperties(ClockProperties {
             timer_resolution: 1_000_000_000,
             global_offset: 0,
             trace_length: 1000,
-        });
+            realtime_timestamp: 0,
+        }));
         d
     }
 
@@ -1773,15 +1490,16 @@ mod tests {
     }
 
     /// Runs every check on `events`, fed in the order given, as if all were read.
-    fn run(defs: &Definitions, events: &[(u64, u64, Event)]) -> Report {
+    fn run(defs: &GlobalDefs, events: &[(u64, u64, Event)]) -> Report {
         let read = EventsRead {
             unreadable: BTreeSet::new(),
             complete: true,
+            ..EventsRead::default()
         };
         run_read(defs, events, &read)
     }
 
-    fn run_read(defs: &Definitions, events: &[(u64, u64, Event)], read: &EventsRead) -> Report {
+    fn run_read(defs: &GlobalDefs, events: &[(u64, u64, Event)], read: &EventsRead) -> Report {
         let mut findings = Findings::default();
         check_definitions(defs, Some(2), &mut findings);
         let comms = comm_members(defs);
@@ -1908,20 +1626,8 @@ mod tests {
     #[test]
     fn definition_references_and_counts_are_checked() {
         let mut defs = defs();
-        let location = Location {
-            name: 99,
-            number_of_events: 3,
-            location_group: 5,
-        };
-        defs.add_location(2, location);
-        let none = OTF2_UNDEFINED_STRING;
-        let region = Region {
-            name: 1,
-            canonical_name: 1,
-            description: none,
-            source_file: none,
-        };
-        defs.add_region(0, region);
+        defs.add(&location(2, 99, 3, 5));
+        defs.add(&region(0, 1));
         let report = run(&defs, &[]);
         let references = lines(&report, Check::References);
         let name = "Location 2: its name is String 99, which is not defined";
@@ -1961,6 +1667,7 @@ mod tests {
         let read = EventsRead {
             unreadable: BTreeSet::from([1]),
             complete: false,
+            ..EventsRead::default()
         };
         let report = run_read(&defs, &events, &read);
         assert!(report.valid, "{}", render(&report));

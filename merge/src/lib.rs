@@ -21,14 +21,19 @@
 //! " rank " does not confuse it); only a location whose name does not have that form gets
 //! its position in the part's COMM_GROUP (exact when the part holds every rank).
 //!
-//! This file is plain Rust: the part model, the unification, the files and the report.
-//! The child module `otf2` (`merge/otf2.rs`) is the only code that touches the C library.
+//! This file is the part model, the unification, the files and the report. The child
+//! module `otf2` (`merge/otf2.rs`) reads and writes archives through `otf2_sys::read` and
+//! `otf2_sys::writing`, where all OTF2 FFI lives; the part model is `otf2_sys::read`'s.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
+use otf2_sys::read::{
+    Attribute, ClockOffset, ClockProperties, Comm, GlobalDefs, Group, Location, LocationGroup,
+    Paradigm, Region, SystemTreeNode,
+};
 use otf2_sys::{
     OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_UNDEFINED_COMM,
     OTF2_UNDEFINED_LOCATION_GROUP, OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
@@ -42,114 +47,17 @@ pub mod scorep;
 pub use recover::{SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR};
 
 // ---------------------------------------------------------------------------------------
-// One part's definitions, with the ids written in the part (also used, with global ids,
-// for the merged definitions)
+// One part's definitions, with the ids written in the part (otf2_sys::read's model, whose
+// records also hold the merged definitions, with global ids)
 // ---------------------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Clock {
-    pub resolution: u64,
-    pub offset: u64,
-    pub length: u64,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ClockOffset {
-    pub time: u64,
-    pub offset: i64,
-    pub standard_deviation: f64,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Paradigm {
-    pub paradigm: u8,
-    pub name: u32,
-    pub class: u8,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SystemTreeNode {
-    pub id: u32,
-    pub name: u32,
-    pub class_name: u32,
-    pub parent: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LocationGroup {
-    pub id: u32,
-    pub name: u32,
-    pub group_type: u8,
-    pub system_tree_parent: u32,
-    pub creating_location_group: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Location {
-    pub id: u64,
-    pub name: u32,
-    pub location_type: u8,
-    pub number_of_events: u64,
-    pub location_group: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Region {
-    pub id: u32,
-    pub name: u32,
-    pub canonical_name: u32,
-    pub description: u32,
-    pub role: u8,
-    pub paradigm: u8,
-    pub flags: u32,
-    pub source_file: u32,
-    pub begin_line: u32,
-    pub end_line: u32,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct Group {
-    pub id: u32,
-    pub name: u32,
-    pub group_type: u8,
-    pub paradigm: u8,
-    pub flags: u32,
-    pub members: Vec<u64>,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Comm {
-    pub id: u32,
-    pub name: u32,
-    pub group: u32,
-    pub parent: u32,
-    pub flags: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Attribute {
-    pub id: u32,
-    pub name: u32,
-    pub description: u32,
-    pub attribute_type: u8,
-}
-
-/// What the merge reads from one part: its global definitions in file order, and each
-/// location's clock offsets.
+/// What the merge reads from one part: its chunk sizes, its global definitions (ids as
+/// written in the part; records in file order), and each location's clock offsets.
 #[derive(Debug, Default)]
 pub(crate) struct PartDefs {
     pub event_chunk: u64,
     pub definition_chunk: u64,
-    pub clock: Option<Clock>,
-    pub strings: BTreeMap<u32, String>,
-    pub paradigms: Vec<Paradigm>,
-    pub nodes: Vec<SystemTreeNode>,
-    pub location_groups: Vec<LocationGroup>,
-    pub locations: Vec<Location>,
-    pub regions: Vec<Region>,
-    pub groups: Vec<Group>,
-    pub comms: Vec<Comm>,
-    pub attributes: Vec<Attribute>,
+    pub defs: GlobalDefs,
     pub clock_offsets: HashMap<u64, Vec<ClockOffset>>,
 }
 
@@ -179,7 +87,8 @@ pub(crate) struct Unified {
     pub event_chunk: u64,
     pub definition_chunk: u64,
     pub machine: String,
-    pub clock: Clock,
+    /// Its realtime timestamp is the global offset.
+    pub clock: ClockProperties,
     pub strings: Vec<String>,
     pub paradigms: Vec<Paradigm>,
     pub nodes: Vec<SystemTreeNode>,
@@ -368,31 +277,32 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     }
     let mut range: Option<(u64, u64, u64)> = None;
     for (p, part) in parts.iter().enumerate() {
-        let Some(clock) = part.clock else {
+        let Some(clock) = part.defs.clock else {
             return Err(ctx(p, "it has no ClockProperties".to_owned()));
         };
-        let end = clock.offset.saturating_add(clock.length);
+        let end = clock.global_offset.saturating_add(clock.trace_length);
         range = Some(match range {
-            None => (clock.resolution, clock.offset, end),
+            None => (clock.timer_resolution, clock.global_offset, end),
             Some((resolution, start, stop)) => {
-                if resolution != clock.resolution {
+                if resolution != clock.timer_resolution {
                     return Err(ctx(
                         p,
                         format!(
                             "its timer resolution is {} ticks/s, not {resolution}",
-                            clock.resolution
+                            clock.timer_resolution
                         ),
                     ));
                 }
-                (resolution, start.min(clock.offset), stop.max(end))
+                (resolution, start.min(clock.global_offset), stop.max(end))
             }
         });
     }
     let (resolution, start, stop) = range.unwrap_or_default();
-    u.clock = Clock {
-        resolution,
-        offset: start,
-        length: stop.saturating_sub(start).max(1),
+    u.clock = ClockProperties {
+        timer_resolution: resolution,
+        global_offset: start,
+        trace_length: stop.saturating_sub(start).max(1),
+        realtime_timestamp: start,
     };
 
     // Strings, by content ("" first, as usual).
@@ -400,7 +310,8 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     strings.get_or_insert(String::new(), || ());
     let mut string_texts = vec![String::new()];
     for (p, part) in parts.iter().enumerate() {
-        for (&id, text) in &part.strings {
+        for (id, text) in part.defs.strings.by_id() {
+            let text = &text.value;
             let global = strings.get_or_insert(text.clone(), || string_texts.push(text.clone()));
             maps[p].strings.insert(u64::from(id), u64::from(global));
         }
@@ -410,7 +321,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     // Paradigms, by value (the first name wins).
     let mut seen_paradigms = HashSet::new();
     for (p, part) in parts.iter().enumerate() {
-        for paradigm in &part.paradigms {
+        for paradigm in part.defs.paradigms.iter() {
             if seen_paradigms.insert(paradigm.paradigm) {
                 let name =
                     map32(&maps[p].strings, paradigm.name, "string").map_err(|e| ctx(p, e))?;
@@ -423,7 +334,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     let mut nodes: Interner<(u32, u32, u32), SystemTreeNode> = Interner::new();
     let mut node_maps: Vec<HashMap<u32, u32>> = vec![HashMap::new(); parts.len()];
     for (p, part) in parts.iter().enumerate() {
-        let mut pending: Vec<&SystemTreeNode> = part.nodes.iter().collect();
+        let mut pending: Vec<&SystemTreeNode> = part.defs.system_tree_nodes.iter().collect();
         while !pending.is_empty() {
             let before = pending.len();
             let mut later = Vec::new();
@@ -468,7 +379,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     let mut location_groups: Interner<(u32, u8, u32, u32), LocationGroup> = Interner::new();
     for creators in [true, false] {
         for (p, part) in parts.iter().enumerate() {
-            for group in &part.location_groups {
+            for group in part.defs.location_groups.iter() {
                 let undefined = group.creating_location_group == OTF2_UNDEFINED_LOCATION_GROUP;
                 if undefined != creators {
                     continue;
@@ -508,7 +419,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     // Locations keep their ids unless an earlier part took them.
     let mut next_index: HashMap<u32, u64> = HashMap::new();
     for part in parts {
-        for location in &part.locations {
+        for location in part.defs.locations.iter() {
             let next = next_index.entry(location.id as u32).or_default();
             *next = (*next).max((location.id >> 32) + 1);
         }
@@ -517,7 +428,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     let mut renumbered = Vec::new();
     for (p, part) in parts.iter().enumerate() {
         let mut own = HashSet::new();
-        for location in &part.locations {
+        for location in part.defs.locations.iter() {
             if !own.insert(location.id) {
                 return Err(ctx(p, format!("location {} is defined twice", location.id)));
             }
@@ -533,6 +444,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
                 renumbered.push(Renumbered {
                     part: names[p].clone(),
                     name: part
+                        .defs
                         .strings
                         .get(&location.name)
                         .cloned()
@@ -565,7 +477,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     for (p, part) in parts.iter().enumerate() {
         let s = |id: u32| map32(&maps[p].strings, id, "string").map_err(|e| ctx(p, e));
         let mut region_map = BTreeMap::new();
-        for region in &part.regions {
+        for region in part.defs.regions.iter() {
             let name = s(region.name)?;
             let canonical_name = s(region.canonical_name)?;
             let description = s(region.description)?;
@@ -580,7 +492,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
             region_map.insert(u64::from(region.id), u64::from(global));
         }
         let mut attribute_map = BTreeMap::new();
-        for attribute in &part.attributes {
+        for attribute in part.defs.attributes.iter() {
             let name = s(attribute.name)?;
             let description = s(attribute.description)?;
             let global = attributes.get_or_insert((name, attribute.attribute_type), || Attribute {
@@ -604,8 +516,8 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     let mut comm_locations: BTreeMap<u8, (u32, Vec<u64>)> = BTreeMap::new();
     let mut comm_group_of: Vec<HashMap<u32, usize>> = vec![HashMap::new(); parts.len()];
     for (p, part) in parts.iter().enumerate() {
-        let groups: HashMap<u32, &Group> = part.groups.iter().map(|g| (g.id, g)).collect();
-        for group in &part.groups {
+        let groups: HashMap<u32, &Group> = part.defs.groups.iter().map(|g| (g.id, g)).collect();
+        for group in part.defs.groups.iter() {
             let t = group.group_type as u32;
             if t != OTF2_GROUP_TYPE_COMM_LOCATIONS && t != OTF2_GROUP_TYPE_COMM_GROUP {
                 return Err(ctx(
@@ -627,7 +539,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
                     .extend(group.members.iter().map(|&l| maps[p].location(l)));
             }
         }
-        for comm in &part.comms {
+        for comm in part.defs.comms.iter() {
             let group = groups
                 .get(&comm.group)
                 .filter(|g| g.group_type as u32 == OTF2_GROUP_TYPE_COMM_GROUP)
@@ -638,6 +550,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
                     )
                 })?;
             let all = part
+                .defs
                 .groups
                 .iter()
                 .find(|g| {
@@ -645,7 +558,12 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
                         && g.paradigm == group.paradigm
                 })
                 .ok_or_else(|| ctx(p, "a COMM_GROUP without COMM_LOCATIONS group".into()))?;
-            let name_text = part.strings.get(&comm.name).cloned().unwrap_or_default();
+            let name_text = part
+                .defs
+                .strings
+                .get(&comm.name)
+                .cloned()
+                .unwrap_or_default();
             let key = (group.paradigm, comm_key(&name_text));
             let index = *comm_ids.entry(key).or_insert_with(|| {
                 comms.push(CommEntry {
@@ -670,9 +588,9 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
                         format!("communicator {name_text:?} lists member {member}, out of range"),
                     ));
                 };
-                let location = part.locations.iter().find(|l| l.id == local);
+                let location = part.defs.locations.iter().find(|l| l.id == local);
                 let location_name = location
-                    .and_then(|l| part.strings.get(&l.name))
+                    .and_then(|l| part.defs.strings.get(&l.name))
                     .cloned()
                     .unwrap_or_default();
                 let rank = match ops_rank(&location_name) {
@@ -754,7 +672,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
         });
     }
     for (p, part) in parts.iter().enumerate() {
-        for group in &part.groups {
+        for group in part.defs.groups.iter() {
             let global = if group.group_type as u32 == OTF2_GROUP_TYPE_COMM_LOCATIONS {
                 Some(positions[&group.paradigm].0)
             } else {
@@ -1106,7 +1024,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
             done: p,
             total: parts.len(),
         });
-        for location in &part.locations {
+        for location in part.defs.locations.iter() {
             let global = maps[p].location(location.id);
             files.add_events(&dirs[p], location, &traces, global, None)?;
         }

@@ -19,7 +19,9 @@ mod event_file;
 
 use std::path::{Path, PathBuf};
 
-use super::{otf2, ClockOffset, PartDefs};
+use otf2_sys::read::ClockOffset;
+
+use super::{otf2, PartDefs};
 
 /// The directory in which a part keeps a snapshot of its definitions while it is written
 /// (an archive without events, `<part>/snapshot/traces.otf2`); gone once the part is
@@ -88,14 +90,14 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
             .map_err(|e| fail("copy", &snapshot.join(file), e))?;
     }
     let anchor = together.join("traces.otf2");
-    let mut defs = otf2::read_part(&anchor)?;
+    let mut found = otf2::read_part(&anchor)?;
     let clock_offsets = snapshot_clock_offsets(part)?;
-    let chunk = defs.event_chunk.max(1);
+    let chunk = found.event_chunk.max(1);
 
     // End every event file after its last record.
     let mut wrote_nothing = Vec::new();
     let mut unreadable_chunks = 0;
-    for location in &defs.locations {
+    for location in found.defs.locations.iter() {
         let file = format!("{}.evt", location.id);
         let from = part.join("traces").join(&file);
         let ended = if from.exists() {
@@ -108,7 +110,8 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
             wrote_nothing.push(location.id);
         }
     }
-    let defined: std::collections::HashSet<String> = defs
+    let defined: std::collections::HashSet<String> = found
+        .defs
         .locations
         .iter()
         .map(|l| format!("{}.evt", l.id))
@@ -128,7 +131,8 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         .unwrap_or(0);
 
     // Shorten each file to where its intervals were last all closed.
-    let written: Vec<u64> = defs
+    let written: Vec<u64> = found
+        .defs
         .locations
         .iter()
         .map(|l| l.id)
@@ -153,7 +157,7 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         unfinished_events += scan.events - scan.balanced;
         kept_events += scan.balanced;
         last_time = last_time.max(scan.balanced_time);
-        if let Some(location) = defs.locations.iter_mut().find(|l| l.id == id) {
+        if let Some(location) = found.defs.locations.iter_mut().find(|l| l.id == id) {
             location.number_of_events = scan.balanced;
         }
     }
@@ -163,7 +167,7 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
             let path = traces.join(format!("{id}.evt"));
             std::fs::write(&path, &empty).map_err(|e| fail("write", &path, e))?;
         }
-        for location in defs.locations.iter_mut() {
+        for location in found.defs.locations.iter_mut() {
             if wrote_nothing.contains(&location.id) {
                 location.number_of_events = 0;
             }
@@ -171,14 +175,15 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
     }
 
     // The snapshot's time range ends at the snapshot; the events may go on after it.
-    if let (Some(clock), Some(latest)) = (defs.clock.as_mut(), clock_offsets.last()) {
+    if let (Some(clock), Some(latest)) = (found.defs.clock.as_mut(), clock_offsets.last()) {
         let corrected_end = last_time.saturating_add_signed(latest.offset);
-        clock.length = clock
-            .length
-            .max(corrected_end.saturating_sub(clock.offset) + 1);
+        clock.trace_length = clock
+            .trace_length
+            .max(corrected_end.saturating_sub(clock.global_offset) + 1);
     }
-    for location in &defs.locations {
-        defs.clock_offsets
+    for location in found.defs.locations.iter() {
+        found
+            .clock_offsets
             .insert(location.id, clock_offsets.clone());
     }
 
@@ -202,7 +207,7 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         ));
     }
     Ok(RecoveredPart {
-        defs,
+        defs: found,
         dir: together,
         note,
     })

@@ -16,26 +16,27 @@
 //!    Score-P's events) give ticks = a·ns + b; composed with the Score-P process's own clock
 //!    offsets this is written as ClockOffset records of each of our locations, which OTF2
 //!    readers interpolate linearly (and extrapolate beyond the first and last record).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+mod archive;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::ffi::{c_char, c_void};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use otf2_sys::callbacks::{first_failure, guarded, text};
-use otf2_sys::error::drain_thread_error_reports;
-use otf2_sys::reading::{copy_array, register_callbacks};
+use otf2_sys::read::{
+    Attribute, ClockOffset, Comm, GlobalDefinition, Group, Location, LocationGroup, Paradigm,
+    Region,
+};
+use otf2_sys::writing::GlobalDefWriter;
 use otf2_sys::*;
 use serde::{Deserialize, Serialize};
 
-use crate::otf2::{
-    check, cstring, failure, Archive, ArchiveInfo, GlobalDefWriter, ReadState, Reader,
-};
+use crate::otf2::{close, create, message, write_local_definitions, ArchiveInfo};
 use crate::{
-    host_of, install, link_or_copy, part_dirs, unify, ClockOffset, CommSummary, IdMaps, Location,
-    LocationGroup, PartDefs, PlacedFiles, SkippedPart, TempDir, Unification,
+    host_of, install, link_or_copy, part_dirs, unify, CommSummary, IdMaps, PartDefs, PlacedFiles,
+    SkippedPart, TempDir, Unification,
 };
+use archive::{read_scorep_definitions, read_scorep_locals, ScorepDefs};
 
 /// The file the plugin writes next to each sidecar part's `traces.otf2`.
 pub const CLOCK_FILE: &str = "scorep-clock.json";
@@ -333,25 +334,8 @@ fn our_clock_offsets(
 }
 
 // ---------------------------------------------------------------------------------------
-// Score-P's archive
+// Ids
 // ---------------------------------------------------------------------------------------
-
-type CopyRecord = Box<dyn Fn(*mut OTF2_GlobalDefWriter) -> OTF2_ErrorCode>;
-
-/// One global definition of Score-P's archive, to be written again as it was read.
-enum Record {
-    /// The ClockProperties (written from [`ScorepDefs::clock`], possibly widened).
-    Clock,
-    Copy(CopyRecord),
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct ScorepClock {
-    resolution: u64,
-    offset: u64,
-    length: u64,
-    realtime: u64,
-}
 
 /// The next free id of each kind we add definitions of.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -362,604 +346,6 @@ pub struct FirstIds {
     pub group: u32,
     pub comm: u32,
     pub location_group: u32,
-}
-
-fn bump(next: &mut u32, id: u32) {
-    if id != u32::MAX {
-        *next = (*next).max(id.saturating_add(1));
-    }
-}
-
-/// What is read from Score-P's global definitions.
-#[derive(Default)]
-struct ScorepDefs {
-    event_chunk: u64,
-    definition_chunk: u64,
-    clock: Option<ScorepClock>,
-    strings: BTreeMap<u32, String>,
-    paradigms: BTreeMap<u8, u32>,
-    node_names: HashMap<u32, u32>,
-    location_groups: Vec<LocationGroup>,
-    locations: Vec<Location>,
-    regions: Vec<(u32, u32)>,
-    /// (id, type, paradigm) of every group.
-    groups: Vec<(u32, u8, u8)>,
-    /// (id, name, type) of every attribute.
-    attributes: Vec<(u32, u32, u8)>,
-    next: FirstIds,
-    records: Vec<Record>,
-    taken: u64,
-    unknown: u64,
-}
-
-impl ScorepDefs {
-    fn string(&self, id: u32) -> &str {
-        self.strings.get(&id).map(String::as_str).unwrap_or("")
-    }
-}
-
-/// Defines a global definition callback that keeps the record for writing it again with
-/// `$write` (same arguments, same order), after an optional look at it. An array argument,
-/// marked `[count]` with the argument that counts it, is copied before the callback
-/// returns.
-macro_rules! copy_definition {
-    ($callback:ident => $write:ident($($arg:ident: $ty:ty $([$count:ident])?),*)
-        $(, |$defs:ident| $inspect:block)?) => {
-        #[allow(clippy::too_many_arguments)] // OTF2's signature
-        unsafe extern "C" fn $callback(user_data: *mut c_void, $($arg: $ty),*) -> OTF2_CallbackCode {
-            $($(
-                // SAFETY: OTF2 passes `$count` values at `$arg`, valid during the callback.
-                let $arg = unsafe { copy_array($arg, $count as usize) };
-            )?)*
-            #[allow(unused_variables)]
-            let inspect = |defs: &mut ScorepDefs| { $( let $defs = defs; $inspect )? };
-            let record: CopyRecord = Box::new(move |writer| {
-                // SAFETY: `writer` is the open global definition writer of the combined
-                // archive; the arguments are the values read, arrays in copies that live as
-                // long as the closure.
-                unsafe { $write(writer, $(copied_argument!($arg $($count)?)),*) }
-            });
-            // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
-            unsafe { keep(user_data, inspect, record) }
-        }
-    };
-}
-
-/// An argument of a kept record as it is written again: an array from its copy.
-macro_rules! copied_argument {
-    ($arg:ident) => {
-        $arg
-    };
-    ($arg:ident $count:ident) => {
-        $arg.as_ptr()
-    };
-}
-
-copy_definition!(copy_paradigm => OTF2_GlobalDefWriter_WriteParadigm(
-    paradigm: OTF2_Paradigm, name: OTF2_StringRef, class: OTF2_ParadigmClass),
-    |defs| { defs.paradigms.insert(paradigm, name); });
-copy_definition!(copy_paradigm_property => OTF2_GlobalDefWriter_WriteParadigmProperty(
-    paradigm: OTF2_Paradigm, property: OTF2_ParadigmProperty, value_type: OTF2_Type,
-    value: OTF2_AttributeValue));
-copy_definition!(copy_attribute => OTF2_GlobalDefWriter_WriteAttribute(
-    id: OTF2_AttributeRef, name: OTF2_StringRef, description: OTF2_StringRef,
-    attribute_type: OTF2_Type),
-    |defs| { bump(&mut defs.next.attribute, id); defs.attributes.push((id, name, attribute_type)); });
-copy_definition!(copy_node => OTF2_GlobalDefWriter_WriteSystemTreeNode(
-    id: OTF2_SystemTreeNodeRef, name: OTF2_StringRef, class_name: OTF2_StringRef,
-    parent: OTF2_SystemTreeNodeRef),
-    |defs| { defs.node_names.insert(id, name); });
-copy_definition!(copy_location_group => OTF2_GlobalDefWriter_WriteLocationGroup(
-id: OTF2_LocationGroupRef, name: OTF2_StringRef, group_type: OTF2_LocationGroupType,
-parent: OTF2_SystemTreeNodeRef, creator: OTF2_LocationGroupRef),
-|defs| {
-    bump(&mut defs.next.location_group, id);
-    defs.location_groups.push(LocationGroup {
-        id,
-        name,
-        group_type,
-        system_tree_parent: parent,
-        creating_location_group: creator,
-    });
-});
-copy_definition!(copy_location => OTF2_GlobalDefWriter_WriteLocation(
-id: OTF2_LocationRef, name: OTF2_StringRef, location_type: OTF2_LocationType,
-events: u64, group: OTF2_LocationGroupRef),
-|defs| {
-    defs.locations.push(Location {
-        id,
-        name,
-        location_type,
-        number_of_events: events,
-        location_group: group,
-    });
-});
-copy_definition!(copy_region => OTF2_GlobalDefWriter_WriteRegion(
-    id: OTF2_RegionRef, name: OTF2_StringRef, canonical_name: OTF2_StringRef,
-    description: OTF2_StringRef, role: OTF2_RegionRole, paradigm: OTF2_Paradigm,
-    flags: OTF2_RegionFlag, source_file: OTF2_StringRef, begin: u32, end: u32),
-    |defs| { bump(&mut defs.next.region, id); defs.regions.push((id, name)); });
-copy_definition!(copy_callsite => OTF2_GlobalDefWriter_WriteCallsite(
-    id: OTF2_CallsiteRef, source_file: OTF2_StringRef, line: u32, entered: OTF2_RegionRef,
-    left: OTF2_RegionRef));
-copy_definition!(copy_callpath => OTF2_GlobalDefWriter_WriteCallpath(
-    id: OTF2_CallpathRef, parent: OTF2_CallpathRef, region: OTF2_RegionRef));
-copy_definition!(copy_metric_member => OTF2_GlobalDefWriter_WriteMetricMember(
-    id: OTF2_MetricMemberRef, name: OTF2_StringRef, description: OTF2_StringRef,
-    metric_type: OTF2_MetricType, mode: OTF2_MetricMode, value_type: OTF2_Type,
-    base: OTF2_Base, exponent: i64, unit: OTF2_StringRef));
-copy_definition!(copy_metric_instance => OTF2_GlobalDefWriter_WriteMetricInstance(
-    id: OTF2_MetricRef, class: OTF2_MetricRef, recorder: OTF2_LocationRef,
-    scope_type: OTF2_MetricScope, scope: u64));
-copy_definition!(copy_comm => OTF2_GlobalDefWriter_WriteComm(
-    id: OTF2_CommRef, name: OTF2_StringRef, group: OTF2_GroupRef, parent: OTF2_CommRef,
-    flags: OTF2_CommFlag),
-    |defs| { bump(&mut defs.next.comm, id); });
-copy_definition!(copy_parameter => OTF2_GlobalDefWriter_WriteParameter(
-    id: OTF2_ParameterRef, name: OTF2_StringRef, parameter_type: OTF2_ParameterType));
-copy_definition!(copy_rma_win => OTF2_GlobalDefWriter_WriteRmaWin(
-    id: OTF2_RmaWinRef, name: OTF2_StringRef, comm: OTF2_CommRef, flags: OTF2_RmaWinFlag));
-copy_definition!(copy_metric_class_recorder => OTF2_GlobalDefWriter_WriteMetricClassRecorder(
-    metric: OTF2_MetricRef, recorder: OTF2_LocationRef));
-copy_definition!(copy_node_property => OTF2_GlobalDefWriter_WriteSystemTreeNodeProperty(
-    node: OTF2_SystemTreeNodeRef, name: OTF2_StringRef, value_type: OTF2_Type,
-    value: OTF2_AttributeValue));
-copy_definition!(copy_node_domain => OTF2_GlobalDefWriter_WriteSystemTreeNodeDomain(
-    node: OTF2_SystemTreeNodeRef, domain: OTF2_SystemTreeDomain));
-copy_definition!(copy_location_group_property => OTF2_GlobalDefWriter_WriteLocationGroupProperty(
-    group: OTF2_LocationGroupRef, name: OTF2_StringRef, value_type: OTF2_Type,
-    value: OTF2_AttributeValue));
-copy_definition!(copy_location_property => OTF2_GlobalDefWriter_WriteLocationProperty(
-    location: OTF2_LocationRef, name: OTF2_StringRef, value_type: OTF2_Type,
-    value: OTF2_AttributeValue));
-copy_definition!(copy_cart_dimension => OTF2_GlobalDefWriter_WriteCartDimension(
-    id: OTF2_CartDimensionRef, name: OTF2_StringRef, size: u32,
-    periodicity: OTF2_CartPeriodicity));
-copy_definition!(copy_source_code_location => OTF2_GlobalDefWriter_WriteSourceCodeLocation(
-    id: OTF2_SourceCodeLocationRef, file: OTF2_StringRef, line: u32));
-copy_definition!(copy_calling_context => OTF2_GlobalDefWriter_WriteCallingContext(
-    id: OTF2_CallingContextRef, region: OTF2_RegionRef, location: OTF2_SourceCodeLocationRef,
-    parent: OTF2_CallingContextRef));
-copy_definition!(copy_calling_context_property => OTF2_GlobalDefWriter_WriteCallingContextProperty(
-    context: OTF2_CallingContextRef, name: OTF2_StringRef, value_type: OTF2_Type,
-    value: OTF2_AttributeValue));
-copy_definition!(copy_interrupt_generator => OTF2_GlobalDefWriter_WriteInterruptGenerator(
-    id: OTF2_InterruptGeneratorRef, name: OTF2_StringRef, mode: OTF2_InterruptGeneratorMode,
-    base: OTF2_Base, exponent: i64, period: u64));
-copy_definition!(copy_io_file_property => OTF2_GlobalDefWriter_WriteIoFileProperty(
-    file: OTF2_IoFileRef, name: OTF2_StringRef, value_type: OTF2_Type,
-    value: OTF2_AttributeValue));
-copy_definition!(copy_io_regular_file => OTF2_GlobalDefWriter_WriteIoRegularFile(
-    id: OTF2_IoFileRef, name: OTF2_StringRef, scope: OTF2_SystemTreeNodeRef));
-copy_definition!(copy_io_directory => OTF2_GlobalDefWriter_WriteIoDirectory(
-    id: OTF2_IoFileRef, name: OTF2_StringRef, scope: OTF2_SystemTreeNodeRef));
-copy_definition!(copy_io_handle => OTF2_GlobalDefWriter_WriteIoHandle(
-    id: OTF2_IoHandleRef, name: OTF2_StringRef, file: OTF2_IoFileRef,
-    paradigm: OTF2_IoParadigmRef, flags: OTF2_IoHandleFlag, comm: OTF2_CommRef,
-    parent: OTF2_IoHandleRef));
-copy_definition!(copy_io_pre_created_handle_state => OTF2_GlobalDefWriter_WriteIoPreCreatedHandleState(
-    handle: OTF2_IoHandleRef, mode: OTF2_IoAccessMode, flags: OTF2_IoStatusFlag));
-copy_definition!(copy_callpath_parameter => OTF2_GlobalDefWriter_WriteCallpathParameter(
-    callpath: OTF2_CallpathRef, parameter: OTF2_ParameterRef, value_type: OTF2_Type,
-    value: OTF2_AttributeValue));
-copy_definition!(copy_inter_comm => OTF2_GlobalDefWriter_WriteInterComm(
-    id: OTF2_CommRef, name: OTF2_StringRef, group_a: OTF2_GroupRef, group_b: OTF2_GroupRef,
-    common: OTF2_CommRef, flags: OTF2_CommFlag),
-    |defs| { bump(&mut defs.next.comm, id); });
-
-/// Keeps a record that holds arrays or a string (copied before the callback returns).
-///
-/// # Safety
-/// `user_data` is the `ReadState<ScorepDefs>` of `read_scorep_definitions`.
-unsafe fn keep(
-    user_data: *mut c_void,
-    inspect: impl FnOnce(&mut ScorepDefs),
-    record: CopyRecord,
-) -> OTF2_CallbackCode {
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        guarded(user_data, |state: &mut ReadState<ScorepDefs>| {
-            let defs = &mut state.data;
-            defs.taken += 1;
-            inspect(defs);
-            defs.records.push(Record::Copy(record));
-        })
-    }
-}
-
-unsafe extern "C" fn copy_clock(
-    user_data: *mut c_void,
-    resolution: u64,
-    offset: u64,
-    length: u64,
-    realtime: u64,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
-    unsafe {
-        guarded(user_data, |state: &mut ReadState<ScorepDefs>| {
-            let defs = &mut state.data;
-            defs.taken += 1;
-            defs.clock = Some(ScorepClock {
-                resolution,
-                offset,
-                length,
-                realtime,
-            });
-            defs.records.push(Record::Clock);
-        })
-    }
-}
-
-unsafe extern "C" fn copy_string(
-    user_data: *mut c_void,
-    id: OTF2_StringRef,
-    string: *const c_char,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes a NUL-terminated string valid during the callback.
-    let value = unsafe { text(string) };
-    let kept = cstring(&value);
-    let record: CopyRecord = Box::new(move |writer| {
-        // SAFETY: `writer` is open; `kept` lives as long as the closure.
-        unsafe { OTF2_GlobalDefWriter_WriteString(writer, id, kept.as_ptr()) }
-    });
-    // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
-    unsafe {
-        keep(
-            user_data,
-            |defs| {
-                bump(&mut defs.next.string, id);
-                defs.strings.insert(id, value);
-            },
-            record,
-        )
-    }
-}
-
-copy_definition!(copy_group => OTF2_GlobalDefWriter_WriteGroup(
-    id: OTF2_GroupRef, name: OTF2_StringRef, group_type: OTF2_GroupType,
-    paradigm: OTF2_Paradigm, flags: OTF2_GroupFlag, count: u32, members: *const u64 [count]),
-    |defs| { bump(&mut defs.next.group, id); defs.groups.push((id, group_type, paradigm)); });
-copy_definition!(copy_metric_class => OTF2_GlobalDefWriter_WriteMetricClass(
-    id: OTF2_MetricRef, count: u8, members: *const OTF2_MetricMemberRef [count],
-    occurrence: OTF2_MetricOccurrence, recorder_kind: OTF2_RecorderKind));
-copy_definition!(copy_cart_topology => OTF2_GlobalDefWriter_WriteCartTopology(
-    id: OTF2_CartTopologyRef, name: OTF2_StringRef, comm: OTF2_CommRef, count: u8,
-    dimensions: *const OTF2_CartDimensionRef [count]));
-copy_definition!(copy_cart_coordinate => OTF2_GlobalDefWriter_WriteCartCoordinate(
-    topology: OTF2_CartTopologyRef, rank: u32, count: u8, coordinates: *const u32 [count]));
-copy_definition!(copy_io_paradigm => OTF2_GlobalDefWriter_WriteIoParadigm(
-    id: OTF2_IoParadigmRef, identification: OTF2_StringRef, name: OTF2_StringRef,
-    class: OTF2_IoParadigmClass, flags: OTF2_IoParadigmFlag, count: u8,
-    properties: *const OTF2_IoParadigmProperty [count], types: *const OTF2_Type [count],
-    values: *const OTF2_AttributeValue [count]));
-
-unsafe extern "C" fn count_unknown(user_data: *mut c_void) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of `read_scorep_definitions`.
-    unsafe {
-        guarded(user_data, |state: &mut ReadState<ScorepDefs>| {
-            state.data.unknown += 1
-        })
-    }
-}
-
-/// Sets a callback for every global definition of OTF2 3.0.2 in `c`; they take a
-/// `ReadState<ScorepDefs>` as their user data.
-///
-/// # Safety
-/// `c` is a live callbacks table.
-unsafe fn set_copy_callbacks(c: *mut OTF2_GlobalDefReaderCallbacks) -> OTF2_ErrorCode {
-    // SAFETY: `c` is live (caller); each function has the type its setter takes (checked by
-    // the compiler).
-    unsafe {
-        first_failure(&[
-            OTF2_GlobalDefReaderCallbacks_SetUnknownCallback(c, Some(count_unknown)),
-            OTF2_GlobalDefReaderCallbacks_SetClockPropertiesCallback(c, Some(copy_clock)),
-            OTF2_GlobalDefReaderCallbacks_SetParadigmCallback(c, Some(copy_paradigm)),
-            OTF2_GlobalDefReaderCallbacks_SetParadigmPropertyCallback(
-                c,
-                Some(copy_paradigm_property),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetIoParadigmCallback(c, Some(copy_io_paradigm)),
-            OTF2_GlobalDefReaderCallbacks_SetStringCallback(c, Some(copy_string)),
-            OTF2_GlobalDefReaderCallbacks_SetAttributeCallback(c, Some(copy_attribute)),
-            OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodeCallback(c, Some(copy_node)),
-            OTF2_GlobalDefReaderCallbacks_SetLocationGroupCallback(c, Some(copy_location_group)),
-            OTF2_GlobalDefReaderCallbacks_SetLocationCallback(c, Some(copy_location)),
-            OTF2_GlobalDefReaderCallbacks_SetRegionCallback(c, Some(copy_region)),
-            OTF2_GlobalDefReaderCallbacks_SetCallsiteCallback(c, Some(copy_callsite)),
-            OTF2_GlobalDefReaderCallbacks_SetCallpathCallback(c, Some(copy_callpath)),
-            OTF2_GlobalDefReaderCallbacks_SetGroupCallback(c, Some(copy_group)),
-            OTF2_GlobalDefReaderCallbacks_SetMetricMemberCallback(c, Some(copy_metric_member)),
-            OTF2_GlobalDefReaderCallbacks_SetMetricClassCallback(c, Some(copy_metric_class)),
-            OTF2_GlobalDefReaderCallbacks_SetMetricInstanceCallback(c, Some(copy_metric_instance)),
-            OTF2_GlobalDefReaderCallbacks_SetCommCallback(c, Some(copy_comm)),
-            OTF2_GlobalDefReaderCallbacks_SetParameterCallback(c, Some(copy_parameter)),
-            OTF2_GlobalDefReaderCallbacks_SetRmaWinCallback(c, Some(copy_rma_win)),
-            OTF2_GlobalDefReaderCallbacks_SetMetricClassRecorderCallback(
-                c,
-                Some(copy_metric_class_recorder),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodePropertyCallback(
-                c,
-                Some(copy_node_property),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetSystemTreeNodeDomainCallback(
-                c,
-                Some(copy_node_domain),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetLocationGroupPropertyCallback(
-                c,
-                Some(copy_location_group_property),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetLocationPropertyCallback(
-                c,
-                Some(copy_location_property),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetCartDimensionCallback(c, Some(copy_cart_dimension)),
-            OTF2_GlobalDefReaderCallbacks_SetCartTopologyCallback(c, Some(copy_cart_topology)),
-            OTF2_GlobalDefReaderCallbacks_SetCartCoordinateCallback(c, Some(copy_cart_coordinate)),
-            OTF2_GlobalDefReaderCallbacks_SetSourceCodeLocationCallback(
-                c,
-                Some(copy_source_code_location),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetCallingContextCallback(c, Some(copy_calling_context)),
-            OTF2_GlobalDefReaderCallbacks_SetCallingContextPropertyCallback(
-                c,
-                Some(copy_calling_context_property),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetInterruptGeneratorCallback(
-                c,
-                Some(copy_interrupt_generator),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetIoFilePropertyCallback(c, Some(copy_io_file_property)),
-            OTF2_GlobalDefReaderCallbacks_SetIoRegularFileCallback(c, Some(copy_io_regular_file)),
-            OTF2_GlobalDefReaderCallbacks_SetIoDirectoryCallback(c, Some(copy_io_directory)),
-            OTF2_GlobalDefReaderCallbacks_SetIoHandleCallback(c, Some(copy_io_handle)),
-            OTF2_GlobalDefReaderCallbacks_SetIoPreCreatedHandleStateCallback(
-                c,
-                Some(copy_io_pre_created_handle_state),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetCallpathParameterCallback(
-                c,
-                Some(copy_callpath_parameter),
-            ),
-            OTF2_GlobalDefReaderCallbacks_SetInterCommCallback(c, Some(copy_inter_comm)),
-        ])
-    }
-}
-
-/// Opens Score-P's archive and reads its global definitions (every record kept for
-/// writing it again).
-fn read_scorep_definitions(anchor: &Path) -> Result<(Reader, ScorepDefs), String> {
-    let reader = Reader::open(anchor)?;
-    let mut defs = ScorepDefs::default();
-    (defs.event_chunk, defs.definition_chunk) = reader.chunk_sizes()?;
-    let mut substrate: OTF2_FileSubstrate = 0;
-    // SAFETY: the reader is open; the out pointer is valid.
-    let code = unsafe { OTF2_Reader_GetFileSubstrate(reader.0, &mut substrate) };
-    check(code, "cannot read the file substrate")?;
-    if u32::from(substrate) != OTF2_SUBSTRATE_POSIX {
-        return Err(format!(
-            "the archive uses OTF2 file substrate {substrate}, not POSIX files: its files \
-             cannot be linked into the combined archive (SIONlib containers are not supported)"
-        ));
-    }
-    let mut compression: OTF2_Compression = 0;
-    // SAFETY: the reader is open; the out pointer is valid.
-    let code = unsafe { OTF2_Reader_GetCompression(reader.0, &mut compression) };
-    check(code, "cannot read the compression")?;
-    if u32::from(compression) != OTF2_COMPRESSION_NONE {
-        return Err(format!("the archive is compressed (mode {compression})"));
-    }
-
-    let mut state = ReadState::new(defs);
-    let set = |c| {
-        // SAFETY: `c` is the live table of `register_callbacks`.
-        unsafe { set_copy_callbacks(c) }
-    };
-    // SAFETY: the callbacks of `set_copy_callbacks` take a `ReadState<ScorepDefs>`.
-    unsafe { reader.read_global_definitions(&mut state, set) }?;
-    let defs = state.data;
-    if defs.unknown > 0 {
-        return Err(format!(
-            "{} of its global definitions are of kinds OTF2 3.0.2 does not know (a newer \
-             OTF2 wrote them); they could not be carried over",
-            defs.unknown
-        ));
-    }
-    let announced = reader.number_of_global_definitions()?;
-    if announced != defs.taken {
-        return Err(format!(
-            "the anchor announces {announced} global definitions, {} were read",
-            defs.taken
-        ));
-    }
-    if defs.clock.is_none() {
-        return Err("it has no ClockProperties".to_owned());
-    }
-    Ok((reader, defs))
-}
-
-/// What the scan of Score-P's events found on one location.
-#[derive(Default)]
-struct ScanState {
-    /// The region ids whose Enters are collected.
-    sync_regions: HashSet<u32>,
-    /// Global id of the "ProcessId" attribute.
-    pid_attribute: Option<u32>,
-    /// Read every event (else stop after ProgramBegin).
-    full: bool,
-    enters: Vec<(u32, u64)>,
-    pid: Option<u64>,
-}
-
-unsafe extern "C" fn scan_enter(
-    _location: OTF2_LocationRef,
-    time: OTF2_TimeStamp,
-    _position: u64,
-    user_data: *mut c_void,
-    _attributes: *mut OTF2_AttributeList,
-    region: OTF2_RegionRef,
-) -> OTF2_CallbackCode {
-    // SAFETY: OTF2 passes back the user data of `scan_location`.
-    unsafe {
-        guarded(user_data, |state: &mut ReadState<ScanState>| {
-            let state = &mut state.data;
-            if state.sync_regions.contains(&region) {
-                state.enters.push((region, time));
-            }
-        })
-    }
-}
-
-unsafe extern "C" fn scan_program_begin(
-    _location: OTF2_LocationRef,
-    _time: OTF2_TimeStamp,
-    _position: u64,
-    user_data: *mut c_void,
-    attributes: *mut OTF2_AttributeList,
-    _name: OTF2_StringRef,
-    _count: u32,
-    _arguments: *const OTF2_StringRef,
-) -> OTF2_CallbackCode {
-    let mut stop = false;
-    let read_pid = |id: u32| -> Option<u64> {
-        if attributes.is_null() {
-            return None;
-        }
-        let mut pid = 0u64;
-        // SAFETY: the list is valid during the callback; `pid` is a valid out pointer.
-        let found = unsafe { OTF2_AttributeList_GetUint64(attributes, id, &mut pid) };
-        (found == OTF2_SUCCESS).then_some(pid)
-    };
-    // SAFETY: OTF2 passes back the user data of `scan_location`.
-    let code = unsafe {
-        guarded(user_data, |state: &mut ReadState<ScanState>| {
-            let state = &mut state.data;
-            if let Some(pid) = state.pid_attribute.and_then(read_pid) {
-                state.pid = Some(pid);
-            }
-            stop = !state.full;
-        })
-    };
-    if code == OTF2_CALLBACK_SUCCESS as OTF2_CallbackCode && stop {
-        return OTF2_CALLBACK_INTERRUPT as OTF2_CallbackCode;
-    }
-    code
-}
-
-/// Score-P's per-location facts the merge needs: clock offsets of every location, and for
-/// the scanned ones the sync-region Enters (raw ticks) and the ProgramBegin pid.
-#[derive(Default)]
-struct ScorepLocals {
-    offsets: HashMap<u64, Vec<ClockOffset>>,
-    enters: HashMap<u64, Vec<(u32, u64)>>,
-    pids: HashMap<u64, u64>,
-    notes: Vec<String>,
-}
-
-/// Reads the local definitions of every location of Score-P's archive and scans the
-/// events of `scan` (raw timestamps: Score-P's clock offsets are not applied).
-fn read_scorep_locals(
-    reader: &Reader,
-    defs: &ScorepDefs,
-    scan: &[u64],
-    sync_regions: &HashSet<u32>,
-    pid_attribute: Option<u32>,
-    full: bool,
-) -> Result<ScorepLocals, String> {
-    let ids: Vec<u64> = defs.locations.iter().map(|l| l.id).collect();
-    reader.select_locations(&ids)?;
-    let mut evt_readers: Vec<(u64, *mut OTF2_EvtReader)> = Vec::new();
-    if !scan.is_empty() {
-        // SAFETY: the reader is open.
-        let code = unsafe { OTF2_Reader_OpenEvtFiles(reader.0) };
-        check(code, "cannot open the event files")?;
-        for &location in scan {
-            // SAFETY: the reader is open with its event files.
-            let evt = unsafe { OTF2_Reader_GetEvtReader(reader.0, location) };
-            if !evt.is_null() {
-                evt_readers.push((location, evt));
-            }
-        }
-    }
-    let mut locals = ScorepLocals::default();
-    let result = reader.read_local_definitions(&ids, |id, local| {
-        locals.offsets.insert(id, local.clock_offsets);
-        Ok(())
-    });
-    let result = result.and_then(|()| {
-        for &(location, evt) in &evt_readers {
-            let mut state = ReadState::new(ScanState {
-                sync_regions: sync_regions.clone(),
-                pid_attribute,
-                full,
-                ..ScanState::default()
-            });
-            scan_location(reader, evt, &mut state)
-                .map_err(|e| format!("reading the events of Score-P's location {location}: {e}"))?;
-            let state = state.data;
-            if !state.enters.is_empty() {
-                locals.enters.insert(location, state.enters);
-            }
-            if let Some(pid) = state.pid {
-                locals.pids.insert(location, pid);
-            }
-        }
-        Ok(())
-    });
-    for &(_, evt) in &evt_readers {
-        // SAFETY: `evt` is open and not used after this.
-        unsafe { OTF2_Reader_CloseEvtReader(reader.0, evt) };
-    }
-    if !scan.is_empty() {
-        // SAFETY: the reader is open with its event files.
-        unsafe { OTF2_Reader_CloseEvtFiles(reader.0) };
-    }
-    drop(drain_thread_error_reports());
-    if evt_readers.len() < scan.len() {
-        locals.notes.push(format!(
-            "{} of Score-P's thread locations have no readable event file",
-            scan.len() - evt_readers.len()
-        ));
-    }
-    result.map(|()| locals)
-}
-
-/// Reads one location's events into `state` (until ProgramBegin unless `state.full`).
-fn scan_location(
-    reader: &Reader,
-    evt: *mut OTF2_EvtReader,
-    state: &mut ReadState<ScanState>,
-) -> Result<(), String> {
-    // SAFETY: `evt` is an open event reader of `reader`.
-    let code = unsafe { OTF2_EvtReader_ApplyClockOffsets(evt, false) };
-    check(code, "cannot switch off clock offsets")?;
-    let set = |c: *mut OTF2_EvtReaderCallbacks| {
-        // SAFETY: `c` is the live table of `register_callbacks`; each function has the type
-        // its setter takes (the compiler checks it).
-        unsafe {
-            first_failure(&[
-                OTF2_EvtReaderCallbacks_SetEnterCallback(c, Some(scan_enter)),
-                OTF2_EvtReaderCallbacks_SetProgramBeginCallback(c, Some(scan_program_begin)),
-            ])
-        }
-    };
-    // SAFETY: the reader and `evt` are open; the callbacks take a `ReadState<ScanState>`;
-    // `state` outlives the read below and is used only by the callbacks.
-    let code = unsafe { register_callbacks(reader.0, evt, state, set) };
-    check(code, "cannot register the event callbacks")?;
-    let mut read = 0;
-    // SAFETY: as above.
-    let code = unsafe { OTF2_Reader_ReadAllLocalEvents(reader.0, evt, &mut read) };
-    if let Some(panic) = state.take_panic() {
-        return Err(format!("internal error: {panic}"));
-    }
-    if code != OTF2_SUCCESS && code != OTF2_ERROR_INTERRUPTED_BY_CALLBACK {
-        return Err(failure("reading failed", Some(code)));
-    }
-    drop(drain_thread_error_reports());
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -983,11 +369,12 @@ struct ScorepProcess {
 /// them `(local << 32) | rank`), else the number in "MPI Rank N".
 fn scorep_processes(defs: &ScorepDefs) -> Vec<ScorepProcess> {
     let mut processes = Vec::new();
-    for group in &defs.location_groups {
+    for group in defs.defs.location_groups.iter() {
         if u32::from(group.group_type) != OTF2_LOCATION_GROUP_TYPE_PROCESS {
             continue;
         }
         let members: Vec<&Location> = defs
+            .defs
             .locations
             .iter()
             .filter(|l| l.location_group == group.id)
@@ -1007,9 +394,10 @@ fn scorep_processes(defs: &ScorepDefs) -> Vec<ScorepProcess> {
             .collect();
         threads.sort_unstable();
         let host = defs
-            .node_names
+            .defs
+            .system_tree_nodes
             .get(&group.system_tree_parent)
-            .map(|&n| defs.string(n).to_owned())
+            .map(|n| defs.string(n.name).to_owned())
             .unwrap_or_default();
         processes.push(ScorepProcess {
             group: group.id,
@@ -1271,7 +659,7 @@ fn event_layouts(
     scorep_chunk: u64,
 ) -> Result<HashMap<u64, EventLayout>, String> {
     let mut layouts = HashMap::new();
-    for location in &defs.locations {
+    for location in defs.defs.locations.iter() {
         let path = dir.join("traces").join(format!("{}.evt", location.id));
         let size = match std::fs::metadata(&path) {
             Ok(meta) => meta.len(),
@@ -1298,13 +686,13 @@ fn event_layouts(
 
 /// The part's raw ns range (its ClockProperties are after its own clock offsets).
 fn raw_range(defs: &PartDefs) -> Option<(u64, u64)> {
-    let clock = defs.clock?;
+    let clock = defs.defs.clock?;
     let offsets = defs.clock_offsets.values().find(|o| !o.is_empty());
     let (first, last) = offsets
         .map(|o| (o[0].offset, o[o.len() - 1].offset))
         .unwrap_or((0, 0));
-    let start = i128::from(clock.offset) - i128::from(first);
-    let end = i128::from(clock.offset) + i128::from(clock.length) - i128::from(last);
+    let start = i128::from(clock.global_offset) - i128::from(first);
+    let end = i128::from(clock.global_offset) + i128::from(clock.trace_length) - i128::from(last);
     Some((u64::try_from(start).ok()?, u64::try_from(end).ok()?))
 }
 
@@ -1333,8 +721,8 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     }
     let (reader, mut scorep) = read_scorep_definitions(&scorep_anchor)
         .map_err(|e| format!("Score-P's archive {}: {e}", scorep_anchor.display()))?;
-    let scorep_clock = scorep.clock.unwrap_or_default();
-    let nominal_rate = scorep_clock.resolution as f64 / 1e9;
+    let scorep_clock = scorep.defs.clock.unwrap_or_default();
+    let nominal_rate = scorep_clock.timer_resolution as f64 / 1e9;
     let mut notes = Vec::new();
     let mut skipped = Vec::new();
 
@@ -1400,18 +788,20 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
         .map(|c| c.clock.sync_region())
         .collect();
     let sync_regions: HashSet<u32> = scorep
+        .defs
         .regions
         .iter()
-        .filter(|(_, name)| sync_names.contains(scorep.string(*name)))
-        .map(|(id, _)| *id)
+        .filter(|r| sync_names.contains(scorep.string(r.name)))
+        .map(|r| r.id)
         .collect();
     let pid_attribute = scorep
+        .defs
         .attributes
         .iter()
-        .find(|(_, name, t)| {
-            scorep.string(*name) == "ProcessId" && u32::from(*t) == OTF2_TYPE_UINT64
+        .find(|a| {
+            scorep.string(a.name) == "ProcessId" && u32::from(a.attribute_type) == OTF2_TYPE_UINT64
         })
-        .map(|(id, _, _)| *id);
+        .map(|a| a.id);
     let scan: Vec<u64> = if need_sync || (need_pid && pid_attribute.is_some()) {
         processes.iter().flat_map(|p| p.threads.clone()).collect()
     } else {
@@ -1468,9 +858,10 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
                 .flat_map(|t| locals.enters.get(t).into_iter().flatten())
                 .filter(|(r, _)| {
                     scorep
+                        .defs
                         .regions
                         .iter()
-                        .any(|(id, name)| id == r && scorep.string(*name) == region)
+                        .any(|g| g.id == *r && scorep.string(g.name) == region)
                 })
                 .map(|(_, time)| *time)
                 .collect();
@@ -1582,8 +973,8 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     // ClockProperties: Score-P's, widened only if our events would lie outside.
     let mut clock = scorep_clock;
     let (mut low, mut high) = (
-        i128::from(clock.offset),
-        i128::from(clock.offset) + i128::from(clock.length),
+        i128::from(clock.global_offset),
+        i128::from(clock.global_offset) + i128::from(clock.trace_length),
     );
     for a in &accepted {
         if let Some((lo, hi)) = a.mapped_range {
@@ -1591,20 +982,21 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
             high = high.max(hi);
         }
     }
-    if low < i128::from(clock.offset) || high > i128::from(clock.offset) + i128::from(clock.length)
+    if low < i128::from(clock.global_offset)
+        || high > i128::from(clock.global_offset) + i128::from(clock.trace_length)
     {
         let start = u64::try_from(low.max(0)).unwrap_or(0);
         let end = u64::try_from(high.max(0)).unwrap_or(u64::MAX);
         notes.push(format!(
             "NCCL events reach outside Score-P's trace range; the combined ClockProperties \
              span [{start}, {end}] instead of [{}, {}]",
-            clock.offset,
-            clock.offset.saturating_add(clock.length)
+            clock.global_offset,
+            clock.global_offset.saturating_add(clock.trace_length)
         ));
-        clock.offset = start;
-        clock.length = end.saturating_sub(start).max(1);
+        clock.global_offset = start;
+        clock.trace_length = end.saturating_sub(start).max(1);
     }
-    scorep.clock = Some(clock);
+    scorep.defs.clock = Some(clock);
 
     // Write in a temporary directory of the output directory, then move into place.
     let temp = TempDir::create(out, "combining")?;
@@ -1615,7 +1007,7 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     let traces = temp.0.join("traces");
     let scorep_traces = experiment.join("traces");
     let mut scorep_events = 0;
-    for location in &scorep.locations {
+    for location in scorep.defs.locations.iter() {
         scorep_events += location.number_of_events;
         for ext in ["evt", "def"] {
             let from = scorep_traces.join(format!("{}.{ext}", location.id));
@@ -1633,7 +1025,7 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     let mut attached = Vec::new();
     for (p, a) in accepted.iter().enumerate() {
         let mut events = 0;
-        for location in &parts[p].locations {
+        for location in parts[p].defs.locations.iter() {
             events += location.number_of_events;
             let global = plan.maps[p].location(location.id);
             let relay = match a.layouts.get(&location.id) {
@@ -1648,7 +1040,7 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
             scorep_process: proc.name.clone(),
             scorep_rank: proc.rank,
             matched_by: a.matched_by.clone(),
-            locations: parts[p].locations.len(),
+            locations: parts[p].defs.locations.len(),
             events,
             clock: a.fit.clone(),
         });
@@ -1661,10 +1053,10 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
         scorep_archive: scorep_anchor,
         scorep: ScorepSide {
             processes: processes.len(),
-            locations: scorep.locations.len(),
+            locations: scorep.defs.locations.len(),
             events: scorep_events,
-            definitions: scorep.taken,
-            timer_resolution: scorep_clock.resolution,
+            definitions: scorep.records.len() as u64,
+            timer_resolution: scorep_clock.timer_resolution,
             event_chunk_size: scorep.event_chunk,
         },
         attached,
@@ -1706,13 +1098,13 @@ struct Plan {
     first: FirstIds,
     /// (id, text) of the strings Score-P does not have.
     strings: Vec<(u32, String)>,
-    paradigms: Vec<crate::Paradigm>,
+    paradigms: Vec<Paradigm>,
     location_groups: Vec<LocationGroup>,
     locations: Vec<Location>,
-    regions: Vec<crate::Region>,
-    groups: Vec<crate::Group>,
-    comms: Vec<crate::Comm>,
-    attributes: Vec<crate::Attribute>,
+    regions: Vec<Region>,
+    groups: Vec<Group>,
+    comms: Vec<Comm>,
+    attributes: Vec<Attribute>,
     maps: Vec<IdMaps>,
 }
 
@@ -1736,9 +1128,10 @@ fn place_ids(
 
     // Strings: Score-P's id for a text it has, else a new one.
     let scorep_ids: HashMap<&str, u32> = scorep
+        .defs
         .strings
-        .iter()
-        .map(|(&id, text)| (text.as_str(), id))
+        .by_id()
+        .map(|(id, text)| (text.value.as_str(), id))
         .collect();
     let mut string_map = Vec::with_capacity(unified.strings.len());
     let mut strings = Vec::new();
@@ -1763,14 +1156,14 @@ fn place_ids(
     // Paradigms: Score-P's record wins.
     let mut paradigms = Vec::new();
     for p in &unified.paradigms {
-        match scorep.paradigms.get(&p.paradigm) {
-            Some(&name) => notes.push(format!(
+        match scorep.defs.paradigms.get(&p.paradigm).map(|p| p.name) {
+            Some(name) => notes.push(format!(
                 "Score-P names paradigm {} {:?}; its name is kept for our regions and \
                  communicators too",
                 p.paradigm,
                 scorep.string(name)
             )),
-            None => paradigms.push(crate::Paradigm {
+            None => paradigms.push(Paradigm {
                 name: s(p.name),
                 ..*p
             }),
@@ -1826,7 +1219,7 @@ fn place_ids(
     }
 
     // Locations: ((2^31 + n) << 32) | rank, never one of Score-P's.
-    let taken: HashSet<u64> = scorep.locations.iter().map(|l| l.id).collect();
+    let taken: HashSet<u64> = scorep.defs.locations.iter().map(|l| l.id).collect();
     let mut next_index: HashMap<usize, u64> = HashMap::new();
     let mut location_map: HashMap<u64, u64> = HashMap::new();
     let mut locations = Vec::new();
@@ -1856,7 +1249,7 @@ fn place_ids(
         .iter()
         .enumerate()
         .map(|(id, r)| {
-            Ok(crate::Region {
+            Ok(Region {
                 id: shift(first.region, id as u32)?,
                 name: s(r.name),
                 canonical_name: s(r.canonical_name),
@@ -1871,7 +1264,7 @@ fn place_ids(
         .iter()
         .enumerate()
         .map(|(id, a)| {
-            Ok(crate::Attribute {
+            Ok(Attribute {
                 id: shift(first.attribute, id as u32)?,
                 name: s(a.name),
                 description: s(a.description),
@@ -1885,10 +1278,10 @@ fn place_ids(
     for (id, g) in unified.groups.iter().enumerate() {
         let is_locations = u32::from(g.group_type) == OTF2_GROUP_TYPE_COMM_LOCATIONS;
         if is_locations
-            && scorep
-                .groups
-                .iter()
-                .any(|&(_, t, p)| u32::from(t) == OTF2_GROUP_TYPE_COMM_LOCATIONS && p == g.paradigm)
+            && scorep.defs.groups.iter().any(|s| {
+                u32::from(s.group_type) == OTF2_GROUP_TYPE_COMM_LOCATIONS
+                    && s.paradigm == g.paradigm
+            })
         {
             return Err(format!(
                 "Score-P's trace already has a COMM_LOCATIONS group of paradigm {}, the one \
@@ -1901,7 +1294,7 @@ fn place_ids(
         } else {
             g.members.clone()
         };
-        groups.push(crate::Group {
+        groups.push(Group {
             id: shift(first.group, id as u32)?,
             name: s(g.name),
             members,
@@ -1913,7 +1306,7 @@ fn place_ids(
         .iter()
         .enumerate()
         .map(|(id, c)| {
-            Ok(crate::Comm {
+            Ok(Comm {
                 id: shift(first.comm, id as u32)?,
                 name: s(c.name),
                 group: shift(first.group, c.group)?,
@@ -1982,32 +1375,23 @@ fn write_combined(
         description: "Score-P trace with the NCCL timelines of the nccl-scorep plugin added",
         machine: None,
     };
-    let archive = Archive::create(dir, scorep.event_chunk, scorep.definition_chunk, &info)?;
-    archive.write_local_definitions(parts, &plan.maps, |part, _| offsets[part])?;
-    let global = archive.global_def_writer()?;
-    let clock = scorep.clock.unwrap_or_default();
+    let archive = create(dir, scorep.event_chunk, scorep.definition_chunk, &info)?;
+    write_local_definitions(&archive, parts, &plan.maps, |part, _| offsets[part])?;
+    let global = archive.global_def_writer().map_err(message)?;
+    let clock = scorep.defs.clock.unwrap_or_default();
     for record in &scorep.records {
-        let code = match record {
-            // SAFETY: the writer is open while `archive` is.
-            Record::Clock => unsafe {
-                OTF2_GlobalDefWriter_WriteClockProperties(
-                    global.raw(),
-                    clock.resolution,
-                    clock.offset,
-                    clock.length,
-                    clock.realtime,
-                )
-            },
-            Record::Copy(write) => write(global.raw()),
+        let written = match record {
+            GlobalDefinition::ClockProperties(_) => global.clock_properties(&clock),
+            other => global.write(other),
         };
-        check(code, "writing one of Score-P's definitions failed")?;
+        written.map_err(|e| e.describe("writing one of Score-P's definitions failed"))?;
     }
-    write_our_definitions(&global, plan)?;
-    archive.close("combined archive")
+    write_our_definitions(&global, plan).map_err(message)?;
+    close(archive, "combined archive")
 }
 
 /// Writes our definitions after Score-P's, each after what it refers to.
-fn write_our_definitions(w: &GlobalDefWriter, plan: &Plan) -> Result<(), String> {
+fn write_our_definitions(w: &GlobalDefWriter, plan: &Plan) -> Result<(), otf2_sys::Error> {
     for (id, text) in &plan.strings {
         w.string(*id, text)?;
     }
@@ -2015,22 +1399,22 @@ fn write_our_definitions(w: &GlobalDefWriter, plan: &Plan) -> Result<(), String>
         w.paradigm(p)?;
     }
     for g in &plan.location_groups {
-        w.location_group(g.id, g)?;
+        w.location_group(g)?;
     }
     for l in &plan.locations {
         w.location(l)?;
     }
     for r in &plan.regions {
-        w.region(r.id, r)?;
+        w.region(r)?;
     }
     for g in &plan.groups {
-        w.group(g.id, g)?;
+        w.group(g)?;
     }
     for c in &plan.comms {
-        w.comm(c.id, c)?;
+        w.comm(c)?;
     }
     for a in &plan.attributes {
-        w.attribute(a.id, a)?;
+        w.attribute(a)?;
     }
     Ok(())
 }

@@ -1,7 +1,6 @@
-//! Plumbing for Rust code that reads archives through OTF2's callbacks (the `validate`
-//! and `merge` readers): error-code names, and the guard every C callback goes through
-//! (the Rust state behind OTF2's user-data pointer, panics caught and turned into
-//! `OTF2_CALLBACK_ERROR`).
+//! Plumbing of the reader callbacks of [`crate::read`]: error-code names, and the guard
+//! every C callback goes through (the Rust state behind OTF2's user-data pointer, panics
+//! caught and turned into `OTF2_CALLBACK_ERROR`).
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use std::any::Any;

@@ -16,6 +16,7 @@
 //! Some failures are reported only this way while the call itself (typically
 //! `OTF2_Archive_Close`) still returns `OTF2_SUCCESS`, so writers should assert that
 //! no report arrived, not only that return codes were `OTF2_SUCCESS`.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::{c_char, CStr};
 use std::fmt;

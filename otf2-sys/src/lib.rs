@@ -1,5 +1,20 @@
-//! Raw Rust bindings to the OTF2 3.x C library (Open Trace Format 2, the trace format of
-//! Score-P, Vampir and Scalasca), for the plugin's trace writer.
+//! Rust bindings to the OTF2 3.x C library (Open Trace Format 2, the trace format of
+//! Score-P, Vampir and Scalasca): the raw bindings for the plugin's trace writer, and a
+//! safe layer over them for everything that reads archives or writes them from Rust
+//! values ([`read`], [`writing`]), so that all OTF2 FFI of the product lives in this crate.
+//!
+//! # The safe layer
+//!
+//! - [`read`]: open an archive ([`read::Reader`]), its global definitions as one plain
+//!   model ([`read::GlobalDefs`]) or record by record ([`read::GlobalDefinition`]), a
+//!   location's local definitions (clock offsets, mapping tables), and its events through
+//!   the [`read::EventVisitor`] trait, time-ordered over many locations or one location
+//!   at a time.
+//! - [`writing`]: create an archive ([`writing::Archive`]), write global definitions
+//!   (any record the reader hands out), local definitions (mapping tables, clock offsets)
+//!   and events.
+//! - Failures are [`Error`]s: the [`Step`] that failed, OTF2's error code and the
+//!   reports OTF2 made about it (through the error shim below). Callbacks catch panics.
 //!
 //! # What it binds
 //!
@@ -106,16 +121,19 @@ pub mod bindings {
     )]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
-pub mod callbacks;
+mod callbacks;
 mod consts;
 pub mod error;
 pub mod event_format;
-pub mod reading;
+mod failure;
+pub mod read;
+mod reading;
 pub mod writing;
 
 pub use bindings::*;
 pub use consts::*;
 pub use error::{install_error_handler, ErrorReport};
+pub use failure::{reports_line, Error, Step};
 
 // build.rs checks the version reported by otf2-config; this checks the headers bindgen read.
 const _: () = assert!(

@@ -1,7 +1,6 @@
-//! The steps the Rust readers of archives (`validate`, `merge`) take with an `OTF2_Reader`
-//! alike: registering callbacks with `state` as their user data, reading the global
-//! definitions through them, and reading a location's local definitions past duplicate
-//! mapping tables.
+//! The steps [`crate::read`] takes with an `OTF2_Reader`: registering callbacks with
+//! `state` as their user data, reading the global definitions through them, and reading a
+//! location's local definitions past duplicate mapping tables.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::c_void;

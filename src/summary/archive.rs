@@ -1,5 +1,5 @@
 //! The summary's input from an OTF2 archive (a merged `traces.otf2`, or one process's
-//! part), read through the same OTF2 reader as `validate`.
+//! part), read through `otf2_sys::read` like `validate`'s.
 //!
 //! Each operation on an ops stream (`<comm> rank <r> ops`) is one rank's part in a
 //! collective: its attributes name it (`nccl.comm_hash`, `nccl.seq`, `nccl.func`, rank,
@@ -10,8 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use crate::validate::otf2::Archive;
-use crate::validate::{AttributeValue, Definitions, Event};
+use otf2_sys::read::{AttributeValue, EventContext, EventVisitor, GlobalDefs, Reader};
 
 use super::{Collected, Part, Transfer};
 
@@ -37,16 +36,15 @@ struct AttributeIds {
 pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     drop(otf2_sys::error::drain_thread_error_reports());
-    let mut archive = Archive::open(anchor)?;
-    archive.want_attributes = true;
-    let mut problems = Vec::new();
-    let Some(defs) = archive.read_global_definitions(&mut problems) else {
-        let why: Vec<String> = problems.into_iter().map(|p| p.message).collect();
-        return Err(format!("cannot read the definitions: {}", why.join("; ")));
-    };
-    let string = |id: u32| -> &str { defs.strings.get(&id).map_or("", |s| s.value.as_str()) };
+    let mut archive = Reader::open(anchor).map_err(|e| e.to_string())?;
+    let defs = archive
+        .global_definitions()
+        .map_err(|e| format!("cannot read the definitions: {e}"))?;
+    // What OTF2 reported while reading them does not stop a summary.
+    drop(otf2_sys::error::drain_thread_error_reports());
+    let string = |id: u32| -> &str { defs.string(id).unwrap_or("") };
     let mut ids = AttributeIds::default();
-    for (&id, attribute) in &defs.attributes {
+    for (id, attribute) in defs.attributes.by_id() {
         let slot = match string(attribute.value.name) {
             "nccl.comm_hash" => &mut ids.comm_hash,
             "nccl.seq" => &mut ids.seq,
@@ -78,7 +76,7 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
         .as_ref()
         .map_or(1.0, |c| 1e9 / c.timer_resolution.max(1) as f64);
 
-    let mut reader = Reader {
+    let mut collector = Collector {
         defs: &defs,
         ids: &ids,
         ns_per_tick,
@@ -89,33 +87,31 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
         pxn_parents: Vec::new(),
         out,
     };
-    for (&id, location) in &defs.locations {
+    for (id, location) in defs.locations.by_id() {
         let name = string(location.value.name);
         if let Some((comm, _)) = nccl_scorep_merge::ops_stream(name) {
-            reader.comm_of.insert(id, comm.to_owned());
+            collector.comm_of.insert(id, comm.to_owned());
         }
     }
     let processes: std::collections::BTreeSet<u64> =
         defs.locations.keys().map(|id| id & 0xffff_ffff).collect();
-    reader.out.processes += processes.len();
-    let locations: Vec<u64> = defs.locations.keys().copied().collect();
-    let read = archive.read_events(
-        &locations,
-        &mut |location, time, event, attributes| reader.event(location, time, event, attributes),
-        &mut problems,
-    );
-    archive.close(&mut problems);
-    reader.out.lost_records += reader.lost.values().sum::<u64>();
+    collector.out.processes += processes.len();
+    let locations: Vec<u64> = defs.locations.keys().collect();
+    let read = archive.read_events(&locations, &mut collector);
+    // Problems on the way show as an incomplete read, below.
+    drop(archive.close());
+    drop(otf2_sys::error::drain_thread_error_reports());
+    collector.out.lost_records += collector.lost.values().sum::<u64>();
     // A PXN proxy operation names its task by the originating pid and task handle; the
     // ops streams carry both for each of their operations.
-    let linked = reader
+    let linked = collector
         .pxn_parents
         .iter()
-        .filter(|key| reader.tasks.contains(key))
+        .filter(|key| collector.tasks.contains(key))
         .count();
-    reader.out.pxn_linked += linked as u64;
+    collector.out.pxn_linked += linked as u64;
     if !read.complete || !read.unreadable.is_empty() {
-        reader
+        collector
             .out
             .incomplete
             .push(format!("{} (events not fully readable)", anchor.display()));
@@ -123,8 +119,9 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
     Ok(())
 }
 
-struct Reader<'a> {
-    defs: &'a Definitions,
+/// Collects the operations of the ops streams as the events go by.
+struct Collector<'a> {
+    defs: &'a GlobalDefs,
     ids: &'a AttributeIds,
     ns_per_tick: f64,
     /// Per location, the open Enters: their attributes.
@@ -140,65 +137,51 @@ struct Reader<'a> {
     out: &'a mut Collected,
 }
 
-impl Reader<'_> {
-    fn event(
-        &mut self,
-        location: u64,
-        time: u64,
-        event: Event,
-        attributes: &[(u32, AttributeValue)],
-    ) {
-        match event {
-            Event::Enter { .. } => {
-                let get = |id: Option<u32>| value(attributes, id);
-                if let Some(AttributeValue::Unsigned(parent)) = get(self.ids.pxn_parent) {
-                    self.out.pxn_ops += 1;
-                    if let Some(AttributeValue::Signed(pid)) = get(self.ids.pid) {
-                        self.pxn_parents.push((pid, parent));
-                    }
-                }
-                if let Some(AttributeValue::Unsigned(lost)) = get(self.ids.lost_records) {
-                    let slot = self.lost.entry(location).or_default();
-                    *slot = (*slot).max(lost);
-                }
-                self.open
-                    .entry(location)
-                    .or_default()
-                    .push(attributes.to_vec());
+impl EventVisitor for Collector<'_> {
+    fn enter(&mut self, e: &EventContext<'_>, _region: u32) {
+        let attributes = e.attributes;
+        let get = |id: Option<u32>| value(attributes, id);
+        if let Some(parent) = get(self.ids.pxn_parent).and_then(AttributeValue::unsigned) {
+            self.out.pxn_ops += 1;
+            if let Some(pid) = get(self.ids.pid).and_then(AttributeValue::signed) {
+                self.pxn_parents.push((pid, parent));
             }
-            Event::Leave { .. } => {
-                let Some(attributes) = self.open.get_mut(&location).and_then(Vec::pop) else {
-                    return;
-                };
-                if let Some(comm) = self.comm_of.get(&location).cloned() {
-                    self.operation(&comm, time, &attributes);
-                }
-            }
-            _ => {}
         }
+        if let Some(lost) = get(self.ids.lost_records).and_then(AttributeValue::unsigned) {
+            let slot = self.lost.entry(e.location).or_default();
+            *slot = (*slot).max(lost);
+        }
+        self.open
+            .entry(e.location)
+            .or_default()
+            .push(attributes.to_vec());
     }
 
+    fn leave(&mut self, e: &EventContext<'_>, _region: u32) {
+        let Some(attributes) = self.open.get_mut(&e.location).and_then(Vec::pop) else {
+            return;
+        };
+        if let Some(comm) = self.comm_of.get(&e.location).cloned() {
+            self.operation(&comm, e.time, &attributes);
+        }
+    }
+}
+
+impl Collector<'_> {
     /// One operation that ended at `time` (ticks) on an ops stream of `comm`.
     fn operation(&mut self, comm: &str, time: u64, attributes: &[(u32, AttributeValue)]) {
         let ids = self.ids;
-        let unsigned = |id| match value(attributes, id) {
-            Some(AttributeValue::Unsigned(v)) => Some(v),
-            Some(AttributeValue::Signed(v)) => u64::try_from(v).ok(),
-            _ => None,
+        let unsigned = |id| {
+            let v = value(attributes, id)?;
+            v.unsigned().or_else(|| u64::try_from(v.signed()?).ok())
         };
-        let signed = |id| match value(attributes, id) {
-            Some(AttributeValue::Signed(v)) => Some(v),
-            Some(AttributeValue::Unsigned(v)) => i64::try_from(v).ok(),
-            _ => None,
+        let signed = |id| {
+            let v = value(attributes, id)?;
+            v.signed().or_else(|| i64::try_from(v.unsigned()?).ok())
         };
-        let func = match value(attributes, ids.func) {
-            Some(AttributeValue::Text(id)) => self
-                .defs
-                .strings
-                .get(&id)
-                .map(|s| s.value.clone())
-                .unwrap_or_default(),
-            _ => return,
+        let func = match value(attributes, ids.func).and_then(AttributeValue::string) {
+            Some(id) => self.defs.string(id).unwrap_or_default().to_owned(),
+            None => return,
         };
         let transfer = matches!(func.as_str(), "Send" | "Recv");
         // Point-to-point operations are not matched across ranks: their seq may be absent.

@@ -1,5 +1,19 @@
-//! Plumbing for Rust code that writes archives: how every writer here creates one, and
-//! the flush callbacks it sets.
+//! Writing archives. [`create_archive`] is how every writer here creates one (the
+//! plugin's writer goes on with the raw bindings); [`Archive`] and the writers it hands out
+//! are the safe layer over the rest of OTF2's write sequence that the merges and the tests
+//! use: archive properties, global definitions ([`GlobalDefWriter`], any
+//! [`crate::read::GlobalDefinition`] as it was read), local definitions (mapping tables
+//! from [`IdMap`]s, clock offsets) and events ([`EventWriter`] with [`AttributeList`]s).
+//! Failures are [`crate::Error`]s that carry OTF2's reports.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+mod archive;
+mod events;
+mod global;
+
+pub use archive::{Archive, DefinitionFiles, IdMap, LocalDefWriter};
+pub use events::{AttributeList, EventFiles, EventWriter};
+pub use global::GlobalDefWriter;
 
 use std::ffi::c_void;
 
