@@ -11,9 +11,8 @@
 //!   groups and locations (pycubexr reads these exact spellings);
 //! * in a `<systemtreenode>`: `<name>`, `<class>`, its `<locationgroup>` elements, then its
 //!   child nodes; in a `<locationgroup>` and a `<location>`: `<name>`, `<rank>`, `<type>`;
-//! * a cnode's `<parameter>` elements after its child cnodes, just before `</cnode>`:
-//!   CubeLib hands parameters to the next cnode that closes, so parameters written before
-//!   the children would land on a child;
+//! * a cnode's `<parameter>` elements right after its opening tag, before its child
+//!   cnodes, as CubeLib itself writes them;
 //! * text escaped with the five entities CubeLib decodes (`&amp; &lt; &gt; &apos; &quot;`);
 //!   CubeLib turns line breaks into spaces, so they are written as spaces, and the control
 //!   characters XML 1.0 forbids are left out.
@@ -172,7 +171,7 @@ fn write_metric(w: &mut Writer, dims: &Dimensions, id: MetricId, depth: usize) {
 fn write_cnodes(w: &mut Writer, dims: &Dimensions) {
     enum Step {
         Open(u32, usize),
-        Close(u32, usize),
+        Close(usize),
     }
     let roots: Vec<u32> = dims
         .cnode_ids()
@@ -192,13 +191,7 @@ fn write_cnodes(w: &mut Writer, dims: &Dimensions) {
                         node.region().index()
                     ),
                 );
-                stack.push(Step::Close(c, depth));
-                for child in node.children().iter().rev() {
-                    stack.push(Step::Open(child.0, depth + 1));
-                }
-            }
-            Step::Close(c, depth) => {
-                for (key, value) in dims.cnodes[c as usize].parameters() {
+                for (key, value) in node.parameters() {
                     let (kind, value) = match value {
                         Parameter::Numeric(n) => ("numeric", n.to_string()),
                         Parameter::String(s) => ("string", escaped(s)),
@@ -211,8 +204,12 @@ fn write_cnodes(w: &mut Writer, dims: &Dimensions) {
                         ),
                     );
                 }
-                w.line(depth, "</cnode>");
+                stack.push(Step::Close(depth));
+                for child in node.children().iter().rev() {
+                    stack.push(Step::Open(child.0, depth + 1));
+                }
             }
+            Step::Close(depth) => w.line(depth, "</cnode>"),
         }
     }
 }
@@ -381,10 +378,10 @@ mod tests {
       <descr></descr>
     </region>
     <cnode id="0" calleeId="0">
+      <parameter partype="numeric" parkey="size" parvalue="-4"/>
       <cnode id="1" calleeId="1">
         <parameter partype="string" parkey="comm" parvalue="world&quot;1"/>
       </cnode>
-      <parameter partype="numeric" parkey="size" parvalue="-4"/>
     </cnode>
   </program>
   <system>
