@@ -404,8 +404,9 @@ fn parse_csv2(text: &str) -> (Vec<String>, Vec<Csv2Row>) {
     (header[2..].to_vec(), rows)
 }
 
+/// cube_dump prints 6 significant digits.
 fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1e-9)
+    (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(1e-9)
 }
 
 fn run_tool(path: &Path, args: &[&str], cubex: &Path) -> String {
@@ -458,6 +459,48 @@ fn cube_tools_accept_the_file_and_agree_on_the_values() {
         );
     }
 
+    // Call-path parameters, as `cube_dump -w` lists them below their call path.
+    let structure = run_tool(&dump, &["-w"], &cubex);
+    let lines: Vec<&str> = structure.lines().collect();
+    for c in d.cnode_ids() {
+        let region = d.region(d.cnode(c).region()).name();
+        let at = lines
+            .iter()
+            .position(|l| {
+                let l = l.trim_start_matches([' ', '|', '-']);
+                l.starts_with(&format!("{region}  ["))
+            })
+            .unwrap_or_else(|| panic!("cube_dump -w does not list {region}:\n{structure}"));
+        let listed: Vec<&str> = lines[at + 1..]
+            .iter()
+            .take_while(|l| l.contains("Parameter ("))
+            .copied()
+            .collect();
+        let want: Vec<String> = d
+            .cnode(c)
+            .parameters()
+            .iter()
+            .map(|(k, v)| match v {
+                Parameter::Numeric(n) => format!("Parameter (num): \"{k}\"->\"{}\"", *n as f64),
+                Parameter::String(s) => format!("Parameter (str): \"{k}\"->\"{s}\""),
+            })
+            .collect();
+        assert_eq!(
+            listed.len(),
+            want.len(),
+            "parameters of {region}: {listed:?}"
+        );
+        for w in &want {
+            let w = w.replace("1048576", "1.04858e+06");
+            assert!(
+                listed
+                    .iter()
+                    .any(|l| l.trim_start_matches([' ', '|']).trim() == w),
+                "{region}: {w} not in {listed:?}"
+            );
+        }
+    }
+
     let cnode_by_file_id: HashMap<u32, CnodeId> =
         d.cnode_ids().map(|c| (d.cnode_file_id(c), c)).collect();
     let location_by_file_id: HashMap<u32, LocationId> = d
@@ -474,14 +517,65 @@ fn cube_tools_accept_the_file_and_agree_on_the_values() {
         out
     };
 
-    // Stored values, and values inclusive along the call tree.
-    for flavour in ["stored", "incl"] {
-        let text = run_tool(
-            &dump,
-            &["-m", "all", "-c", "all", "-z", flavour, "-s", "csv2"],
-            &cubex,
-        );
+    let get = |m: MetricId, c: CnodeId, l: LocationId| cube.get(m, c, l).unwrap().as_f64();
+    // Along the call tree, from what is stored for the metric's kind.
+    let call_incl = |m: MetricId, c: CnodeId, l: LocationId| match d.metric(m).def().kind() {
+        MetricKind::Exclusive => subtree(c).into_iter().map(|s| get(m, s, l)).sum(),
+        _ => get(m, c, l),
+    };
+    let call_excl = |m: MetricId, c: CnodeId, l: LocationId| match d.metric(m).def().kind() {
+        MetricKind::Inclusive => {
+            get(m, c, l)
+                - d.cnode(c)
+                    .children()
+                    .iter()
+                    .map(|&k| get(m, k, l))
+                    .sum::<f64>()
+        }
+        _ => get(m, c, l),
+    };
+    // Along the metric tree: a metric's own part, without its child metrics.
+    let metric_excl = |m: MetricId, c: CnodeId, l: LocationId| {
+        call_excl(m, c, l)
+            - d.metric(m)
+                .children()
+                .iter()
+                .map(|&k| call_excl(k, c, l))
+                .sum::<f64>()
+    };
+
+    #[derive(Clone, Copy)]
+    enum Flavour {
+        Stored,
+        CallInclusive,
+        BothExclusive,
+    }
+    let flavours: [(Flavour, &str, &[&str]); 3] = [
+        // CubeLib keeps every metric exclusive along the call tree once it has read it
+        // (an inclusive metric's rows are turned into exclusive ones), and `-z stored`
+        // shows that.
+        (
+            Flavour::Stored,
+            "values as CubeLib keeps them",
+            &["-z", "stored"],
+        ),
+        (
+            Flavour::CallInclusive,
+            "inclusive along the call tree",
+            &["-z", "incl"],
+        ),
+        (
+            Flavour::BothExclusive,
+            "exclusive along both trees",
+            &["-x", "excl", "-z", "excl"],
+        ),
+    ];
+    for (which, flavour, args) in flavours {
+        let mut all = vec!["-m", "all", "-c", "all", "-s", "csv2"];
+        all.extend_from_slice(args);
+        let text = run_tool(&dump, &all, &cubex);
         let (metrics, rows) = parse_csv2(&text);
+        assert_eq!(metrics.len(), d.metric_ids().count(), "{text}");
         assert_eq!(
             rows.len(),
             d.cnode_ids().count() * d.location_ids().count(),
@@ -492,19 +586,15 @@ fn cube_tools_accept_the_file_and_agree_on_the_values() {
             let l = location_by_file_id[&file_loc];
             for (name, field) in metrics.iter().zip(&fields) {
                 let m = d.metric_by_name(name).unwrap();
-                let kind = d.metric(m).def().kind();
-                let want = if flavour == "stored" || kind == MetricKind::Inclusive {
-                    cube.get(m, c, l).unwrap().as_f64()
-                } else {
-                    subtree(c)
-                        .into_iter()
-                        .map(|s| cube.get(m, s, l).unwrap().as_f64())
-                        .sum()
+                let want = match which {
+                    Flavour::Stored => call_excl(m, c, l),
+                    Flavour::CallInclusive => call_incl(m, c, l),
+                    Flavour::BothExclusive => metric_excl(m, c, l),
                 };
                 let got: f64 = field.parse().unwrap();
                 assert!(
                     close(got, want),
-                    "cube_dump -z {flavour}: {name} at {} on {}: {got} != {want}",
+                    "cube_dump, {flavour}: {name} at {} on {}: {got} != {want}",
                     paths[&c],
                     d.location(l).name()
                 );
