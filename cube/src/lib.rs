@@ -1,0 +1,324 @@
+//! A writer of CUBE4 profiles (`.cubex` files), the format that Cube, Scalasca and
+//! Score-P's profiling use, in pure Rust.
+//!
+//! A cube has three dimensions: a tree of metrics, a call tree (call-tree nodes, "cnodes",
+//! each calling a region) and a system tree (machine → node → location groups, such as
+//! processes → locations, such as threads and GPU streams). It holds one value per metric,
+//! cnode and location.
+//!
+//! [`CubeBuilder`] defines the dimensions; [`CubeBuilder::build`] checks them and returns
+//! a [`Cube`], whose values are set with [`Cube::set`] (or summed with [`Cube::add`]);
+//! [`Cube::write`] writes the file atomically.
+//!
+//! # Values: exclusive and inclusive
+//!
+//! Values are stored exactly as given, so they must be what Cube expects for the metric's
+//! [`MetricKind`]: for an exclusive metric (as Score-P writes time and visits) the value
+//! of a cnode without its child cnodes; for an inclusive metric the value including them.
+//! Along the metric tree, a parent metric's value includes its children's values.
+//! Values that are never set are zero.
+//!
+//! # Example
+//!
+//! ```
+//! use nccl_scorep_cube::*;
+//!
+//! # fn main() -> Result<(), CubeError> {
+//! let mut b = CubeBuilder::new();
+//! b.attribute("creator", "example");
+//! let time = b.metric(
+//!     None,
+//!     MetricDef::new("time", "Time", units::SECONDS, DataType::Double, MetricKind::Exclusive)
+//!         .with_description("Time spent in the call path"),
+//! )?;
+//! let main = b.region(RegionDef::new("main").with_paradigm("user").with_role("function"))?;
+//! let root = b.cnode(main, None)?;
+//! let machine = b.system_tree_node(None, "cluster", classes::MACHINE)?;
+//! let node = b.system_tree_node(Some(machine), "host0", classes::NODE)?;
+//! let process = b.location_group(node, "rank 0", 0, LocationGroupType::Process)?;
+//! let thread = b.location(process, "thread 0", 0, LocationType::CpuThread)?;
+//!
+//! let mut cube = b.build()?;
+//! cube.set(time, root, thread, 1.25)?;
+//! let dir = tempfile::tempdir().unwrap();
+//! cube.write(dir.path().join("profile.cubex"))?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod archive;
+mod error;
+mod format;
+mod model;
+mod values;
+mod xml;
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use error::CubeError;
+pub use model::{
+    classes, units, Cnode, CnodeId, CubeBuilder, DataType, Dimensions, Location, LocationGroup,
+    LocationGroupId, LocationGroupType, LocationId, LocationType, Metric, MetricDef, MetricId,
+    MetricKind, Parameter, RegionDef, RegionId, SystemTreeNode, SystemTreeNodeId,
+};
+pub use values::Value;
+
+use values::MetricValues;
+
+/// A cube: its dimensions and its values. Made by [`CubeBuilder::build`].
+#[derive(Clone, Debug)]
+pub struct Cube {
+    dims: Arc<Dimensions>,
+    values: Vec<MetricValues>,
+}
+
+impl Cube {
+    pub(crate) fn new(dims: Dimensions) -> Self {
+        let values = vec![MetricValues::default(); dims.metrics.len()];
+        Self {
+            dims: Arc::new(dims),
+            values,
+        }
+    }
+
+    /// The dimensions.
+    pub fn dimensions(&self) -> &Dimensions {
+        &self.dims
+    }
+
+    /// A cube with the same dimensions (and so the same handles) and no values, for
+    /// example for the difference of two runs.
+    pub fn empty_like(&self) -> Cube {
+        Cube {
+            dims: Arc::clone(&self.dims),
+            values: vec![MetricValues::default(); self.values.len()],
+        }
+    }
+
+    fn check(
+        &self,
+        metric: MetricId,
+        cnode: CnodeId,
+        location: LocationId,
+    ) -> Result<DataType, CubeError> {
+        let d = &self.dims;
+        let unknown = |kind, index| Err(CubeError::UnknownHandle { kind, index });
+        if metric.index() >= d.metrics.len() {
+            return unknown(MetricId::KIND, metric.0);
+        }
+        if cnode.index() >= d.cnodes.len() {
+            return unknown(CnodeId::KIND, cnode.0);
+        }
+        if location.index() >= d.locations.len() {
+            return unknown(LocationId::KIND, location.0);
+        }
+        Ok(d.metrics[metric.index()].def().data_type())
+    }
+
+    fn type_error(&self, metric: MetricId, expected: DataType, given: DataType) -> CubeError {
+        CubeError::ValueType {
+            metric: self.dims.metric(metric).def().unique_name().to_string(),
+            expected,
+            given,
+        }
+    }
+
+    /// Sets the value of `metric` at `cnode` on `location`, replacing any earlier one.
+    /// The value's type must be the metric's data type, and its meaning the metric's kind
+    /// (see [`MetricKind`]).
+    pub fn set(
+        &mut self,
+        metric: MetricId,
+        cnode: CnodeId,
+        location: LocationId,
+        value: impl Into<Value>,
+    ) -> Result<(), CubeError> {
+        let value = value.into();
+        let data_type = self.check(metric, cnode, location)?;
+        if value.data_type() != data_type {
+            return Err(self.type_error(metric, data_type, value.data_type()));
+        }
+        let bits = value.to_bits();
+        let locations = self.dims.locations.len();
+        let values = &mut self.values[metric.index()];
+        if values::bits_are_zero(data_type, bits) && !values.rows.contains_key(&cnode.0) {
+            return Ok(());
+        }
+        *values.slot(cnode.0, location.index(), locations) = bits;
+        Ok(())
+    }
+
+    /// Adds `value` to the value of `metric` at `cnode` on `location`.
+    pub fn add(
+        &mut self,
+        metric: MetricId,
+        cnode: CnodeId,
+        location: LocationId,
+        value: impl Into<Value>,
+    ) -> Result<(), CubeError> {
+        let value = value.into();
+        let data_type = self.check(metric, cnode, location)?;
+        if value.data_type() != data_type {
+            return Err(self.type_error(metric, data_type, value.data_type()));
+        }
+        if values::bits_are_zero(data_type, value.to_bits()) {
+            return Ok(());
+        }
+        let locations = self.dims.locations.len();
+        let slot = self.values[metric.index()].slot(cnode.0, location.index(), locations);
+        *slot = match value {
+            Value::Double(v) => (f64::from_bits(*slot) + v).to_bits(),
+            Value::Uint64(v) => match slot.checked_add(v) {
+                Some(sum) => sum,
+                None => {
+                    let name = self.dims.metric(metric).def().unique_name().to_string();
+                    return Err(CubeError::Overflow(name));
+                }
+            },
+        };
+        Ok(())
+    }
+
+    /// The value of `metric` at `cnode` on `location` (zero if never set).
+    pub fn get(
+        &self,
+        metric: MetricId,
+        cnode: CnodeId,
+        location: LocationId,
+    ) -> Result<Value, CubeError> {
+        let data_type = self.check(metric, cnode, location)?;
+        let bits = self.values[metric.index()].get(cnode.0, location.index());
+        Ok(Value::from_bits(data_type, bits))
+    }
+
+    /// The number of call-tree nodes that have a row of values for `metric` (a row holds
+    /// one value per location).
+    pub fn rows_stored(&self, metric: MetricId) -> usize {
+        self.values.get(metric.index()).map_or(0, |v| v.rows.len())
+    }
+
+    /// Rows of a metric by cnode handle index, values by location handle index.
+    pub(crate) fn rows(&self, metric: MetricId) -> impl Iterator<Item = (u32, &[u64])> {
+        self.values[metric.index()]
+            .rows
+            .iter()
+            .map(|(&c, row)| (c, &row[..]))
+    }
+
+    /// The text of `anchor.xml`, the file's description of the dimensions.
+    pub fn anchor_xml(&self) -> String {
+        xml::anchor_xml(&self.dims)
+    }
+
+    /// Writes the `.cubex` archive to `path`: first to a temporary file in the same
+    /// directory, then renamed, so `path` never holds a partial file.
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<(), CubeError> {
+        archive::write_file(self, path.as_ref())
+    }
+
+    /// Writes the `.cubex` archive to a stream and returns the stream.
+    pub fn write_to<W: Write>(&self, out: W) -> Result<W, CubeError> {
+        archive::write_archive(self, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cube() -> (Cube, MetricId, MetricId, CnodeId, LocationId) {
+        let mut b = CubeBuilder::new();
+        let t = b
+            .metric(
+                None,
+                MetricDef::new(
+                    "time",
+                    "Time",
+                    units::SECONDS,
+                    DataType::Double,
+                    MetricKind::Exclusive,
+                ),
+            )
+            .unwrap();
+        let v = b
+            .metric(
+                Some(t),
+                MetricDef::new(
+                    "visits",
+                    "Visits",
+                    units::OCCURRENCES,
+                    DataType::Uint64,
+                    MetricKind::Exclusive,
+                ),
+            )
+            .unwrap();
+        let r = b.region(RegionDef::new("r")).unwrap();
+        let c = b.cnode(r, None).unwrap();
+        let s = b.system_tree_node(None, "m", classes::MACHINE).unwrap();
+        let g = b
+            .location_group(s, "p", 0, LocationGroupType::Process)
+            .unwrap();
+        let l = b.location(g, "t", 0, LocationType::CpuThread).unwrap();
+        (b.build().unwrap(), t, v, c, l)
+    }
+
+    #[test]
+    fn set_add_and_get() {
+        let (mut cube, t, v, c, l) = cube();
+        assert_eq!(cube.get(t, c, l).unwrap(), Value::Double(0.0));
+        cube.set(t, c, l, 0.0).unwrap();
+        assert_eq!(cube.rows_stored(t), 0, "a zero allocates no row");
+        cube.set(t, c, l, 1.5).unwrap();
+        cube.add(t, c, l, 0.25).unwrap();
+        assert_eq!(cube.get(t, c, l).unwrap(), Value::Double(1.75));
+        cube.add(v, c, l, 2u64).unwrap();
+        cube.add(v, c, l, 3u64).unwrap();
+        assert_eq!(cube.get(v, c, l).unwrap(), Value::Uint64(5));
+        assert_eq!(cube.rows_stored(v), 1);
+
+        let other = cube.empty_like();
+        assert_eq!(other.get(v, c, l).unwrap(), Value::Uint64(0));
+        assert_eq!(other.dimensions().metric_by_name("visits"), Some(v));
+    }
+
+    #[test]
+    fn wrong_values_are_refused() {
+        let (mut cube, t, v, c, l) = cube();
+        let err = cube.set(v, c, l, 1.0).unwrap_err();
+        assert!(matches!(
+            &err,
+            CubeError::ValueType { metric, expected: DataType::Uint64, given: DataType::Double }
+                if metric == "visits"
+        ));
+        assert_eq!(
+            err.to_string(),
+            "metric `visits` holds UINT64 values, not DOUBLE"
+        );
+        assert!(cube.add(t, c, l, 1u64).is_err());
+        cube.set(v, c, l, u64::MAX).unwrap();
+        assert!(matches!(cube.add(v, c, l, 1u64), Err(CubeError::Overflow(n)) if n == "visits"));
+        assert!(matches!(
+            cube.set(MetricId(7), c, l, 1.0),
+            Err(CubeError::UnknownHandle {
+                kind: "metric",
+                index: 7
+            })
+        ));
+        assert!(matches!(
+            cube.get(t, CnodeId(3), l),
+            Err(CubeError::UnknownHandle {
+                kind: "cnode",
+                index: 3
+            })
+        ));
+        assert!(matches!(
+            cube.add(t, c, LocationId::from_index(5), 1.0),
+            Err(CubeError::UnknownHandle {
+                kind: "location",
+                index: 5
+            })
+        ));
+    }
+}
