@@ -13,8 +13,17 @@ step() {
     printf '\n==> %s\n' "$*"
 }
 
+# Python packages the tests read our files with (readers nobody here wrote).
+PIP_PACKAGES=(pycubexr)
+
 step "dependencies"
 bash scripts/install-deps.sh "${DEBIAN_PACKAGES[@]}"
+for package in "${PIP_PACKAGES[@]}"; do
+    if ! python3 -c "import $package" >/dev/null 2>&1; then
+        echo "installing Python package $package"
+        python3 -m pip install --user --quiet "$package"
+    fi
+done
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check

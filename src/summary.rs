@@ -10,6 +10,7 @@
 //! different processes are on one clock: the trace's own time base (clock offsets applied)
 //! or, for event logs, each process's (monotonic, real-time) reading from its log header.
 
+use nccl_scorep_common::{PartDir, RunDir};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -144,8 +145,8 @@ pub fn summarize(path: &Path) -> io::Result<Summary> {
     if path.is_file() {
         archive::read(path, &mut collected).map_err(invalid)?;
         source = "trace";
-    } else if path.join("traces.otf2").is_file() {
-        archive::read(&path.join("traces.otf2"), &mut collected).map_err(invalid)?;
+    } else if RunDir::new(path).archive().is_file() {
+        archive::read(&RunDir::new(path).archive(), &mut collected).map_err(invalid)?;
         incomplete_parts(path, &mut collected);
         source = "trace";
     } else if has_logs(path)? {
@@ -191,39 +192,37 @@ fn has_logs(dir: &Path) -> io::Result<bool> {
         .any(|p| p.extension().is_some_and(|x| x == "jsonl")))
 }
 
-/// `<dir>/parts/*/traces.otf2`, in name order.
+/// `<dir>/parts/*/traces.otf2`, in the parts' order.
 fn part_anchors(dir: &Path) -> Vec<PathBuf> {
-    let mut anchors: Vec<PathBuf> = std::fs::read_dir(dir.join("parts"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path().join("traces.otf2")))
-        .filter(|p| p.is_file())
-        .collect();
-    anchors.sort();
-    anchors
+    RunDir::new(dir)
+        .parts()
+        .unwrap_or_default()
+        .iter()
+        .map(PartDir::anchor)
+        .filter(|anchor| anchor.is_file())
+        .collect()
 }
 
 /// Parts of a run directory whose process did not finish them (it was killed): the merged
 /// trace has only the events it had flushed, or nothing of a part without saved
 /// definitions.
 fn incomplete_parts(dir: &Path, collected: &mut Collected) {
-    let mut missing: Vec<String> = std::fs::read_dir(dir.join("parts"))
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir() && !e.path().join("traces.otf2").is_file())
-        .map(|e| {
-            let saved = e
-                .path()
-                .join(nccl_scorep_merge::SNAPSHOT_DIR)
-                .join("traces.otf2")
+    let mut missing: Vec<String> = RunDir::new(dir)
+        .parts()
+        .unwrap_or_default()
+        .iter()
+        .filter(|part| !part.anchor().is_file())
+        .map(|part| {
+            let saved = part
+                .snapshot_dir()
+                .join(nccl_scorep_common::run_dir::ANCHOR_FILE)
                 .is_file();
             let what = if saved {
                 "killed? only the events it had flushed"
             } else {
                 "no definitions: killed?"
             };
-            format!("part {} ({what})", e.file_name().to_string_lossy())
+            format!("part {} ({what})", part.name())
         })
         .collect();
     missing.sort();

@@ -218,7 +218,7 @@ pub(crate) fn find_anchor(path: &Path) -> Result<PathBuf, OpenError> {
     if !metadata.is_dir() {
         return Ok(path.to_path_buf());
     }
-    let traces = path.join("traces.otf2");
+    let traces = nccl_scorep_common::RunDir::new(path).archive();
     if traces.is_file() {
         return Ok(traces);
     }

@@ -30,6 +30,10 @@ use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
+use nccl_scorep_common::run_dir::{
+    ANCHOR_FILE, EVENT_FILES_DIR, GLOBAL_DEFINITIONS_FILE, PARTS_DIR,
+};
+use nccl_scorep_common::RunDir;
 use otf2_sys::read::{
     Attribute, ClockOffset, ClockProperties, Comm, GlobalDefs, Group, Location, LocationGroup,
     Paradigm, Region, SystemTreeNode,
@@ -44,7 +48,7 @@ mod otf2;
 mod recover;
 pub mod scorep;
 
-pub use recover::{SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR};
+pub use nccl_scorep_common::run_dir::{SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR};
 
 // ---------------------------------------------------------------------------------------
 // One part's definitions, with the ids written in the part (otf2_sys::read's model, whose
@@ -728,48 +732,26 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
 // Files
 // ---------------------------------------------------------------------------------------
 
-/// The part directories under `<run-dir>/parts`, in name order (`host.pid` before
-/// `host.pid.1`).
+/// The part directories under `<run-dir>/parts`, in natural name order (`host.pid` before
+/// `host.pid.1`, `host.99` before `host.100`).
 fn part_dirs(run_dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
-    let parts = run_dir.join("parts");
-    let entries = std::fs::read_dir(&parts).map_err(|e| {
+    let run = RunDir::new(run_dir);
+    let parts = run.parts().map_err(|e| {
         format!(
             "cannot read {}: {e} (is {} a run directory, NCCL_SCOREP_OUTPUT_DIR of the job?)",
-            parts.display(),
+            run.parts_dir().display(),
             run_dir.display()
         )
     })?;
-    let mut dirs: Vec<(String, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-        .collect();
-    dirs.sort_by_key(|a| natural_key(&a.0));
-    Ok(dirs)
-}
-
-/// Sorts `host.99` before `host.100`: numbers compare as numbers.
-fn natural_key(name: &str) -> Vec<(String, u64)> {
-    name.split('.')
-        .map(|piece| match piece.parse::<u64>() {
-            Ok(n) => (String::new(), n),
-            Err(_) => (piece.to_owned(), 0),
-        })
-        .collect()
+    Ok(parts
+        .into_iter()
+        .map(|part| (part.name().to_owned(), part.path().to_path_buf()))
+        .collect())
 }
 
 /// The host of a part named `<host>.<pid>[.N]`.
 fn host_of(part: &str) -> &str {
-    let mut host = part;
-    for _ in 0..2 {
-        match host.rsplit_once('.') {
-            Some((rest, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) => {
-                host = rest
-            }
-            _ => break,
-        }
-    }
-    host
+    nccl_scorep_common::run_dir::host_of_part(part)
 }
 
 /// Hard-links `from` to `to`, or copies it where linking fails (another file system).
@@ -832,7 +814,9 @@ impl PlacedFiles {
         global: u64,
         relay: Option<(u64, u64)>,
     ) -> Result<(), String> {
-        let from = part_dir.join("traces").join(format!("{}.evt", location.id));
+        let from = part_dir
+            .join(EVENT_FILES_DIR)
+            .join(format!("{}.evt", location.id));
         if !from.exists() && location.number_of_events == 0 {
             return Ok(());
         }
@@ -939,7 +923,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     let total = candidates.len();
     for (done, (name, dir)) in candidates.into_iter().enumerate() {
         report(Progress::Reading { done, total });
-        let anchor = dir.join("traces.otf2");
+        let anchor = dir.join(ANCHOR_FILE);
         if !anchor.exists() && recover::has_snapshot(&dir) {
             match recover::recover_part(&dir, &scratch) {
                 Ok(part) => {
@@ -964,7 +948,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
             continue;
         }
         if !anchor.exists() {
-            let events = std::fs::read_dir(dir.join("traces"))
+            let events = std::fs::read_dir(dir.join(EVENT_FILES_DIR))
                 .map(|d| {
                     d.filter_map(Result::ok)
                         .filter(|e| e.path().extension().is_some_and(|x| x == "evt"))
@@ -998,7 +982,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     if parts.is_empty() {
         let mut message = format!(
             "no complete trace part in {}",
-            run_dir.join("parts").display()
+            run_dir.join(PARTS_DIR).display()
         );
         for skip in &skipped {
             let _ = write!(message, "\n  {}: {}", skip.part, skip.reason);
@@ -1017,7 +1001,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     let out = options.output.unwrap_or(run_dir);
     let temp = TempDir::create(out, "merging")?;
     let mapping_tables = otf2::write_archive(&temp.0, &unified, &parts, &maps)?;
-    let traces = temp.0.join("traces");
+    let traces = temp.0.join(EVENT_FILES_DIR);
     let mut files = PlacedFiles::default();
     for (p, part) in parts.iter().enumerate() {
         report(Progress::Linking {
@@ -1037,7 +1021,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     drop(temp);
 
     Ok(Report {
-        archive: out.join("traces.otf2"),
+        archive: out.join(ANCHOR_FILE),
         parts: names,
         skipped,
         recovered,
@@ -1056,9 +1040,9 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
 /// anchor goes first and the new anchor comes last, so that an interrupted replacement
 /// never leaves an anchor beside definitions or events that are not its own.
 fn install(temp: &Path, out: &Path) -> Result<(), String> {
-    let anchor = out.join("traces.otf2");
-    let defs = out.join("traces.def");
-    let events = out.join("traces");
+    let anchor = out.join(ANCHOR_FILE);
+    let defs = out.join(GLOBAL_DEFINITIONS_FILE);
+    let events = out.join(EVENT_FILES_DIR);
     let fail = |what: &str, path: &Path, e: std::io::Error| {
         format!("cannot {what} {}: {e}", path.display())
     };
@@ -1069,9 +1053,10 @@ fn install(temp: &Path, out: &Path) -> Result<(), String> {
         let old = temp.join("old-traces");
         std::fs::rename(&events, &old).map_err(|e| fail("move away", &events, e))?;
     }
-    std::fs::rename(temp.join("traces"), &events).map_err(|e| fail("create", &events, e))?;
-    std::fs::rename(temp.join("traces.def"), &defs).map_err(|e| fail("create", &defs, e))?;
-    std::fs::rename(temp.join("traces.otf2"), &anchor).map_err(|e| fail("create", &anchor, e))
+    std::fs::rename(temp.join(EVENT_FILES_DIR), &events).map_err(|e| fail("create", &events, e))?;
+    std::fs::rename(temp.join(GLOBAL_DEFINITIONS_FILE), &defs)
+        .map_err(|e| fail("create", &defs, e))?;
+    std::fs::rename(temp.join(ANCHOR_FILE), &anchor).map_err(|e| fail("create", &anchor, e))
 }
 
 /// The report as text.
@@ -1190,12 +1175,5 @@ mod tests {
         assert_eq!(&out[8..12], &data[4..8]);
         assert_eq!(&out[16..18], &data[8..10]);
         assert_eq!(out.len(), 18);
-    }
-
-    #[test]
-    fn part_names_sort_naturally() {
-        let mut names = vec!["h.100", "h.99.1", "h.99", "g.5"];
-        names.sort_by_key(|n| natural_key(n));
-        assert_eq!(names, ["g.5", "h.99", "h.99.1", "h.100"]);
     }
 }

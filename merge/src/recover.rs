@@ -22,16 +22,9 @@ use std::path::{Path, PathBuf};
 use otf2_sys::read::ClockOffset;
 
 use super::{otf2, PartDefs};
-
-/// The directory in which a part keeps a snapshot of its definitions while it is written
-/// (an archive without events, `<part>/snapshot/traces.otf2`); gone once the part is
-/// complete.
-pub const SNAPSHOT_DIR: &str = "snapshot";
-
-/// The file in which a part keeps the clock pairs of its snapshot while it is written: one
-/// line `<CLOCK_MONOTONIC ns> <CLOCK_REALTIME ns>` when the part was opened and one taken
-/// lately.
-pub const SNAPSHOT_CLOCK_FILE: &str = "snapshot.clock";
+use nccl_scorep_common::run_dir::{
+    ANCHOR_FILE, EVENT_FILES_DIR, GLOBAL_DEFINITIONS_FILE, SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR,
+};
 
 /// A killed process's part, put together for the merge.
 pub(crate) struct RecoveredPart {
@@ -44,7 +37,7 @@ pub(crate) struct RecoveredPart {
 
 /// Whether `part` is a killed process's part that [`recover_part`] can try.
 pub(crate) fn has_snapshot(part: &Path) -> bool {
-    part.join(SNAPSHOT_DIR).join("traces.otf2").exists()
+    part.join(SNAPSHOT_DIR).join(ANCHOR_FILE).exists()
 }
 
 /// The clock offsets in `<part>/snapshot.clock`.
@@ -79,17 +72,17 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let together = scratch.join(&name);
-    let traces = together.join("traces");
+    let traces = together.join(EVENT_FILES_DIR);
     let fail = |what: &str, path: &Path, e: std::io::Error| {
         format!("cannot {what} {}: {e}", path.display())
     };
     std::fs::create_dir_all(&traces).map_err(|e| fail("create", &traces, e))?;
     let snapshot = part.join(SNAPSHOT_DIR);
-    for file in ["traces.otf2", "traces.def"] {
+    for file in [ANCHOR_FILE, GLOBAL_DEFINITIONS_FILE] {
         std::fs::copy(snapshot.join(file), together.join(file))
             .map_err(|e| fail("copy", &snapshot.join(file), e))?;
     }
-    let anchor = together.join("traces.otf2");
+    let anchor = together.join(ANCHOR_FILE);
     let mut found = otf2::read_part(&anchor)?;
     let clock_offsets = snapshot_clock_offsets(part)?;
     let chunk = found.event_chunk.max(1);
@@ -99,7 +92,7 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
     let mut unreadable_chunks = 0;
     for location in found.defs.locations.iter() {
         let file = format!("{}.evt", location.id);
-        let from = part.join("traces").join(&file);
+        let from = part.join(EVENT_FILES_DIR).join(&file);
         let ended = if from.exists() {
             event_file::end_written_file(&from, &traces.join(&file), chunk)?
         } else {
@@ -116,7 +109,7 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
         .iter()
         .map(|l| format!("{}.evt", l.id))
         .collect();
-    let undefined_files = std::fs::read_dir(part.join("traces"))
+    let undefined_files = std::fs::read_dir(part.join(EVENT_FILES_DIR))
         .map(|entries| {
             entries
                 .filter_map(Result::ok)

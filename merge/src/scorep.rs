@@ -37,9 +37,11 @@ use crate::{
     SkippedPart, TempDir, Unification,
 };
 use archive::{read_scorep_definitions, read_scorep_locals, ScorepDefs};
+use nccl_scorep_common::run_dir::{ANCHOR_FILE, EVENT_FILES_DIR};
+use nccl_scorep_common::RunDir;
 
 /// The file the plugin writes next to each sidecar part's `traces.otf2`.
-pub const CLOCK_FILE: &str = "scorep-clock.json";
+pub use nccl_scorep_common::run_dir::SCOREP_CLOCK_FILE as CLOCK_FILE;
 /// The user region the plugin enters for the `sync-regions` clock source.
 pub const DEFAULT_SYNC_REGION: &str = "NCCL clock sync";
 /// Our locations get local indices from here up (`(index << 32) | rank`); Score-P counts
@@ -660,7 +662,9 @@ fn event_layouts(
 ) -> Result<HashMap<u64, EventLayout>, String> {
     let mut layouts = HashMap::new();
     for location in defs.defs.locations.iter() {
-        let path = dir.join("traces").join(format!("{}.evt", location.id));
+        let path = dir
+            .join(EVENT_FILES_DIR)
+            .join(format!("{}.evt", location.id));
         let size = match std::fs::metadata(&path) {
             Ok(meta) => meta.len(),
             Err(_) if location.number_of_events == 0 => 0,
@@ -701,7 +705,7 @@ fn raw_range(defs: &PartDefs) -> Option<(u64, u64)> {
 /// combined archive there.
 pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepReport, String> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
-    let scorep_anchor = experiment.join("traces.otf2");
+    let scorep_anchor = experiment.join(ANCHOR_FILE);
     if !scorep_anchor.exists() {
         return Err(format!(
             "{} not found: is {} a Score-P experiment directory (SCOREP_EXPERIMENT_DIRECTORY) \
@@ -727,7 +731,7 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     let mut skipped = Vec::new();
 
     // Our parts: a readable archive and a valid clock file.
-    let run_dir = experiment.join("nccl");
+    let run_dir = RunDir::scorep_sidecar(experiment).root().to_path_buf();
     let mut candidates = Vec::new();
     for (name, dir) in part_dirs(&run_dir)? {
         if name.starts_with('.') {
@@ -738,7 +742,7 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
             incomplete,
             reason,
         };
-        let anchor = dir.join("traces.otf2");
+        let anchor = dir.join(ANCHOR_FILE);
         if !anchor.exists() {
             skipped.push(skip(
                 "no traces.otf2: its process did not finish the trace (killed?)".to_owned(),
@@ -938,7 +942,9 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     if accepted.is_empty() {
         let mut message = format!(
             "no NCCL part could be added to Score-P's trace (parts in {})",
-            run_dir.join("parts").display()
+            run_dir
+                .join(nccl_scorep_common::run_dir::PARTS_DIR)
+                .display()
         );
         for skip in &skipped {
             let _ = write!(message, "\n  {}: {}", skip.part, skip.reason);
@@ -1004,8 +1010,8 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     write_combined(&temp.0, &scorep, &plan, &parts, &part_offsets)?;
 
     let mut files = PlacedFiles::default();
-    let traces = temp.0.join("traces");
-    let scorep_traces = experiment.join("traces");
+    let traces = temp.0.join(EVENT_FILES_DIR);
+    let scorep_traces = experiment.join(EVENT_FILES_DIR);
     let mut scorep_events = 0;
     for location in scorep.defs.locations.iter() {
         scorep_events += location.number_of_events;
@@ -1049,7 +1055,7 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     drop(temp);
 
     Ok(ScorepReport {
-        archive: out.join("traces.otf2"),
+        archive: out.join(ANCHOR_FILE),
         scorep_archive: scorep_anchor,
         scorep: ScorepSide {
             processes: processes.len(),

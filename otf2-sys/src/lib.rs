@@ -117,7 +117,10 @@ pub mod bindings {
         non_camel_case_types,
         non_snake_case,
         dead_code,
-        clippy::all
+        clippy::all,
+        // Generated code: its unsafe blocks are bindgen's, not ours to document.
+        clippy::undocumented_unsafe_blocks,
+        unsafe_op_in_unsafe_fn
     )]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
