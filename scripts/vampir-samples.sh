@@ -103,7 +103,7 @@ sample() {
     printf '\n==> %s: nccl-sim run %s\n' "$name" "$*"
     NCCL_SCOREP_OUTPUT_DIR="$run" "$nccl_sim" run --plugin "$plugin" --seed 1 "$@"
     rm -rf "${output:?}/$name"
-    "$nccl_scorep" merge "$run" --output "$output/$name"
+    "$nccl_scorep" merge "$run" --output "$output/$name" --no-profile
     "$nccl_scorep" validate "$output/$name" | tail -n 1
 }
 

@@ -2,8 +2,10 @@
 
 mod doctor;
 mod libsearch;
+mod nccl_ops;
 
 mod probe;
+mod profile;
 mod summary;
 mod validate;
 
@@ -77,6 +79,19 @@ enum Command {
         /// <run-dir>/merge.ledger (what the job's last process runs at its end).
         #[arg(long, value_name = "ID", conflicts_with = "scorep")]
         job: Option<String>,
+        /// Do not write the CUBE4 profile (profile.cubex) beside the merged trace.
+        #[arg(long, conflicts_with = "scorep")]
+        no_profile: bool,
+    },
+    /// Write the CUBE4 profile of a job's merged trace, for Cube and Scalasca:
+    /// metrics (time split into host, stream execution, GPU kernel and proxy time; the
+    /// wait for the last rank; visits; bytes) × call paths × locations (docs/profile.md).
+    Profile {
+        /// The run directory (its traces.otf2), or an archive's anchor file.
+        path: std::path::PathBuf,
+        /// Where to write the profile (default: profile.cubex beside the trace).
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
     },
     /// Check an OTF2 trace: references resolve, time never goes back, Enter/Leave nest,
     /// collectives pair up, event counts match the definitions (docs/validate.md).
@@ -140,10 +155,29 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
+        Command::Profile { path, output } => {
+            let bar = ProgressBar::for_profile();
+            let written = profile::write_profile(&path, output.as_deref(), &|done, total| {
+                bar.show("reading", done, total)
+            });
+            bar.finish();
+            match written {
+                Ok((profile, target)) => {
+                    let mut out = io::stdout().lock();
+                    writeln!(out, "{}", profile::describe(&profile, &target))
+                        .and_then(|()| out.flush())
+                }
+                Err(error) => {
+                    eprintln!("nccl-scorep profile: {error}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
         Command::Merge {
             run_dir,
             output,
             job,
+            no_profile,
             ..
         } => {
             let job_parts = match job.map(|id| parts_of_job(&run_dir, &id)).transpose() {
@@ -153,19 +187,33 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let bar = MergeBar::new();
+            let bar = ProgressBar::for_merge();
             let options = nccl_scorep_merge::MergeOptions {
                 output: output.as_deref(),
                 only_parts: job_parts.as_deref(),
-                progress: Some(&|step| bar.show(step)),
+                progress: Some(&|step| bar.show_merge(step)),
             };
             let merged = nccl_scorep_merge::merge_with(&run_dir, &options);
             bar.finish();
             match merged {
                 Ok(report) => {
+                    let archive = output.as_deref().unwrap_or(&run_dir);
+                    let profiled = (!no_profile).then(|| {
+                        profile::write_profile(archive, None, &|_, _| {})
+                            .map(|(profile, target)| profile::describe(&profile, &target))
+                    });
                     let mut out = io::stdout().lock();
-                    writeln!(out, "{}", nccl_scorep_merge::render(&report))
-                        .and_then(|()| out.flush())
+                    let written = writeln!(out, "{}", nccl_scorep_merge::render(&report));
+                    match profiled {
+                        Some(Ok(line)) => written.and_then(|()| writeln!(out, "{line}")),
+                        Some(Err(error)) => {
+                            // The trace is merged; a profile that failed is said, not fatal.
+                            eprintln!("nccl-scorep merge: no profile: {error}");
+                            written
+                        }
+                        None => written,
+                    }
+                    .and_then(|()| out.flush())
                 }
                 Err(error) => {
                     eprintln!("nccl-scorep merge: {error}");
@@ -225,42 +273,58 @@ fn parts_of_job(run_dir: &std::path::Path, id: &str) -> Result<Vec<String>, Stri
     Ok(parts)
 }
 
-/// A progress bar on stderr for merges of many parts (drawn only on a terminal).
-struct MergeBar(indicatif::ProgressBar);
+/// A progress bar on stderr for long merges and profiles (drawn only on a terminal, and
+/// only for work big enough to take a while).
+struct ProgressBar {
+    bar: indicatif::ProgressBar,
+    min_total: u64,
+}
 
-impl MergeBar {
-    /// Merges of fewer parts are over before a bar would help.
-    const MIN_PARTS: usize = 16;
-
-    fn new() -> MergeBar {
+impl ProgressBar {
+    fn new(template: &str, min_total: u64) -> ProgressBar {
         let bar = indicatif::ProgressBar::hidden();
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{msg:8} [{bar:40}] {pos}/{len} parts")
+            indicatif::ProgressStyle::with_template(template)
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
-        MergeBar(bar)
+        ProgressBar { bar, min_total }
     }
 
-    fn show(&self, step: nccl_scorep_merge::Progress) {
+    /// A merge's bar: merges of fewer than 16 parts are over before a bar would help.
+    fn for_merge() -> ProgressBar {
+        ProgressBar::new("{msg:8} [{bar:40}] {pos}/{len} parts", 16)
+    }
+
+    /// A profile's bar, for traces of a million events or more.
+    fn for_profile() -> ProgressBar {
+        ProgressBar::new("{msg:8} [{bar:40}] {percent}% of the events", 1 << 20)
+    }
+
+    fn show(&self, message: &'static str, done: u64, total: u64) {
+        // Nothing to show before the total is known (a first frame of 0/0).
+        if total < self.min_total.max(1) {
+            return;
+        }
+        if self.bar.is_hidden() {
+            self.bar
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        self.bar.set_message(message);
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+    }
+
+    fn show_merge(&self, step: nccl_scorep_merge::Progress) {
         use nccl_scorep_merge::Progress;
         let (message, done, total) = match step {
             Progress::Reading { done, total } => ("reading", done, total),
             Progress::Linking { done, total } => ("linking", done, total),
         };
-        if total < Self::MIN_PARTS {
-            return;
-        }
-        if self.0.is_hidden() {
-            self.0
-                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        }
-        self.0.set_message(message);
-        self.0.set_length(total as u64);
-        self.0.set_position(done as u64);
+        self.show(message, done as u64, total as u64);
     }
 
     fn finish(&self) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
 }

@@ -10,6 +10,7 @@
 //! different processes are on one clock: the trace's own time base (clock offsets applied)
 //! or, for event logs, each process's (monotonic, real-time) reading from its log header.
 
+use crate::nccl_ops::size_and_factor;
 use nccl_scorep_common::{PartDir, RunDir};
 use serde::Serialize;
 use serde_json::Value;
@@ -343,18 +344,6 @@ fn collect(lines: &[Value], to_real: i128, collected: &mut Collected) {
                 .or_default()
                 .push(part);
         }
-    }
-}
-
-/// Size and bus-bandwidth factor of NCCL's performance tests, from one rank's `bytes`.
-fn size_and_factor(func: &str, bytes: u64, nranks: i64) -> (u64, f64) {
-    let n = nranks.max(1) as f64;
-    match func {
-        "AllReduce" => (bytes, 2.0 * (n - 1.0) / n),
-        // Coll AllGather reports each rank's part in bytes; ReduceScatter each rank's
-        // result: the whole buffer is nranks of them.
-        "AllGather" | "ReduceScatter" => (bytes * nranks.max(1) as u64, (n - 1.0) / n),
-        _ => (bytes, 1.0),
     }
 }
 

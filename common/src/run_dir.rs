@@ -5,6 +5,7 @@
 //! <run dir>/
 //!   traces.otf2, traces.def, traces/     the job's merged archive (open it in Vampir)
 //!   merge-report.txt                     what the last merge joined and left out
+//!   profile.cubex                        the job's CUBE4 profile (Cube, Scalasca)
 //!   merge.ledger, merge.lock             how the job's processes agree who merges
 //!   nccl-scorep-<host>-<pid>.jsonl       event logs (NCCL_SCOREP_JSONL=1)
 //!   parts/<host>.<pid>[.<n>]/            one process's part per init/finalize cycle:
@@ -23,6 +24,8 @@ pub const GLOBAL_DEFINITIONS_FILE: &str = "traces.def";
 pub const EVENT_FILES_DIR: &str = "traces";
 /// The directory of the processes' parts in a run directory.
 pub const PARTS_DIR: &str = "parts";
+/// The job's CUBE4 profile, beside its merged trace.
+pub const PROFILE_FILE: &str = "profile.cubex";
 /// The merge's report.
 pub const MERGE_REPORT_FILE: &str = "merge-report.txt";
 /// The ledger of finished parts and processes.
@@ -65,6 +68,11 @@ impl RunDir {
     /// The merged archive's anchor file, the one to open in Vampir.
     pub fn archive(&self) -> PathBuf {
         self.root.join(ANCHOR_FILE)
+    }
+
+    /// The job's CUBE4 profile.
+    pub fn profile(&self) -> PathBuf {
+        self.root.join(PROFILE_FILE)
     }
 
     pub fn parts_dir(&self) -> PathBuf {
@@ -227,6 +235,7 @@ mod tests {
         assert_eq!(run.merge_ledger(), Path::new("/r/merge.ledger"));
         assert_eq!(run.merge_lock(), Path::new("/r/merge.lock"));
         assert_eq!(run.merge_report(), Path::new("/r/merge-report.txt"));
+        assert_eq!(run.profile(), Path::new("/r/profile.cubex"));
         assert_eq!(run.event_log("h", 7), Path::new("/r/nccl-scorep-h-7.jsonl"));
         assert!(RunDir::is_event_log("nccl-scorep-h-7.jsonl"));
         let part = run.part("node.1.42");

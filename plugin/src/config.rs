@@ -61,6 +61,8 @@ pub struct Config {
     /// The `nccl-scorep` tool that merges at the end of the job, when not found beside
     /// the plugin or on PATH.
     pub merge_tool: Option<PathBuf>,
+    /// The merge at the end of the job also writes the CUBE4 profile.
+    pub profile: bool,
     /// The trace shows each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
@@ -170,6 +172,7 @@ impl Default for Config {
             scalasca_safe: false,
             auto_merge: true,
             merge_tool: None,
+            profile: true,
             step_states: true,
             scorep_parameters: ScorepParameters::ALL,
             scorep_experiment_dir: None,
@@ -285,6 +288,12 @@ impl Config {
             match parse_bool(&value) {
                 Some(on) => config.auto_merge = on,
                 None => warn("NCCL_SCOREP_AUTO_MERGE", &value, "0/1, yes/no, on/off", "1"),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_PROFILE") {
+            match parse_bool(&value) {
+                Some(on) => config.profile = on,
+                None => warn("NCCL_SCOREP_PROFILE", &value, "0/1, yes/no, on/off", "1"),
             }
         }
         if let Some(value) = get("NCCL_SCOREP_TOOL") {
@@ -488,6 +497,7 @@ mod tests {
             ("NCCL_SCOREP_AUTO_MERGE", "off"),
             ("NCCL_SCOREP_STEP_STATES", "no"),
             ("NCCL_SCOREP_TOOL", "/opt/x/bin/nccl-scorep"),
+            ("NCCL_SCOREP_PROFILE", "no"),
             ("SCOREP_EXPERIMENT_DIRECTORY", "/e/scorep-run"),
         ]);
         assert!(warnings.is_empty(), "{warnings:?}");
@@ -502,6 +512,7 @@ mod tests {
             config.merge_tool.as_deref(),
             Some(std::path::Path::new("/opt/x/bin/nccl-scorep"))
         );
+        assert!(!config.profile);
         assert_eq!(config.run_dir(false).root(), std::path::Path::new("/tmp/x"));
         assert_eq!(
             config.run_dir(true).root(),

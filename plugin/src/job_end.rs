@@ -40,6 +40,14 @@ use nccl_scorep_common::{PartDir, RunDir};
 /// The tool's file name.
 const TOOL: &str = "nccl-scorep";
 
+/// How the merge at the end of the job runs.
+pub struct MergeSettings<'a> {
+    /// `NCCL_SCOREP_TOOL`: the tool, when it is not beside the plugin or on PATH.
+    pub tool: Option<&'a Path>,
+    /// Write the CUBE4 profile beside the merged trace.
+    pub profile: bool,
+}
+
 /// What happened after a part was finished.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -71,12 +79,12 @@ pub fn part_finished(run_dir: &RunDir, anchor: &Path) {
 /// Called when this process is done with NCCL (its last finalize, or its exit with
 /// communicators alive): records that and, if it is the last of its job, merges. Problems
 /// are logged with the command that merges by hand, never raised.
-pub fn process_done(run_dir: &RunDir, tool_setting: Option<&Path>) {
+pub fn process_done(run_dir: &RunDir, settings: &MergeSettings) {
     let Some(job) = this_job(run_dir) else {
         return;
     };
     let by_hand = format!("run `nccl-scorep merge {}`", run_dir.root().display());
-    match record_done_and_merge(run_dir, &job, tool_setting) {
+    match record_done_and_merge(run_dir, &job, settings) {
         Ok(Outcome::Waiting {
             ranks_finished,
             size,
@@ -142,7 +150,7 @@ fn with_ledger<R>(
 pub fn record_done_and_merge(
     run_dir: &RunDir,
     job: &Job,
-    tool_setting: Option<&Path>,
+    settings: &MergeSettings,
 ) -> Result<Outcome, String> {
     let mut merged = Ok(Outcome::UpToDate);
     with_ledger(run_dir, |ledger| {
@@ -161,7 +169,7 @@ pub fn record_done_and_merge(
         if entries.parts.len() <= entries.merged_parts {
             return Ok(());
         }
-        merged = merge_job(run_dir, &job.job_id, entries.parts.len(), tool_setting);
+        merged = merge_job(run_dir, &job.job_id, entries.parts.len(), settings);
         if merged.is_ok() {
             append(
                 ledger,
@@ -178,9 +186,9 @@ fn merge_job(
     run_dir: &RunDir,
     job_id: &str,
     parts: usize,
-    tool_setting: Option<&Path>,
+    settings: &MergeSettings,
 ) -> Result<Outcome, String> {
-    let tool = find_tool(tool_setting).ok_or_else(|| {
+    let tool = find_tool(settings.tool).ok_or_else(|| {
         format!(
             "the {TOOL} tool is neither beside the plugin ({}) nor named by NCCL_SCOREP_TOOL \
              nor on PATH",
@@ -190,11 +198,16 @@ fn merge_job(
     let report_path = run_dir.merge_report();
     let report = File::create(&report_path)
         .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;
-    let output = Command::new(&tool)
+    let mut command = Command::new(&tool);
+    command
         .arg("merge")
         .arg(run_dir.root())
         .arg("--job")
-        .arg(ledger::field(job_id))
+        .arg(ledger::field(job_id));
+    if !settings.profile {
+        command.arg("--no-profile");
+    }
+    let output = command
         // What preloads into the application (Score-P's measurement, say) must not measure
         // the tool too: its experiment would replace the application's.
         .env_remove("LD_PRELOAD")
@@ -204,11 +217,15 @@ fn merge_job(
         .stderr(Stdio::piped())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
-    if output.status.success() {
-        return Ok(Outcome::Merged { parts });
-    }
     let said = String::from_utf8_lossy(&output.stderr);
     let said = said.trim();
+    if output.status.success() {
+        // Merged; what the tool still had to say (a profile it could not write, say).
+        if !said.is_empty() {
+            log::warn(said);
+        }
+        return Ok(Outcome::Merged { parts });
+    }
     Err(format!(
         "{} merge exited with {}{}",
         tool.display(),

@@ -203,7 +203,13 @@ impl Runtime {
     fn job_done(&self) {
         let config = &self.shared.config;
         if config.auto_merge && config.writes_otf2() && self.recording() {
-            crate::job_end::process_done(&self.shared.run_dir, config.merge_tool.as_deref());
+            crate::job_end::process_done(
+                &self.shared.run_dir,
+                &crate::job_end::MergeSettings {
+                    tool: config.merge_tool.as_deref(),
+                    profile: config.profile,
+                },
+            );
         }
     }
 

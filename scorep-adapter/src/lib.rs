@@ -20,5 +20,6 @@ pub mod region;
 pub mod user;
 
 pub use clock_file::{ClockFile, ClockPair, ClockSource};
-pub use region::{size_bucket, Parameter, Region};
+pub use nccl_scorep_common::sizes::size_bucket;
+pub use region::{Parameter, Region};
 pub use user::{Missing, RegionHandle, UserApi};

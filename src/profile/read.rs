@@ -1,0 +1,573 @@
+//! Reads a merged trace into a [`Profile`], in one pass in time order.
+//!
+//! On every location the Enter/Leave nesting gives the call paths (under one root,
+//! "NCCL") and the exclusive time of each; an operation on an ops stream gets two levels
+//! of parameters below its region: its algorithm and protocol, and its size bucket. A
+//! collective's parts are matched across ranks by `(nccl.comm_hash, nccl.seq, nccl.func)`,
+//! as `nccl-scorep summary` matches them, and held until its last rank's part has been
+//! read: then each part's wait for the last rank is known.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use otf2_sys::read::{CollectiveEnd, EventContext, EventVisitor, GlobalDefs, MpiMessage, Reader};
+use otf2_sys::{OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_UINT32};
+
+use super::{LocationKind, Metric, Process, Profile, ProfileLocation};
+use crate::nccl_ops::{is_point_to_point, size_and_factor};
+
+/// The attributes the profile reads.
+#[derive(Default)]
+struct AttributeIds {
+    comm_hash: Option<u32>,
+    seq: Option<u32>,
+    func: Option<u32>,
+    nranks: Option<u32>,
+    bytes: Option<u32>,
+    algo: Option<u32>,
+    proto: Option<u32>,
+    enqueue_ns: Option<u32>,
+    complete_ns: Option<u32>,
+    lost_records: Option<u32>,
+}
+
+/// Reads the trace whose anchor file is `anchor`; `progress(events read, events in all)`
+/// is called now and then.
+pub fn read_trace(anchor: &Path, progress: &dyn Fn(u64, u64)) -> Result<Profile, String> {
+    otf2_sys::install_error_handler(otf2_sys::error::ignore);
+    let mut archive = Reader::open(anchor).map_err(|e| format!("{}: {e}", anchor.display()))?;
+    let defs = archive
+        .global_definitions()
+        .map_err(|e| format!("{}: cannot read the definitions: {e}", anchor.display()))?;
+    drop(otf2_sys::error::drain_thread_error_reports());
+    let ids = attribute_ids(&defs);
+    if ids.func.is_none() {
+        return Err(format!(
+            "{} has no nccl.func attribute: not an NCCL trace of nccl-scorep",
+            anchor.display()
+        ));
+    }
+    let mut profile = Profile {
+        source: anchor.to_path_buf(),
+        ..Profile::default()
+    };
+    let locations = define_system(&defs, &mut profile);
+    let root_region = profile.region("NCCL", "everything NCCL did in the job", "artificial");
+    let root = profile.call_path(root_region, None, Vec::new());
+    let ns_per_tick = defs
+        .clock
+        .as_ref()
+        .map_or(1.0, |c| 1e9 / c.timer_resolution.max(1) as f64);
+    let total_events = defs.locations.iter().map(|l| l.number_of_events).sum();
+    let mut reader = ProfileReader {
+        defs: &defs,
+        ids,
+        ns_per_tick,
+        profile,
+        root,
+        locations,
+        stacks: HashMap::new(),
+        regions: HashMap::new(),
+        pending: HashMap::new(),
+        lost_seen: HashMap::new(),
+        events: 0,
+        total_events,
+        progress,
+    };
+    let ids: Vec<u64> = defs.locations.keys().collect();
+    let read = archive.read_events(&ids, &mut reader);
+    drop(archive.close());
+    drop(otf2_sys::error::drain_thread_error_reports());
+    if !read.complete || !read.unreadable.is_empty() {
+        return Err(format!(
+            "{}: the events could not all be read ({} locations unreadable); \
+             `nccl-scorep validate` says why",
+            anchor.display(),
+            read.unreadable.len()
+        ));
+    }
+    progress(total_events, total_events);
+    Ok(reader.finish())
+}
+
+fn attribute_ids(defs: &GlobalDefs) -> AttributeIds {
+    let mut ids = AttributeIds::default();
+    for (id, attribute) in defs.attributes.by_id() {
+        let slot = match defs.string(attribute.value.name).unwrap_or("") {
+            "nccl.comm_hash" => &mut ids.comm_hash,
+            "nccl.seq" => &mut ids.seq,
+            "nccl.func" => &mut ids.func,
+            "nccl.nranks" => &mut ids.nranks,
+            "nccl.bytes" => &mut ids.bytes,
+            "nccl.algo" => &mut ids.algo,
+            "nccl.proto" => &mut ids.proto,
+            "nccl.enqueue_ns" => &mut ids.enqueue_ns,
+            "nccl.complete_ns" => &mut ids.complete_ns,
+            "nccl.lost_records" => &mut ids.lost_records,
+            _ => continue,
+        };
+        *slot = Some(id);
+    }
+    ids
+}
+
+/// What a location of the trace is, from its name (see docs/trace-schema.md).
+fn location_kind(name: &str) -> LocationKind {
+    if nccl_scorep_merge::ops_stream(name).is_some() {
+        LocationKind::OpsStream
+    } else if name.contains(" proxy ") {
+        LocationKind::Proxy
+    } else if name
+        .rsplit_once(" channel ")
+        .is_some_and(|(_, channel)| channel.parse::<u32>().is_ok())
+    {
+        LocationKind::Channel
+    } else {
+        LocationKind::Thread
+    }
+}
+
+/// A location's name without its lane: lanes exist only so that intervals nest in OTF2.
+fn without_lane(name: &str) -> &str {
+    match name.rsplit_once(" (lane ") {
+        Some((base, lane)) if lane.ends_with(')') => base,
+        _ => name,
+    }
+}
+
+/// The processes and locations of the trace; returns trace location id → (profile
+/// location, kind).
+fn define_system(defs: &GlobalDefs, profile: &mut Profile) -> HashMap<u64, (usize, LocationKind)> {
+    let string = |id: u32| defs.string(id).unwrap_or("").to_owned();
+    // The process of each location group: itself, or the group that created it.
+    let process_group = |group: u32| -> u32 {
+        match defs.location_groups.get(&group) {
+            Some(g) if u32::from(g.group_type) == OTF2_LOCATION_GROUP_TYPE_PROCESS => group,
+            Some(g) if g.creating_location_group != OTF2_UNDEFINED_UINT32 => {
+                g.creating_location_group
+            }
+            _ => group,
+        }
+    };
+    profile.machine = defs
+        .system_tree_nodes
+        .iter()
+        .find(|node| node.parent == OTF2_UNDEFINED_UINT32)
+        .map_or_else(|| "machine".to_owned(), |node| string(node.name));
+    let mut process_of_group: HashMap<u32, usize> = HashMap::new();
+    let mut location_of: HashMap<(usize, String), usize> = HashMap::new();
+    let mut locations = HashMap::new();
+    let mut ids: Vec<u64> = defs.locations.keys().collect();
+    // Processes and locations in a readable order: by process, then by name.
+    ids.sort_by_key(|id| (id & 0xffff_ffff, id >> 32));
+    for id in ids {
+        let location = defs.locations.get(&id).expect("listed");
+        let group_id = process_group(location.location_group);
+        let process = *process_of_group.entry(group_id).or_insert_with(|| {
+            let group = defs.location_groups.get(&group_id);
+            let host = group
+                .and_then(|g| defs.system_tree_nodes.get(&g.system_tree_parent))
+                .map_or_else(String::new, |node| string(node.name));
+            profile.processes.push(Process {
+                name: group.map_or_else(
+                    || format!("process {}", id & 0xffff_ffff),
+                    |g| string(g.name),
+                ),
+                host,
+                index: id & 0xffff_ffff,
+            });
+            profile.processes.len() - 1
+        });
+        let name = string(location.name);
+        let kind = location_kind(&name);
+        let base = without_lane(&name).to_owned();
+        let index = *location_of
+            .entry((process, base.clone()))
+            .or_insert_with(|| {
+                profile.locations.push(ProfileLocation {
+                    name: base,
+                    process,
+                    kind,
+                });
+                profile.locations.len() - 1
+            });
+        locations.insert(id, (index, kind));
+    }
+    locations
+}
+
+/// An interval open on a location.
+struct Frame {
+    call_path: usize,
+    enter: u64,
+    /// Ticks of the intervals nested in it.
+    inner: u64,
+    region: RegionKind,
+    operation: Option<Operation>,
+}
+
+/// What a region is, for the metrics.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RegionKind {
+    Plain,
+    Wait(Metric),
+    Gap,
+}
+
+/// An operation on an ops stream, as its Enter describes it.
+#[derive(Clone, Copy)]
+struct Operation {
+    comm_hash: u64,
+    seq: u64,
+    func: u32,
+    nranks: i64,
+    bytes: u64,
+    took_ns: Option<u64>,
+    collective: bool,
+}
+
+/// One rank's part of a collective, until its last rank's part is read.
+struct Part {
+    call_path: usize,
+    location: usize,
+    arrival_ns: f64,
+    start_ns: f64,
+    end_ns: f64,
+}
+
+struct ProfileReader<'a> {
+    defs: &'a GlobalDefs,
+    ids: AttributeIds,
+    ns_per_tick: f64,
+    profile: Profile,
+    root: usize,
+    /// Trace location → (profile location, kind).
+    locations: HashMap<u64, (usize, LocationKind)>,
+    stacks: HashMap<u64, Vec<Frame>>,
+    /// Trace region → (profile region, kind).
+    regions: HashMap<u32, (usize, RegionKind)>,
+    /// (comm hash, seq, func) → the parts read so far, and the ranks expected.
+    pending: HashMap<(u64, u64, u32), (i64, Vec<Part>)>,
+    /// Per trace location, the records its thread reported lost so far (cumulative).
+    lost_seen: HashMap<u64, u64>,
+    events: u64,
+    total_events: u64,
+    progress: &'a dyn Fn(u64, u64),
+}
+
+impl ProfileReader<'_> {
+    fn string(&self, id: u32) -> &str {
+        self.defs.string(id).unwrap_or("")
+    }
+
+    fn region(&mut self, id: u32) -> (usize, RegionKind) {
+        if let Some(&known) = self.regions.get(&id) {
+            return known;
+        }
+        let (name, description, role) = match self.defs.regions.get(&id) {
+            Some(r) => (
+                self.string(r.name).to_owned(),
+                self.string(r.description).to_owned(),
+                role_name(r.role).to_owned(),
+            ),
+            None => (format!("region {id}"), String::new(), "unknown".to_owned()),
+        };
+        let kind = match name.as_str() {
+            "send: GPU wait" | "recv: GPU wait" => RegionKind::Wait(Metric::ProxyGpuWait),
+            "send: peer wait" => RegionKind::Wait(Metric::ProxyPeerWait),
+            "send: network wait" | "recv: network wait" => {
+                RegionKind::Wait(Metric::ProxyNetworkWait)
+            }
+            "recv: flush" => RegionKind::Wait(Metric::ProxyFlush),
+            "NCCL records lost" => RegionKind::Gap,
+            _ => RegionKind::Plain,
+        };
+        let index = self.profile.region(&name, &description, &role);
+        self.regions.insert(id, (index, kind));
+        (index, kind)
+    }
+
+    fn unsigned(&self, e: &EventContext<'_>, id: Option<u32>) -> Option<u64> {
+        let value = e.attribute(id?)?;
+        value
+            .unsigned()
+            .or_else(|| u64::try_from(value.signed()?).ok())
+    }
+
+    fn signed(&self, e: &EventContext<'_>, id: Option<u32>) -> Option<i64> {
+        let value = e.attribute(id?)?;
+        value
+            .signed()
+            .or_else(|| i64::try_from(value.unsigned()?).ok())
+    }
+
+    fn text(&self, e: &EventContext<'_>, id: Option<u32>) -> Option<String> {
+        let id = e.attribute(id?)?.string()?;
+        Some(self.string(id).to_owned())
+    }
+
+    /// An operation entered on an ops stream: its call path is the operation's region,
+    /// then its algorithm and protocol (collectives), then its size bucket.
+    fn operation_path(&mut self, e: &EventContext<'_>, region: usize, parent: usize) -> usize {
+        let op = self.profile.call_path(region, Some(parent), Vec::new());
+        let (algo, proto) = (self.text(e, self.ids.algo), self.text(e, self.ids.proto));
+        let below = match (algo, proto) {
+            (None, None) => op,
+            (algo, proto) => self.profile.call_path(
+                region,
+                Some(op),
+                vec![
+                    ("nccl.algo".to_owned(), algo.unwrap_or_default()),
+                    ("nccl.proto".to_owned(), proto.unwrap_or_default()),
+                ],
+            ),
+        };
+        let bytes = self.unsigned(e, self.ids.bytes);
+        let bucket = nccl_scorep_common::sizes::size_bucket(bytes)
+            .to_string_lossy()
+            .into_owned();
+        self.profile
+            .call_path(region, Some(below), vec![("nccl.bytes".to_owned(), bucket)])
+    }
+
+    fn operation(&self, e: &EventContext<'_>) -> Option<Operation> {
+        let func = e.attribute(self.ids.func?)?.string()?;
+        let collective = !is_point_to_point(self.string(func));
+        let took_ns = match (
+            self.unsigned(e, self.ids.enqueue_ns),
+            self.unsigned(e, self.ids.complete_ns),
+        ) {
+            (Some(enqueue), Some(complete)) => Some(complete.saturating_sub(enqueue)),
+            _ => None,
+        };
+        Some(Operation {
+            comm_hash: self.unsigned(e, self.ids.comm_hash).unwrap_or(0),
+            seq: self.unsigned(e, self.ids.seq).unwrap_or(0),
+            func,
+            nranks: self.signed(e, self.ids.nranks).unwrap_or(0),
+            bytes: self.unsigned(e, self.ids.bytes).unwrap_or(0),
+            took_ns,
+            collective: collective && self.ids.seq.is_some_and(|id| e.attribute(id).is_some()),
+        })
+    }
+
+    /// The call path events of `location` are at now.
+    fn current(&self, location: u64) -> usize {
+        self.stacks
+            .get(&location)
+            .and_then(|stack| stack.last())
+            .map_or(self.root, |frame| frame.call_path)
+    }
+
+    /// An operation's interval ended: its bus bytes, and its part of its collective.
+    fn operation_done(&mut self, frame: &Frame, location: usize, end_ticks: u64) {
+        let Some(op) = frame.operation else {
+            return;
+        };
+        let func = self.string(op.func).to_owned();
+        let (size, factor) = size_and_factor(&func, op.bytes, op.nranks);
+        self.profile.add(
+            Metric::BusBytes,
+            frame.call_path,
+            location,
+            size as f64 * factor,
+        );
+        if !op.collective {
+            return;
+        }
+        let end_ns = end_ticks as f64 * self.ns_per_tick;
+        let part = Part {
+            call_path: frame.call_path,
+            location,
+            // As the summary has it: the completion, less the enqueue-to-completion time
+            // the rank's own clock measured.
+            arrival_ns: end_ns - op.took_ns.unwrap_or(0) as f64,
+            start_ns: frame.enter as f64 * self.ns_per_tick,
+            end_ns,
+        };
+        let key = (op.comm_hash, op.seq, op.func);
+        let (expected, parts) = self.pending.entry(key).or_insert((op.nranks, Vec::new()));
+        parts.push(part);
+        if parts.len() as i64 >= (*expected).max(1) {
+            let (_, parts) = self.pending.remove(&key).expect("present");
+            self.profile.complete_collectives += 1;
+            self.waits(&parts);
+        }
+    }
+
+    /// Each part's wait: the part of its execution before the last rank arrived.
+    fn waits(&mut self, parts: &[Part]) {
+        let last = parts
+            .iter()
+            .map(|p| p.arrival_ns)
+            .fold(f64::NEG_INFINITY, f64::max);
+        for part in parts {
+            let waited = last.clamp(part.start_ns, part.end_ns.max(part.start_ns)) - part.start_ns;
+            self.profile.add(
+                Metric::WaitLastRank,
+                part.call_path,
+                part.location,
+                waited / 1e9,
+            );
+        }
+    }
+
+    fn finish(mut self) -> Profile {
+        for (_, (_, parts)) in std::mem::take(&mut self.pending) {
+            self.profile.incomplete_collectives += 1;
+            self.waits(&parts);
+        }
+        self.profile
+    }
+}
+
+impl EventVisitor for ProfileReader<'_> {
+    fn enter(&mut self, e: &EventContext<'_>, region: u32) {
+        self.tick();
+        let Some(&(location, kind)) = self.locations.get(&e.location) else {
+            return;
+        };
+        let (region, region_kind) = self.region(region);
+        let parent = self.current(e.location);
+        let top_level_operation = kind == LocationKind::OpsStream && parent == self.root;
+        let (call_path, operation) = if top_level_operation {
+            (self.operation_path(e, region, parent), self.operation(e))
+        } else {
+            (
+                self.profile.call_path(region, Some(parent), Vec::new()),
+                None,
+            )
+        };
+        self.profile.add(Metric::Visits, call_path, location, 1.0);
+        if region_kind == RegionKind::Gap {
+            if let Some(total) = self.unsigned(e, self.ids.lost_records) {
+                let seen = self.lost_seen.entry(e.location).or_default();
+                let new = total.saturating_sub(*seen);
+                *seen = (*seen).max(total);
+                self.profile
+                    .add(Metric::LostRecords, call_path, location, new as f64);
+            }
+        }
+        self.stacks.entry(e.location).or_default().push(Frame {
+            call_path,
+            enter: e.time,
+            inner: 0,
+            region: region_kind,
+            operation,
+        });
+    }
+
+    fn leave(&mut self, e: &EventContext<'_>, _region: u32) {
+        self.tick();
+        let Some(&(location, kind)) = self.locations.get(&e.location) else {
+            return;
+        };
+        let Some(stack) = self.stacks.get_mut(&e.location) else {
+            return;
+        };
+        let Some(frame) = stack.pop() else {
+            return;
+        };
+        let duration = e.time.saturating_sub(frame.enter);
+        if let Some(parent) = stack.last_mut() {
+            parent.inner += duration;
+        }
+        let exclusive = duration.saturating_sub(frame.inner) as f64 * self.ns_per_tick / 1e9;
+        self.profile
+            .add(Metric::Time, frame.call_path, location, exclusive);
+        self.profile
+            .add(kind.time_metric(), frame.call_path, location, exclusive);
+        if let RegionKind::Wait(metric) = frame.region {
+            if kind == LocationKind::Proxy {
+                self.profile
+                    .add(metric, frame.call_path, location, exclusive);
+            }
+        }
+        self.operation_done(&frame, location, e.time);
+    }
+
+    fn mpi_collective_end(&mut self, e: &EventContext<'_>, end: &CollectiveEnd) {
+        self.tick();
+        let Some(&(location, _)) = self.locations.get(&e.location) else {
+            return;
+        };
+        let at = self.current(e.location);
+        self.profile
+            .add(Metric::BytesSent, at, location, end.sent as f64);
+        self.profile
+            .add(Metric::BytesReceived, at, location, end.received as f64);
+    }
+
+    fn mpi_send(&mut self, e: &EventContext<'_>, message: &MpiMessage) {
+        self.tick();
+        if let Some(&(location, _)) = self.locations.get(&e.location) {
+            let at = self.current(e.location);
+            self.profile
+                .add(Metric::BytesSent, at, location, message.length as f64);
+        }
+    }
+
+    fn mpi_recv(&mut self, e: &EventContext<'_>, message: &MpiMessage) {
+        self.tick();
+        if let Some(&(location, _)) = self.locations.get(&e.location) {
+            let at = self.current(e.location);
+            self.profile
+                .add(Metric::BytesReceived, at, location, message.length as f64);
+        }
+    }
+
+    fn other(&mut self, _e: &EventContext<'_>, _record: &'static str) {
+        self.tick();
+    }
+}
+
+impl ProfileReader<'_> {
+    fn tick(&mut self) {
+        self.events += 1;
+        if self.events % (1 << 16) == 0 {
+            (self.progress)(self.events, self.total_events);
+        }
+    }
+}
+
+/// OTF2's region role, as Cube shows a region's kind.
+fn role_name(role: u8) -> &'static str {
+    use otf2_sys::*;
+    match u32::from(role) {
+        OTF2_REGION_ROLE_FUNCTION => "function",
+        OTF2_REGION_ROLE_CODE => "code",
+        OTF2_REGION_ROLE_COLL_ONE2ALL => "collective one2all",
+        OTF2_REGION_ROLE_COLL_ALL2ONE => "collective all2one",
+        OTF2_REGION_ROLE_COLL_ALL2ALL => "collective all2all",
+        OTF2_REGION_ROLE_COLL_OTHER => "collective other",
+        OTF2_REGION_ROLE_POINT2POINT => "point2point",
+        OTF2_REGION_ROLE_DATA_TRANSFER => "data transfer",
+        OTF2_REGION_ROLE_ARTIFICIAL => "artificial",
+        _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_are_told_apart_by_their_names() {
+        assert_eq!(location_kind("thread 4242"), LocationKind::Thread);
+        assert_eq!(location_kind("world rank 3 ops"), LocationKind::OpsStream);
+        assert_eq!(
+            location_kind("world rank 3 channel 7"),
+            LocationKind::Channel
+        );
+        assert_eq!(
+            location_kind("world rank 3 proxy ch1 send to 2"),
+            LocationKind::Proxy
+        );
+        assert_eq!(
+            location_kind("PXN for pid 7 ctx 0x1 proxy ch0 recv from 1"),
+            LocationKind::Proxy
+        );
+        assert_eq!(without_lane("thread 5 (lane 2)"), "thread 5");
+        assert_eq!(without_lane("thread 5"), "thread 5");
+    }
+}
