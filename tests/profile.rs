@@ -1,0 +1,395 @@
+//! The CUBE4 profile of a job, read with pycubexr (a reader nobody here wrote) and, when
+//! CubeLib's tools are on PATH, with them: its metric tree, visits, bytes and times against
+//! the trace as the `otf2` Python reader gives it, the wait for the last rank of a planted
+//! late rank, and the ways `nccl-scorep profile` refuses what it cannot read.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
+mod otf2_tools;
+
+const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
+
+/// How late the planted rank arrives at every collective.
+const LATE_US: u64 = 4000;
+const LATE_RANK: u64 = 2;
+
+/// A 4-rank job under mpirun, one collective kind, rank 2 late every time; its run
+/// directory, merged (and profiled) by its last process.
+fn late_rank_job(dir: &Path) -> PathBuf {
+    let out = dir.join("run");
+    let output = Command::new("mpirun")
+        .args(["-np", "4", "--oversubscribe", "--bind-to", "none"])
+        .args(["-x", "NCCL_SCOREP_OUTPUT_DIR", "-x", "NCCL_SCOREP_EVENTS"])
+        .arg(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "single", "--iterations", "8"])
+        .args(["--sizes", "64K,1M", "--late-rank", &LATE_RANK.to_string()])
+        .args(["--late-us", &LATE_US.to_string()])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_EVENTS", "default,steps")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun (Debian package openmpi-bin; scripts/test.sh installs it)");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// The profile as pycubexr reads it (`tests/profile_reader/dump_profile.py`).
+fn read_with_pycubexr(profile: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/profile_reader/dump_profile.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .arg(profile)
+        .output()
+        .expect("python3");
+    assert!(
+        output.status.success(),
+        "pycubexr could not read {} (scripts/test.sh installs pycubexr): {}",
+        profile.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Per location name, the sum of `metric` over the call paths `keep` accepts.
+fn per_location(
+    profile: &Value,
+    metric: &str,
+    keep: impl Fn(&Value) -> bool,
+) -> BTreeMap<String, f64> {
+    let cnodes: BTreeMap<u64, &Value> = profile["cnodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_u64().unwrap(), c))
+        .collect();
+    let locations = profile["locations"].as_array().unwrap();
+    let mut sums = BTreeMap::new();
+    for row in profile["values"][metric].as_array().unwrap() {
+        let (cnode, location) = (row[0].as_u64().unwrap(), row[1].as_u64().unwrap());
+        if keep(cnodes[&cnode]) {
+            let name = locations[location as usize]["name"].as_str().unwrap();
+            *sums.entry(name.to_owned()).or_default() += row[2].as_f64().unwrap();
+        }
+    }
+    sums
+}
+
+fn depth(cnode: &Value) -> usize {
+    cnode["path"].as_array().unwrap().len()
+}
+
+#[test]
+fn a_job_s_profile_agrees_with_its_trace_and_shows_who_waited_for_the_late_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = late_rank_job(dir.path());
+    // Written by the job's last process, beside the merged trace.
+    let cubex = run.join("profile.cubex");
+    assert!(cubex.is_file(), "no profile in {}", run.display());
+    let report = std::fs::read_to_string(run.join("merge-report.txt")).unwrap();
+    assert!(report.contains("profile written to"), "{report}");
+    let profile = read_with_pycubexr(&cubex);
+
+    // The metric tree, with units, as docs/profile.md describes it.
+    let tree: Vec<(String, String, String, Option<String>)> = profile["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_owned(),
+                m["unit"].as_str().unwrap().to_owned(),
+                m["dtype"].as_str().unwrap().to_owned(),
+                m["parent"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    let expected: Vec<(&str, &str, &str, Option<&str>)> = vec![
+        ("time", "sec", "DOUBLE", None),
+        ("host_time", "sec", "DOUBLE", Some("time")),
+        ("execution_time", "sec", "DOUBLE", Some("time")),
+        (
+            "wait_for_last_rank",
+            "sec",
+            "DOUBLE",
+            Some("execution_time"),
+        ),
+        ("kernel_time", "sec", "DOUBLE", Some("time")),
+        ("proxy_time", "sec", "DOUBLE", Some("time")),
+        ("proxy_gpu_wait", "sec", "DOUBLE", Some("proxy_time")),
+        ("proxy_peer_wait", "sec", "DOUBLE", Some("proxy_time")),
+        ("proxy_network_wait", "sec", "DOUBLE", Some("proxy_time")),
+        ("proxy_flush", "sec", "DOUBLE", Some("proxy_time")),
+        ("visits", "occ", "UINT64", None),
+        ("bytes_sent", "bytes", "UINT64", None),
+        ("bytes_received", "bytes", "UINT64", None),
+        ("bus_bytes", "bytes", "DOUBLE", None),
+        ("lost_records", "occ", "UINT64", None),
+    ];
+    let expected: Vec<(String, String, String, Option<String>)> = expected
+        .into_iter()
+        .map(|(a, b, c, d)| (a.into(), b.into(), c.into(), d.map(Into::into)))
+        .collect();
+    assert_eq!(tree, expected);
+    assert!(profile["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["kind"] == "EXCLUSIVE"));
+
+    // The trace, as the otf2 Python reader gives it.
+    otf2_tools::assert_otf2_print_clean(&run.join("traces.otf2"));
+    let trace = otf2_tools::dump(&run.join("traces.otf2"));
+    let ops_locations: Vec<String> = trace["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .filter(|name| name.ends_with(" ops"))
+        .collect();
+    assert_eq!(ops_locations.len(), 4, "one ops stream per rank");
+    let mut trace_ops: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for interval in trace["intervals"].as_array().unwrap() {
+        let loc = interval["loc"].as_str().unwrap();
+        if ops_locations.iter().any(|o| o == loc) && interval["depth"] == 0 {
+            let entry = trace_ops.entry(loc.to_owned()).or_default();
+            entry.0 += 1.0;
+            let ns = interval["end"].as_u64().unwrap() - interval["start"].as_u64().unwrap();
+            entry.1 += ns as f64 / 1e9;
+        }
+    }
+    let mut trace_sent: BTreeMap<String, f64> = BTreeMap::new();
+    for collective in trace["collectives"].as_array().unwrap() {
+        *trace_sent
+            .entry(collective["loc"].as_str().unwrap().to_owned())
+            .or_default() += collective["sent"].as_f64().unwrap();
+    }
+
+    // Visits of the operations (their size-bucket call paths) per rank: the trace's
+    // operations, and the collectives the summary counts.
+    let operation_paths = |c: &Value| depth(c) == 4;
+    let visits = per_location(&profile, "visits", operation_paths);
+    let summary: Value = serde_json::from_slice(
+        &Command::new(TOOL)
+            .args(["summary", "--json"])
+            .arg(&run)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let calls: f64 = summary["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["calls"].as_f64().unwrap())
+        .sum();
+    assert_eq!(calls, 8.0, "8 iterations");
+    for location in &ops_locations {
+        assert_eq!(
+            visits.get(location),
+            Some(&trace_ops[location].0),
+            "{location}"
+        );
+        assert_eq!(visits[location], calls, "{location}");
+    }
+    // Bytes and execution time per rank: the trace's.
+    let sent = per_location(&profile, "bytes_sent", |_| true);
+    let execution = per_location(&profile, "execution_time", |_| true);
+    for location in &ops_locations {
+        assert_eq!(sent.get(location), trace_sent.get(location), "{location}");
+        let (want, got) = (trace_ops[location].1, execution[location]);
+        assert!(
+            (want - got).abs() <= 1e-9 * want.max(1.0),
+            "{location}: {got} vs {want}"
+        );
+    }
+    // Time is the sum of its parts on every location.
+    let time = per_location(&profile, "time", |_| true);
+    let mut parts: BTreeMap<String, f64> = BTreeMap::new();
+    for metric in ["host_time", "execution_time", "kernel_time", "proxy_time"] {
+        for (location, value) in per_location(&profile, metric, |_| true) {
+            *parts.entry(location).or_default() += value;
+        }
+    }
+    for (location, total) in &time {
+        assert!(
+            (total - parts[location]).abs() <= 1e-9 * total.max(1.0),
+            "{location}"
+        );
+    }
+
+    // The late rank hardly waits; the others wait about as long as it was late.
+    let wait = per_location(&profile, "wait_for_last_rank", |_| true);
+    let late_us = LATE_US as f64;
+    for location in &ops_locations {
+        let mean_us = wait.get(location).copied().unwrap_or(0.0) / calls * 1e6;
+        if location.ends_with(&format!(" rank {LATE_RANK} ops")) {
+            assert!(mean_us < 0.25 * late_us, "{location}: {mean_us} µs");
+        } else {
+            assert!(
+                (0.5 * late_us..3.0 * late_us).contains(&mean_us),
+                "{location}: {mean_us} µs"
+            );
+        }
+    }
+
+    // One root call path and one root system-tree node, as Cube readers expect.
+    let roots = profile["cnodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["parent"].is_null())
+        .count();
+    assert_eq!(roots, 1);
+    let processes: std::collections::BTreeSet<u64> = profile["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["process_rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(processes.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
+
+    cube_tools_agree(&cubex, &profile);
+}
+
+/// CubeLib's tools, when they are on PATH: they accept the file, and `cube_dump` gives the
+/// same inclusive visits and waits at the root, per location, as pycubexr.
+fn cube_tools_agree(cubex: &Path, profile: &Value) {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+    };
+    if !["cube_info", "cube_dump"].iter().all(|tool| on_path(tool)) {
+        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump) are not on PATH");
+        return;
+    }
+    let info = Command::new("cube_info").arg(cubex).output().unwrap();
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let dump = Command::new("cube_dump")
+        .args(["-m", "visits,wait_for_last_rank", "-z", "incl", "-c", "0"])
+        .args(["-s", "csv2"])
+        .arg(cubex)
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let mut by_cube_dump: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if let [_, location, wait, visits] = fields[..] {
+            by_cube_dump.insert(
+                location.parse().unwrap(),
+                (visits.parse().unwrap(), wait.parse().unwrap()),
+            );
+        }
+    }
+    let locations = profile["locations"].as_array().unwrap().len();
+    assert_eq!(by_cube_dump.len(), locations, "{text}");
+    let mut by_pycubexr = vec![(0.0, 0.0); locations];
+    for row in profile["values"]["visits"].as_array().unwrap() {
+        by_pycubexr[row[1].as_u64().unwrap() as usize].0 += row[2].as_f64().unwrap();
+    }
+    for row in profile["values"]["wait_for_last_rank"].as_array().unwrap() {
+        by_pycubexr[row[1].as_u64().unwrap() as usize].1 += row[2].as_f64().unwrap();
+    }
+    for (location, (visits, wait)) in by_cube_dump {
+        let (want_visits, want_wait) = by_pycubexr[location as usize];
+        assert_eq!(visits, want_visits, "visits on location {location}");
+        assert!(
+            // cube_dump prints six significant digits.
+            (wait - want_wait).abs() <= 1e-5 * want_wait.max(1e-3),
+            "wait on {location}: {wait} vs {want_wait}"
+        );
+    }
+}
+
+#[test]
+fn profile_names_what_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let output = Command::new(TOOL)
+        .arg("profile")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+
+    // Parts without a merged trace: say what to run.
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(run.join("parts/host.1")).unwrap();
+    let output = Command::new(TOOL)
+        .arg("profile")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("nccl-scorep merge"), "{stderr}");
+
+    // A file that is not a trace.
+    let junk = dir.path().join("junk.otf2");
+    std::fs::write(&junk, "not an anchor").unwrap();
+    let output = Command::new(TOOL)
+        .arg("profile")
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(!dir.path().join("profile.cubex").exists());
+}
+
+#[test]
+fn nccl_scorep_profile_0_leaves_the_profile_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let status = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "single", "--iterations", "2"])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_PROFILE", "0")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(out.join("traces.otf2").is_file());
+    assert!(!out.join("profile.cubex").exists());
+    // And on demand, into a file of one's choice.
+    let target = dir.path().join("elsewhere.cubex");
+    let output = Command::new(TOOL)
+        .arg("profile")
+        .arg(&out)
+        .arg("-o")
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("profile written to"));
+    let profile = read_with_pycubexr(&target);
+    let visits = per_location(&profile, "visits", |c| depth(c) == 4);
+    assert!(!visits.is_empty());
+}
