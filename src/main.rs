@@ -1,5 +1,6 @@
 //! `nccl-scorep`: the command-line tool of the NCCL → Score-P / OTF2 profiler plugin.
 
+mod compare;
 mod doctor;
 mod libsearch;
 mod nccl_ops;
@@ -83,6 +84,26 @@ enum Command {
         #[arg(long, conflicts_with = "scorep")]
         no_profile: bool,
     },
+    /// Compare two runs per communicator, operation and size bucket: time per call, bus
+    /// bandwidth, wait for the last rank, the change and a verdict (docs/profile.md).
+    ///
+    /// A change is a regression only when the median time per call moves by more than the
+    /// threshold and a Mann-Whitney test of the two runs' calls says it is not noise.
+    Compare {
+        /// Run A (the reference): a run directory or a merged trace's anchor file.
+        a: std::path::PathBuf,
+        /// Run B.
+        b: std::path::PathBuf,
+        /// The smallest change of the median time per call that counts, in percent.
+        #[arg(long, default_value_t = compare::DEFAULT_THRESHOLD * 100.0)]
+        threshold: f64,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Exit with status 1 when a regression is found.
+        #[arg(long)]
+        fail_on_regression: bool,
+    },
     /// Write the CUBE4 profile of a job's merged trace, for Cube and Scalasca:
     /// metrics (time split into host, stream execution, GPU kernel and proxy time; the
     /// wait for the last rank; visits; bytes) × call paths × locations (docs/profile.md).
@@ -155,6 +176,55 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
+        Command::Compare {
+            a,
+            b,
+            threshold,
+            json,
+            fail_on_regression,
+        } => {
+            let bar = ProgressBar::for_profile();
+            let read = |path: &std::path::Path| {
+                profile::archive_of(path).and_then(|anchor| {
+                    profile::read_trace(&anchor, true, &|done, total| {
+                        bar.show("reading", done, total)
+                    })
+                })
+            };
+            let runs = read(&a).and_then(|ra| Ok((ra, read(&b)?)));
+            bar.finish();
+            let (run_a, run_b) = match runs {
+                Ok(runs) => runs,
+                Err(error) => {
+                    eprintln!("nccl-scorep compare: {error}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            if !(0.0..1000.0).contains(&threshold) {
+                eprintln!("nccl-scorep compare: --threshold is a percentage between 0 and 1000");
+                return ExitCode::from(2);
+            }
+            let comparison = compare::compare(
+                &a.display().to_string(),
+                &run_a.samples,
+                &b.display().to_string(),
+                &run_b.samples,
+                threshold / 100.0,
+            );
+            let text = if json {
+                serde_json::to_string_pretty(&comparison).map_err(io::Error::from)
+            } else {
+                Ok(compare::render(&comparison))
+            };
+            let written = text.and_then(|text| {
+                let mut out = io::stdout().lock();
+                writeln!(out, "{text}").and_then(|()| out.flush())
+            });
+            if fail_on_regression && comparison.regressions > 0 && written.is_ok() {
+                return ExitCode::from(1);
+            }
+            written
+        }
         Command::Profile { path, output } => {
             let bar = ProgressBar::for_profile();
             let written = profile::write_profile(&path, output.as_deref(), &|done, total| {

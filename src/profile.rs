@@ -187,6 +187,27 @@ pub struct Profile {
     pub incomplete_collectives: u64,
     /// What was read, for the cube's attributes.
     pub source: PathBuf,
+    /// One per operation, when asked for (see [`read_trace`]).
+    pub samples: Vec<Sample>,
+}
+
+/// One operation of the job, for comparing runs: a collective with all its ranks' parts,
+/// or one rank's send or receive.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// The communicator's name as the trace has it (`comm 0x…` when it has none).
+    pub comm: String,
+    pub nranks: i64,
+    pub func: String,
+    /// The size bucket of its bytes.
+    pub bucket: String,
+    /// A collective's time from its last rank's arrival to its last completion (as the
+    /// summary counts it); a send's or receive's execution.
+    pub time_ns: f64,
+    /// Of that, the wait for the last rank, mean over the ranks.
+    pub wait_ns: f64,
+    /// Bus bytes per rank (see [`Metric::BusBytes`]).
+    pub bus_bytes: f64,
 }
 
 impl Profile {
@@ -277,7 +298,7 @@ pub fn write_profile(
     progress: &dyn Fn(u64, u64),
 ) -> Result<(Profile, PathBuf), String> {
     let anchor = archive_of(path)?;
-    let profile = read_trace(&anchor, progress)?;
+    let profile = read_trace(&anchor, false, progress)?;
     let target = match output {
         Some(output) => output.to_path_buf(),
         None => anchor.with_file_name(nccl_scorep_common::run_dir::PROFILE_FILE),

@@ -14,7 +14,7 @@ mod otf2_tools;
 const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 
 /// How late the planted rank arrives at every collective.
-const LATE_US: u64 = 4000;
+const LATE_US: u64 = 10_000;
 const LATE_RANK: u64 = 2;
 
 /// A 4-rank job under mpirun, one collective kind, rank 2 late every time; its run
@@ -229,20 +229,24 @@ fn a_job_s_profile_agrees_with_its_trace_and_shows_who_waited_for_the_late_rank(
         );
     }
 
-    // The late rank hardly waits; the others wait about as long as it was late.
+    // The late rank hardly waits; the others wait about as long as it was late (on a busy
+    // machine their own scheduling delays blur that, hence the wide bounds).
     let wait = per_location(&profile, "wait_for_last_rank", |_| true);
     let late_us = LATE_US as f64;
-    for location in &ops_locations {
-        let mean_us = wait.get(location).copied().unwrap_or(0.0) / calls * 1e6;
-        if location.ends_with(&format!(" rank {LATE_RANK} ops")) {
-            assert!(mean_us < 0.25 * late_us, "{location}: {mean_us} µs");
-        } else {
-            assert!(
-                (0.5 * late_us..3.0 * late_us).contains(&mean_us),
-                "{location}: {mean_us} µs"
-            );
-        }
-    }
+    let mean_us = |location: &String| wait.get(location).copied().unwrap_or(0.0) / calls * 1e6;
+    let (late, others): (Vec<&String>, Vec<&String>) = ops_locations
+        .iter()
+        .partition(|l| l.ends_with(&format!(" rank {LATE_RANK} ops")));
+    let late_wait = mean_us(late[0]);
+    assert!(late_wait < 0.25 * late_us, "{}: {late_wait} µs", late[0]);
+    let mut waits: Vec<f64> = others.iter().map(|l| mean_us(l)).collect();
+    waits.sort_by(f64::total_cmp);
+    let median = waits[waits.len() / 2];
+    assert!(
+        (0.3 * late_us..4.0 * late_us).contains(&median),
+        "the others' waits: {waits:?} µs"
+    );
+    assert!(waits[0] > 2.0 * late_wait, "{waits:?} µs vs {late_wait} µs");
 
     // One root call path and one root system-tree node, as Cube readers expect.
     let roots = profile["cnodes"]

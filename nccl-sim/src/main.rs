@@ -82,6 +82,10 @@ struct RunArgs {
     /// Runs simulated time this many times faster than real time.
     #[arg(long, default_value_t = 1.0)]
     speedup: f64,
+    /// The simulated network's and GPUs' bandwidth per rank, in GB/s: a smaller value
+    /// makes every operation slower (to plant a regression between two runs).
+    #[arg(long, default_value_t = 20.0)]
+    bandwidth_gbs: f64,
     /// This rank arrives late at every collective …
     #[arg(long, value_name = "RANK")]
     late_rank: Option<i32>,
@@ -254,6 +258,7 @@ fn run(args: RunArgs) -> ExitCode {
         },
         time: nccl_sim::time::TimeModel {
             speedup: args.speedup,
+            bandwidth: args.bandwidth_gbs.max(1e-3),
             ..Default::default()
         },
         ..SimConfig::default()

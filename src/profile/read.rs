@@ -13,7 +13,7 @@ use std::path::Path;
 use otf2_sys::read::{CollectiveEnd, EventContext, EventVisitor, GlobalDefs, MpiMessage, Reader};
 use otf2_sys::{OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_UINT32};
 
-use super::{LocationKind, Metric, Process, Profile, ProfileLocation};
+use super::{LocationKind, Metric, Process, Profile, ProfileLocation, Sample};
 use crate::nccl_ops::{is_point_to_point, size_and_factor};
 
 /// The attributes the profile reads.
@@ -32,8 +32,13 @@ struct AttributeIds {
 }
 
 /// Reads the trace whose anchor file is `anchor`; `progress(events read, events in all)`
-/// is called now and then.
-pub fn read_trace(anchor: &Path, progress: &dyn Fn(u64, u64)) -> Result<Profile, String> {
+/// is called now and then. With `samples`, the profile also keeps one [`Sample`] per
+/// operation (for comparing runs: memory that grows with the operations).
+pub fn read_trace(
+    anchor: &Path,
+    samples: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Profile, String> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     let mut archive = Reader::open(anchor).map_err(|e| format!("{}: {e}", anchor.display()))?;
     let defs = archive
@@ -73,6 +78,7 @@ pub fn read_trace(anchor: &Path, progress: &dyn Fn(u64, u64)) -> Result<Profile,
         events: 0,
         total_events,
         progress,
+        keep_samples: samples,
     };
     let ids: Vec<u64> = defs.locations.keys().collect();
     let read = archive.read_events(&ids, &mut reader);
@@ -233,6 +239,9 @@ struct Part {
     arrival_ns: f64,
     start_ns: f64,
     end_ns: f64,
+    func: u32,
+    nranks: i64,
+    bus_bytes: f64,
 }
 
 struct ProfileReader<'a> {
@@ -253,6 +262,7 @@ struct ProfileReader<'a> {
     events: u64,
     total_events: u64,
     progress: &'a dyn Fn(u64, u64),
+    keep_samples: bool,
 }
 
 impl ProfileReader<'_> {
@@ -366,15 +376,9 @@ impl ProfileReader<'_> {
         };
         let func = self.string(op.func).to_owned();
         let (size, factor) = size_and_factor(&func, op.bytes, op.nranks);
-        self.profile.add(
-            Metric::BusBytes,
-            frame.call_path,
-            location,
-            size as f64 * factor,
-        );
-        if !op.collective {
-            return;
-        }
+        let bus_bytes = size as f64 * factor;
+        self.profile
+            .add(Metric::BusBytes, frame.call_path, location, bus_bytes);
         let end_ns = end_ticks as f64 * self.ns_per_tick;
         let part = Part {
             call_path: frame.call_path,
@@ -384,7 +388,15 @@ impl ProfileReader<'_> {
             arrival_ns: end_ns - op.took_ns.unwrap_or(0) as f64,
             start_ns: frame.enter as f64 * self.ns_per_tick,
             end_ns,
+            func: op.func,
+            nranks: op.nranks,
+            bus_bytes,
         };
+        if !op.collective {
+            // A point-to-point operation is a sample of its own, without a wait.
+            self.sample(&[part], &[0.0]);
+            return;
+        }
         let key = (op.comm_hash, op.seq, op.func);
         let (expected, parts) = self.pending.entry(key).or_insert((op.nranks, Vec::new()));
         parts.push(part);
@@ -401,6 +413,7 @@ impl ProfileReader<'_> {
             .iter()
             .map(|p| p.arrival_ns)
             .fold(f64::NEG_INFINITY, f64::max);
+        let mut waits = Vec::with_capacity(parts.len());
         for part in parts {
             let waited = last.clamp(part.start_ns, part.end_ns.max(part.start_ns)) - part.start_ns;
             self.profile.add(
@@ -409,7 +422,38 @@ impl ProfileReader<'_> {
                 part.location,
                 waited / 1e9,
             );
+            waits.push(waited);
         }
+        self.sample(parts, &waits);
+    }
+
+    /// One operation (all its ranks' parts) as a sample for comparing runs.
+    fn sample(&mut self, parts: &[Part], waits: &[f64]) {
+        let Some(first) = parts.first() else {
+            return;
+        };
+        if !self.keep_samples {
+            return;
+        }
+        let n = parts.len() as f64;
+        let location = &self.profile.locations[first.location];
+        let comm = nccl_scorep_merge::ops_stream(&location.name)
+            .map_or_else(String::new, |(comm, _)| comm.to_owned());
+        let bucket = self.profile.call_paths[first.call_path]
+            .parameters
+            .iter()
+            .find(|(key, _)| key == "nccl.bytes")
+            .map_or_else(String::new, |(_, value)| value.clone());
+        let sample = Sample {
+            comm,
+            nranks: first.nranks,
+            func: self.string(first.func).to_owned(),
+            bucket,
+            time_ns: collective_time(parts),
+            wait_ns: waits.iter().sum::<f64>() / n,
+            bus_bytes: parts.iter().map(|p| p.bus_bytes).sum::<f64>() / n,
+        };
+        self.profile.samples.push(sample);
     }
 
     fn finish(mut self) -> Profile {
@@ -527,6 +571,24 @@ impl ProfileReader<'_> {
         if self.events % (1 << 16) == 0 {
             (self.progress)(self.events, self.total_events);
         }
+    }
+}
+
+/// The time of one operation as the summary counts a collective's: from the last rank's
+/// arrival to the last completion (the collective itself, without the wait for late
+/// ranks); a point-to-point operation's own execution.
+fn collective_time(parts: &[Part]) -> f64 {
+    let end = parts
+        .iter()
+        .map(|p| p.end_ns)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let last_arrival = parts
+        .iter()
+        .map(|p| p.arrival_ns)
+        .fold(f64::NEG_INFINITY, f64::max);
+    match parts {
+        [part] => part.end_ns - part.start_ns,
+        _ => (end - last_arrival).max(0.0),
     }
 }
 
