@@ -24,6 +24,7 @@ fn late_rank_job(dir: &Path) -> PathBuf {
     let output = Command::new("mpirun")
         .args(["-np", "4", "--oversubscribe", "--bind-to", "none"])
         .args(["-x", "NCCL_SCOREP_OUTPUT_DIR", "-x", "NCCL_SCOREP_EVENTS"])
+        .args(["-x", "NCCL_SCOREP_TOOL"])
         .arg(nccl_sim::binary_for_tests())
         .args(["run", "--scenario", "single", "--iterations", "8"])
         .args(["--sizes", "64K,1M", "--late-rank", &LATE_RANK.to_string()])
@@ -31,6 +32,7 @@ fn late_rank_job(dir: &Path) -> PathBuf {
         .arg("--plugin")
         .arg(nccl_sim::our_plugin_for_tests())
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_EVENTS", "default,steps")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -372,6 +374,7 @@ fn nccl_scorep_profile_0_leaves_the_profile_out() {
         .arg("--plugin")
         .arg(nccl_sim::our_plugin_for_tests())
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_PROFILE", "0")
         .status()
         .unwrap();

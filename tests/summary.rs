@@ -105,6 +105,7 @@ fn summary_of_a_merged_job_names_the_late_rank_and_links_pxn_operations() {
         .arg("--plugin")
         .arg(nccl_sim::our_plugin_for_tests())
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SIM_SHM_DIR", dir.path())
         .status()
         .unwrap();

@@ -21,18 +21,19 @@ pub mod rendezvous;
 pub mod scenario;
 pub mod time;
 
-/// A file built beside the running test executable (in the profile directory, or its
-/// `deps/`), for tests of this workspace. The profile directory comes first: that is
-/// where Cargo puts the workspace's binaries too, which the plugin looks for beside itself
-/// (the tool that merges at the end of a job).
+/// A file built beside the running test executable (in its own directory, the profile's
+/// `deps/`, or the profile directory), for tests of this workspace. `deps/` comes before the
+/// profile directory: Cargo rebuilds the libraries there for every test build, while a
+/// library in the profile directory is only as new as the last `cargo build`. Tests that
+/// need the tool the plugin runs at the end of a job name it with `NCCL_SCOREP_TOOL`.
 fn built_for_tests(file: &str, what: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("the running executable's path");
     let here = exe.parent().expect("a directory");
     let profile = here.parent().unwrap_or(here);
     [
-        profile.to_path_buf(),
         here.to_path_buf(),
         profile.join("deps"),
+        profile.to_path_buf(),
     ]
     .into_iter()
     .map(|dir| dir.join(file))
@@ -46,8 +47,8 @@ fn built_for_tests(file: &str, what: &str) -> std::path::PathBuf {
 }
 
 /// Our profiler plugin as Cargo built it for the running test, benchmark or example
-/// (`target/<profile>/{deps,examples}/…`): in the executable's directory, its parent, or
-/// the parent's `deps`. Panics with what to build when it is not there.
+/// (`target/<profile>/{deps,examples}/…`): in the executable's directory, the parent's
+/// `deps`, or the parent. Panics with what to build when it is not there.
 pub fn our_plugin_for_tests() -> std::path::PathBuf {
     built_for_tests("libnccl_profiler_scorep.so", "nccl-profiler-scorep")
 }
