@@ -3,9 +3,10 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::model::DataType;
+use crate::model::{DataType, MetricKind};
 
-/// Everything that can go wrong while a cube is defined, filled or written.
+/// Everything that can go wrong while a cube is defined, filled, written, read or
+/// subtracted.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CubeError {
@@ -65,5 +66,75 @@ pub enum CubeError {
         /// What the operating system said.
         #[source]
         source: io::Error,
+    },
+
+    /// Reading a `.cubex` file failed: the file could not be read, or it is damaged or
+    /// holds something this crate does not read.
+    #[error("cannot read the cube{}: {problem}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Read {
+        /// The file, when read with [`Cube::read`](crate::Cube::read); `None` for a stream.
+        path: Option<PathBuf>,
+        /// What is wrong, and where in the archive.
+        problem: ReadError,
+    },
+
+    /// A metric is exclusive in one cube and inclusive in the other, so the two cannot be
+    /// subtracted.
+    #[error("metric `{metric}` is {minuend} in the minuend but {subtrahend} in the subtrahend")]
+    KindMismatch {
+        /// The metric's unique name.
+        metric: String,
+        /// Its kind in the minuend.
+        minuend: MetricKind,
+        /// Its kind in the subtrahend.
+        subtrahend: MetricKind,
+    },
+}
+
+/// What is wrong with a `.cubex` file that [`Cube::read`](crate::Cube::read) refuses.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The file could not be opened or read.
+    #[error("{0}")]
+    Io(#[source] io::Error),
+
+    /// The file is not a tar archive, or the archive is damaged.
+    #[error("not a readable tar archive: {0}")]
+    Archive(#[source] io::Error),
+
+    /// The archive has no `anchor.xml`.
+    #[error("the archive has no anchor.xml (not a CUBE4 file?)")]
+    NoAnchor,
+
+    /// `anchor.xml` is not well-formed XML (or not UTF-8).
+    #[error("anchor.xml is not well-formed XML: {0}")]
+    Xml(String),
+
+    /// `anchor.xml` is XML but does not describe a cube this crate reads: a missing or
+    /// malformed element or attribute, an unknown reference, an unsupported type.
+    #[error("anchor.xml: {0}")]
+    Anchor(String),
+
+    /// The definitions in `anchor.xml` do not make a valid cube (for example two metrics
+    /// with one unique name, or no metric left after skipping the unsupported ones).
+    #[error("anchor.xml defines no valid cube: {0}")]
+    Invalid(#[source] Box<CubeError>),
+
+    /// A metric's index or data file is damaged: a wrong marker, a size that does not match
+    /// its rows, a row outside the call tree, or one of the two files missing.
+    #[error("{member}: {message}")]
+    Values {
+        /// The archive member (`<metric id>.index` or `<metric id>.data`).
+        member: String,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// A data file is compressed (CubeLib's `ZCUBEX.DATA`), which this crate does not read.
+    #[error("{member}: compressed CUBE data is not supported")]
+    Compressed {
+        /// The archive member.
+        member: String,
     },
 }

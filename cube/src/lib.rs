@@ -1,14 +1,20 @@
-//! A writer of CUBE4 profiles (`.cubex` files), the format that Cube, Scalasca and
-//! Score-P's profiling use, in pure Rust.
+//! CUBE4 profiles (`.cubex` files), the format that Cube, Scalasca and Score-P's profiling
+//! use, in pure Rust: written, read back, and subtracted.
 //!
 //! A cube has three dimensions: a tree of metrics, a call tree (call-tree nodes, "cnodes",
 //! each calling a region) and a system tree (machine → node → location groups, such as
 //! processes → locations, such as threads and GPU streams). It holds one value per metric,
 //! cnode and location.
 //!
-//! [`CubeBuilder`] defines the dimensions; [`CubeBuilder::build`] checks them and returns
-//! a [`Cube`], whose values are set with [`Cube::set`] (or summed with [`Cube::add`]);
-//! [`Cube::write`] writes the file atomically.
+//! * **Writing**: [`CubeBuilder`] defines the dimensions; [`CubeBuilder::build`] checks
+//!   them and returns a [`Cube`], whose values are set with [`Cube::set`] (or summed with
+//!   [`Cube::add`]); [`Cube::write`] writes the file atomically.
+//! * **Reading**: [`Cube::read`] (or [`Cube::read_from`] for a stream) reads a `.cubex`
+//!   file, this crate's or Score-P's and CubeLib's, as far as the model holds it: derived
+//!   metrics and metrics of other data types are left out and named by
+//!   [`Cube::skipped_metrics`]; compressed files are refused. See [`Cube::read`].
+//! * **Difference**: [`difference`] makes what `cube_diff` makes of two runs: the union of
+//!   both cubes' dimensions with the values of one minus the other.
 //!
 //! # Values: exclusive and inclusive
 //!
@@ -42,22 +48,28 @@
 //! cube.set(time, root, thread, 1.25)?;
 //! let dir = tempfile::tempdir().unwrap();
 //! cube.write(dir.path().join("profile.cubex"))?;
+//!
+//! let back = Cube::read(dir.path().join("profile.cubex"))?;
+//! assert_eq!(back.get(time, root, thread)?, Value::Double(1.25));
 //! # Ok(())
 //! # }
 //! ```
 
 mod archive;
+mod difference;
 mod error;
 mod format;
 mod model;
+mod read;
 mod values;
 mod xml;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-pub use error::CubeError;
+pub use difference::{difference, DIFFERENCE_ATTRIBUTE};
+pub use error::{CubeError, ReadError};
 pub use model::{
     classes, units, Cnode, CnodeId, CubeBuilder, DataType, Dimensions, Location, LocationGroup,
     LocationGroupId, LocationGroupType, LocationId, LocationType, Metric, MetricDef, MetricId,
@@ -72,6 +84,8 @@ use values::MetricValues;
 pub struct Cube {
     dims: Arc<Dimensions>,
     values: Vec<MetricValues>,
+    /// Unique names of the metrics that [`Cube::read`] left out.
+    skipped_metrics: Vec<String>,
 }
 
 impl Cube {
@@ -80,6 +94,7 @@ impl Cube {
         Self {
             dims: Arc::new(dims),
             values,
+            skipped_metrics: Vec::new(),
         }
     }
 
@@ -94,6 +109,7 @@ impl Cube {
         Cube {
             dims: Arc::clone(&self.dims),
             values: vec![MetricValues::default(); self.values.len()],
+            skipped_metrics: self.skipped_metrics.clone(),
         }
     }
 
@@ -221,6 +237,44 @@ impl Cube {
     /// Writes the `.cubex` archive to a stream and returns the stream.
     pub fn write_to<W: Write>(&self, out: W) -> Result<W, CubeError> {
         archive::write_archive(self, out)
+    }
+
+    /// Reads a `.cubex` file.
+    ///
+    /// The dimensions are defined in the file's order, so a file written by this crate
+    /// reads back with the handles (and file ids) of the cube that wrote it. Files of
+    /// Score-P and CubeLib 4.x read too, with these limits:
+    ///
+    /// * metrics of other kinds than `EXCLUSIVE` and `INCLUSIVE` (derived metrics:
+    ///   `PREDERIVED_*`, `POSTDERIVED`, any with a `<cubepl>` expression) and of other data
+    ///   types than `DOUBLE` and `UINT64` (`MINDOUBLE`, `MAXDOUBLE`, `INT64`, ...) are left
+    ///   out together with their child metrics; [`Cube::skipped_metrics`] names them;
+    /// * locations must be of type `thread` or `accelerator stream`, location groups
+    ///   `process` or `accelerator` (a missing type reads as thread or process); other
+    ///   types (such as Score-P's `metric` locations) are an error;
+    /// * compressed data files (`ZCUBEX.DATA`) are an error;
+    /// * a region keeps its source lines only if it has both; line breaks in texts read
+    ///   as the spaces the writer writes;
+    /// * unknown elements and attributes are ignored; inclusive values are kept as stored;
+    /// * `anchor.xml` may nest elements at most 10 000 levels deep (a call tree about as
+    ///   deep).
+    ///
+    /// A metric without index and data files has no values. A damaged file gives a
+    /// [`CubeError::Read`] that says what is wrong and where.
+    pub fn read(path: impl AsRef<Path>) -> Result<Cube, CubeError> {
+        read::read_file(path.as_ref())
+    }
+
+    /// Reads a `.cubex` archive from a stream, as [`Cube::read`] reads a file.
+    pub fn read_from<R: Read>(input: R) -> Result<Cube, CubeError> {
+        read::read_stream(input)
+    }
+
+    /// The unique names of the metrics that [`Cube::read`] left out (unsupported kinds or
+    /// data types, and their child metrics), in the file's order. Empty for a cube that was
+    /// not read from a file.
+    pub fn skipped_metrics(&self) -> &[String] {
+        &self.skipped_metrics
     }
 }
 

@@ -139,6 +139,12 @@ impl MetricKind {
     }
 }
 
+impl fmt::Display for MetricKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.cube_name())
+    }
+}
+
 /// The type of a location group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -366,7 +372,7 @@ impl RegionDef {
 
 /// A parameter of a call-tree node (Score-P's parameter-based profiling: the node is
 /// the call with this parameter value).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Parameter {
     /// An integer parameter (`partype="numeric"`).
     Numeric(i64),
@@ -870,6 +876,11 @@ impl Dimensions {
     /// The cube's attributes, in the order of definition.
     pub fn attributes(&self) -> &[(String, String)] {
         &self.attrs
+    }
+
+    /// The documentation mirrors, in the order of definition.
+    pub fn mirrors(&self) -> &[String] {
+        &self.mirrors
     }
 
     /// Every metric handle, in the order of definition.
