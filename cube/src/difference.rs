@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use crate::error::CubeError;
 use crate::model::{
-    CnodeId, CubeBuilder, DataType, LocationGroupId, LocationId, MetricDef, MetricId, MetricKind,
-    Parameter, RegionId, SystemTreeNodeId,
+    CnodeId, CubeBuilder, DataType, LocationGroupId, LocationGroupType, LocationId, LocationType,
+    MetricDef, MetricId, MetricKind, Parameter, RegionId, SystemTreeNodeId,
 };
 use crate::values::{bits_are_zero, Value};
 use crate::Cube;
@@ -32,9 +32,12 @@ struct Union {
     metrics: HashMap<String, (MetricId, MetricKind)>,
     regions: HashMap<(String, String), RegionId>,
     cnodes: HashMap<CnodeKey, CnodeId>,
-    system_nodes: HashMap<(Option<SystemTreeNodeId>, String), SystemTreeNodeId>,
-    groups: HashMap<(SystemTreeNodeId, String, u32), LocationGroupId>,
-    locations: HashMap<(LocationGroupId, String, u32), LocationId>,
+    /// By parent, class and position among the parent's children of that class.
+    system_nodes: HashMap<(Option<SystemTreeNodeId>, String, usize), SystemTreeNodeId>,
+    /// By system-tree node and rank.
+    groups: HashMap<(SystemTreeNodeId, u32, LocationGroupType), LocationGroupId>,
+    /// By location group, rank and type.
+    locations: HashMap<(LocationGroupId, u32, LocationType), LocationId>,
 }
 
 impl Union {
@@ -115,11 +118,16 @@ impl Union {
             map.cnodes.push(id);
         }
 
+        // The system tree is matched by its shape, not by names: host names, process and
+        // thread names differ from run to run of one job, its ranks do not.
         let mut system_nodes = Vec::with_capacity(d.stns.len());
+        let mut siblings: HashMap<(Option<SystemTreeNodeId>, &str), usize> = HashMap::new();
         for s in d.system_tree_node_ids() {
             let node = d.system_tree_node(s);
             let parent = node.parent().map(|p| system_nodes[p.index()]);
-            let key = (parent, node.name().to_string());
+            let position = siblings.entry((parent, node.class())).or_default();
+            let key = (parent, node.class().to_string(), *position);
+            *position += 1;
             let id = match self.system_nodes.get(&key) {
                 Some(&id) => id,
                 None => {
@@ -135,7 +143,7 @@ impl Union {
         for g in d.location_group_ids() {
             let group = d.location_group(g);
             let parent = system_nodes[group.parent().index()];
-            let key = (parent, group.name().to_string(), group.rank());
+            let key = (parent, group.rank(), group.group_type());
             let id = match self.groups.get(&key) {
                 Some(&id) => id,
                 None => {
@@ -151,7 +159,7 @@ impl Union {
         for l in d.location_ids() {
             let location = d.location(l);
             let group = groups[location.group().index()];
-            let key = (group, location.name().to_string(), location.rank());
+            let key = (group, location.rank(), location.location_type());
             let id = match self.locations.get(&key) {
                 Some(&id) => id,
                 None => {
@@ -196,9 +204,11 @@ fn accumulate(out: &mut Cube, cube: &Cube, map: &Mapping, sign: f64) -> Result<(
 /// * **Dimensions** are the union of both cubes'. Metrics match by unique name and keep
 ///   the minuend's place in the metric tree; a metric only in the subtrahend goes under
 ///   its parent's match. Regions match by name and module, call-tree nodes by region,
-///   parameters (as a set) and matched parent. System-tree nodes match by their path of
-///   names, location groups by name and rank under the matched node, locations by name and
-///   rank under the matched group. What does not match is added after the minuend's
+///   parameters (as a set) and matched parent. The system tree matches by its shape, not
+///   by names (host, process and thread names change from run to run of one job, its
+///   ranks do not): system-tree nodes by class and position among their parent's children
+///   of that class, location groups by rank and type under the matched node, locations by
+///   rank and type under the matched group. What does not match is added after the minuend's
 ///   definitions; definitions (display names, units, classes, types, ...) come from the
 ///   minuend where both have them.
 /// * **Values**: every metric of the difference is `DOUBLE` (a difference of counts can be
