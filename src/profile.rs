@@ -12,8 +12,9 @@
 mod read;
 mod to_cube;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap;
 
 use nccl_scorep_common::RunDir;
 
@@ -67,6 +68,11 @@ impl Metric {
         Metric::BusBytes,
         Metric::LostRecords,
     ];
+
+    /// The metric's position in [`Metric::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 
     /// The metric whose part this one is.
     pub fn parent(self) -> Option<Metric> {
@@ -129,6 +135,16 @@ impl LocationKind {
         }
     }
 
+    /// Where locations of this kind come within their process in the profile.
+    pub fn order(self) -> u8 {
+        match self {
+            LocationKind::Thread => 0,
+            LocationKind::OpsStream => 1,
+            LocationKind::Channel => 2,
+            LocationKind::Proxy => 3,
+        }
+    }
+
     pub fn on_accelerator(self) -> bool {
         matches!(self, LocationKind::OpsStream | LocationKind::Channel)
     }
@@ -139,7 +155,8 @@ impl LocationKind {
 pub struct Process {
     pub name: String,
     pub host: String,
-    /// The launcher rank (else the pid) the trace numbers the process by.
+    /// The launcher rank the trace numbers the process by (processes without one: their
+    /// position in the order of their pids).
     pub index: u64,
 }
 
@@ -177,10 +194,11 @@ pub struct Profile {
     pub regions: Vec<ProfileRegion>,
     /// Call paths; the first is the root ("NCCL").
     pub call_paths: Vec<CallPath>,
-    call_path_index: HashMap<CallPath, usize>,
-    region_index: HashMap<String, usize>,
-    /// (metric, call path, location) → value (seconds for times).
-    values: HashMap<(Metric, usize, usize), f64>,
+    call_path_index: FxHashMap<CallPath, usize>,
+    region_index: FxHashMap<String, usize>,
+    /// (call path, location) → each metric's value (seconds for times), by
+    /// [`Metric::index`]: one lookup for the several metrics an interval adds to.
+    values: FxHashMap<(usize, usize), [f64; Metric::ALL.len()]>,
     /// Collectives whose every rank was found (the wait is exact for them).
     pub complete_collectives: u64,
     /// Collectives some rank's part of which the trace lacks.
@@ -193,7 +211,7 @@ pub struct Profile {
 
 /// One operation of the job, for comparing runs: a collective with all its ranks' parts,
 /// or one rank's send or receive.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Sample {
     /// The communicator's name as the trace has it (`comm 0x…` when it has none).
     pub comm: String,
@@ -250,16 +268,23 @@ impl Profile {
     /// Adds `value` to a metric at a call path and location.
     pub fn add(&mut self, metric: Metric, call_path: usize, location: usize, value: f64) {
         if value != 0.0 {
-            *self
-                .values
-                .entry((metric, call_path, location))
-                .or_default() += value;
+            self.values
+                .entry((call_path, location))
+                .or_insert([0.0; Metric::ALL.len()])[metric.index()] += value;
         }
     }
 
     /// Every non-zero value.
     pub fn values(&self) -> impl Iterator<Item = ((Metric, usize, usize), f64)> + '_ {
-        self.values.iter().map(|(&key, &value)| (key, value))
+        self.values
+            .iter()
+            .flat_map(|(&(call_path, location), row)| {
+                Metric::ALL
+                    .into_iter()
+                    .zip(row)
+                    .filter(|(_, &value)| value != 0.0)
+                    .map(move |(metric, &value)| ((metric, call_path, location), value))
+            })
     }
 }
 

@@ -7,7 +7,7 @@
 //! as `nccl-scorep summary` matches them, and held until its last rank's part has been
 //! read: then each part's wait for the last rank is known.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 
 use otf2_sys::read::{CollectiveEnd, EventContext, EventVisitor, GlobalDefs, MpiMessage, Reader};
@@ -71,10 +71,10 @@ pub fn read_trace(
         profile,
         root,
         locations,
-        stacks: HashMap::new(),
-        regions: HashMap::new(),
-        pending: HashMap::new(),
-        lost_seen: HashMap::new(),
+        stacks: HashMap::default(),
+        regions: HashMap::default(),
+        pending: HashMap::default(),
+        lost_seen: HashMap::default(),
         events: 0,
         total_events,
         progress,
@@ -160,9 +160,9 @@ fn define_system(defs: &GlobalDefs, profile: &mut Profile) -> HashMap<u64, (usiz
         .iter()
         .find(|node| node.parent == OTF2_UNDEFINED_UINT32)
         .map_or_else(|| "machine".to_owned(), |node| string(node.name));
-    let mut process_of_group: HashMap<u32, usize> = HashMap::new();
-    let mut location_of: HashMap<(usize, String), usize> = HashMap::new();
-    let mut locations = HashMap::new();
+    let mut process_of_group: HashMap<u32, usize> = HashMap::default();
+    let mut location_of: HashMap<(usize, String), usize> = HashMap::default();
+    let mut locations = HashMap::default();
     let mut ids: Vec<u64> = defs.locations.keys().collect();
     // Processes and locations in a readable order: by process, then by name.
     ids.sort_by_key(|id| (id & 0xffff_ffff, id >> 32));
@@ -198,6 +198,17 @@ fn define_system(defs: &GlobalDefs, profile: &mut Profile) -> HashMap<u64, (usiz
                 profile.locations.len() - 1
             });
         locations.insert(id, (index, kind));
+    }
+    // Processes the launcher did not number are numbered by their pids in the trace; the
+    // profile numbers them 0, 1, … in that order instead, so that two runs of one job have
+    // the same process ranks (a difference of runs matches processes by rank).
+    let count = profile.processes.len() as u64;
+    if profile.processes.iter().any(|p| p.index >= count) {
+        let mut order: Vec<usize> = (0..profile.processes.len()).collect();
+        order.sort_by_key(|&p| profile.processes[p].index);
+        for (rank, p) in order.into_iter().enumerate() {
+            profile.processes[p].index = rank as u64;
+        }
     }
     locations
 }
