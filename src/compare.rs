@@ -10,10 +10,18 @@
 //! distribution of the times (a few slow outliers do not move it), and it holds the
 //! within-run spread against the difference. Groups with fewer than 8 calls in either run
 //! get no significance: their verdict is "few calls".
+//!
+//! A profile (`.cubex`) holds sums, not calls: compared from profiles, a group's time per
+//! call is a mean, there is no spread to test a change against, and a change beyond the
+//! threshold is only "slower" or "faster" ([`compare_profiles`]).
 
+pub mod runs;
+
+use nccl_scorep_cube::Cube;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+use crate::nccl_ops::is_point_to_point;
 use crate::profile::Sample;
 
 /// The comparison's JSON schema version (`docs/profile.md`).
@@ -48,6 +56,9 @@ pub enum Verdict {
     FewCalls,
     OnlyInA,
     OnlyInB,
+    /// Beyond the threshold, from profiles (no calls to test the change against).
+    Slower,
+    Faster,
 }
 
 impl Verdict {
@@ -59,6 +70,8 @@ impl Verdict {
             Verdict::FewCalls => "few calls",
             Verdict::OnlyInA => "only in A",
             Verdict::OnlyInB => "only in B",
+            Verdict::Slower => "slower (untested)",
+            Verdict::Faster => "faster (untested)",
         }
     }
 }
@@ -67,9 +80,10 @@ impl Verdict {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Side {
     pub calls: usize,
-    /// Median execution time per call (mean over the ranks), µs.
+    /// Median time per call from the last rank's arrival to the last completion, µs (the
+    /// mean, per rank and call, when the run is a profile).
     pub median_us: f64,
-    /// All bus bytes / all execution time.
+    /// All bus bytes / all that time.
     pub busbw_gbs: f64,
     /// Time waiting for the last rank / execution time.
     pub wait_share: f64,
@@ -96,11 +110,15 @@ pub struct Comparison {
     pub a: String,
     pub b: String,
     pub threshold: f64,
+    /// Whether the calls were tested (both runs are traces), or only sums compared.
+    pub tested: bool,
     pub significance: f64,
     pub min_calls: usize,
     pub rows: Vec<Row>,
     pub regressions: usize,
     pub improvements: usize,
+    /// Where the difference cube (B − A) was written.
+    pub difference_cube: Option<String>,
 }
 
 /// The group of a sample.
@@ -149,7 +167,15 @@ fn side(samples: &[&Sample]) -> Side {
         calls: samples.len(),
         median_us: median(&mut times) / 1e3,
         busbw_gbs: if total > 0.0 { bus / total } else { 0.0 },
-        wait_share: if total > 0.0 { wait / total } else { 0.0 },
+        wait_share: share(wait, wait + total),
+    }
+}
+
+fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        part / whole
+    } else {
+        0.0
     }
 }
 
@@ -289,12 +315,160 @@ pub fn compare(
         a: a_name.to_owned(),
         b: b_name.to_owned(),
         threshold,
+        tested: true,
         significance: SIGNIFICANCE,
         min_calls: MIN_CALLS,
         regressions: count(Verdict::Regression),
         improvements: count(Verdict::Improvement),
         rows,
+        difference_cube: None,
     }
+}
+
+/// A group's sums in a profile.
+#[derive(Default)]
+struct Sums {
+    visits: f64,
+    execution_s: f64,
+    wait_s: f64,
+    bus_bytes: f64,
+    ranks: usize,
+}
+
+/// The groups of a profile: on each ops stream, the call paths with a size bucket.
+fn profile_groups(cube: &Cube) -> Result<BTreeMap<GroupKey, Side>, String> {
+    let dims = cube.dimensions();
+    let metric = |name: &str| {
+        dims.metric_by_name(name)
+            .ok_or_else(|| format!("no `{name}` metric: not a profile of nccl-scorep"))
+    };
+    let (visits, execution, wait, bus) = (
+        metric("visits")?,
+        metric("execution_time")?,
+        metric("wait_for_last_rank")?,
+        metric("bus_bytes")?,
+    );
+    let value = |m, c, l| cube.get(m, c, l).map_or(0.0, |v| v.as_f64());
+    // Ranks per communicator name, for the names of anonymous communicators.
+    let mut ops_streams = Vec::new();
+    let mut ranks_of: BTreeMap<&str, usize> = BTreeMap::new();
+    for location in dims.location_ids() {
+        if let Some((comm, _)) = nccl_scorep_merge::ops_stream(dims.location(location).name()) {
+            ops_streams.push((location, comm));
+            *ranks_of.entry(comm).or_default() += 1;
+        }
+    }
+    let mut sums: BTreeMap<GroupKey, Sums> = BTreeMap::new();
+    for cnode in dims.cnode_ids() {
+        let node = dims.cnode(cnode);
+        let Some(bucket) = node
+            .parameters()
+            .iter()
+            .find_map(|(key, value)| match value {
+                nccl_scorep_cube::Parameter::String(text) if key == "nccl.bytes" => Some(text),
+                _ => None,
+            })
+        else {
+            continue;
+        };
+        let func = dims.region(node.region()).name();
+        for &(location, comm) in &ops_streams {
+            let visited = value(visits, cnode, location);
+            if visited == 0.0 {
+                continue;
+            }
+            let key = key_of(&Sample {
+                comm: comm.to_owned(),
+                nranks: ranks_of[comm] as i64,
+                func: func.to_owned(),
+                bucket: bucket.clone(),
+                ..Sample::default()
+            });
+            let group = sums.entry(key).or_default();
+            group.visits += visited;
+            group.execution_s += value(execution, cnode, location);
+            group.wait_s += value(wait, cnode, location);
+            group.bus_bytes += value(bus, cnode, location);
+            group.ranks = ranks_of[comm];
+        }
+    }
+    Ok(sums
+        .into_iter()
+        .map(|(key, g)| {
+            let own_s = (g.execution_s - g.wait_s).max(0.0);
+            let calls = if is_point_to_point(&key.func) {
+                g.visits
+            } else {
+                g.visits / g.ranks.max(1) as f64
+            };
+            let side = Side {
+                calls: calls.round() as usize,
+                median_us: own_s / g.visits * 1e6,
+                busbw_gbs: if own_s > 0.0 {
+                    g.bus_bytes / own_s / 1e9
+                } else {
+                    0.0
+                },
+                wait_share: share(g.wait_s, g.execution_s),
+            };
+            (key, side)
+        })
+        .collect())
+}
+
+/// Compares two runs of which at least one is a profile: from sums, without a test.
+pub fn compare_profiles(
+    a_name: &str,
+    a: &Cube,
+    b_name: &str,
+    b: &Cube,
+    threshold: f64,
+) -> Result<Comparison, String> {
+    let groups_a = profile_groups(a).map_err(|e| format!("{a_name}: {e}"))?;
+    let groups_b = profile_groups(b).map_err(|e| format!("{b_name}: {e}"))?;
+    let mut keys: Vec<&GroupKey> = groups_a.keys().chain(groups_b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let rows: Vec<Row> = keys
+        .into_iter()
+        .map(|key| {
+            let (sa, sb) = (groups_a.get(key).cloned(), groups_b.get(key).cloned());
+            let change = match (&sa, &sb) {
+                (Some(sa), Some(sb)) if sa.median_us > 0.0 => {
+                    Some((sb.median_us - sa.median_us) / sa.median_us)
+                }
+                _ => None,
+            };
+            let verdict = match (&sa, &sb, change) {
+                (Some(_), None, _) => Verdict::OnlyInA,
+                (None, _, _) => Verdict::OnlyInB,
+                (_, _, Some(c)) if c > threshold => Verdict::Slower,
+                (_, _, Some(c)) if c < -threshold => Verdict::Faster,
+                _ => Verdict::Same,
+            };
+            Row {
+                key: key.clone(),
+                a: sa,
+                b: sb,
+                change,
+                p_value: None,
+                verdict,
+            }
+        })
+        .collect();
+    Ok(Comparison {
+        format_version: FORMAT_VERSION,
+        a: a_name.to_owned(),
+        b: b_name.to_owned(),
+        threshold,
+        tested: false,
+        significance: SIGNIFICANCE,
+        min_calls: MIN_CALLS,
+        regressions: 0,
+        improvements: 0,
+        rows,
+        difference_cube: None,
+    })
 }
 
 /// The comparison as a table for a terminal of 100 columns.
@@ -350,17 +524,30 @@ pub fn render(c: &Comparison) -> String {
             row.verdict.text()
         ));
     }
-    out.push_str(&format!(
-        "\n{} regression(s), {} improvement(s). A change counts when the median time per\n\
-         call moves by more than {:.0}% and a Mann-Whitney test of the calls gives p < {}\n\
-         (at least {} calls per run). bw: bus bandwidth B/A; wait: B's share waiting for\n\
-         the last rank.",
-        c.regressions,
-        c.improvements,
-        c.threshold * 100.0,
-        c.significance,
-        c.min_calls
-    ));
+    if c.tested {
+        out.push_str(&format!(
+            "\n{} regression(s), {} improvement(s). A change counts when the median time per\n\
+             call moves by more than {:.0}% and a Mann-Whitney test of the calls gives p < {}\n\
+             (at least {} calls per run). bw: bus bandwidth B/A; wait: B's share waiting for\n\
+             the last rank.",
+            c.regressions,
+            c.improvements,
+            c.threshold * 100.0,
+            c.significance,
+            c.min_calls
+        ));
+    } else {
+        out.push_str(&format!(
+            "\nFrom a profile: sums, not calls. The times are means per rank and call, and a\n\
+             change beyond {:.0}% is only slower or faster, untested against the runs' noise:\n\
+             compare the traces for a verdict. bw: bus bandwidth B/A; wait: B's share waiting\n\
+             for the last rank.",
+            c.threshold * 100.0
+        ));
+    }
+    if let Some(path) = &c.difference_cube {
+        out.push_str(&format!("\nB - A for Cube: {path}"));
+    }
     out
 }
 

@@ -90,10 +90,18 @@ enum Command {
     /// A change is a regression only when the median time per call moves by more than the
     /// threshold and a Mann-Whitney test of the two runs' calls says it is not noise.
     Compare {
-        /// Run A (the reference): a run directory or a merged trace's anchor file.
+        /// Run A (the reference): a run directory, a merged trace's anchor file, or a
+        /// profile (.cubex).
         a: std::path::PathBuf,
         /// Run B.
         b: std::path::PathBuf,
+        /// Where to write the difference cube B - A (default: <A>-vs-<B>.cubex in the
+        /// current directory).
+        #[arg(long, value_name = "FILE", conflicts_with = "no_diff")]
+        diff: Option<std::path::PathBuf>,
+        /// Do not write the difference cube.
+        #[arg(long)]
+        no_diff: bool,
         /// The smallest change of the median time per call that counts, in percent.
         #[arg(long, default_value_t = compare::DEFAULT_THRESHOLD * 100.0)]
         threshold: f64,
@@ -179,38 +187,33 @@ fn main() -> ExitCode {
         Command::Compare {
             a,
             b,
+            diff,
+            no_diff,
             threshold,
             json,
             fail_on_regression,
         } => {
+            if !(0.0..1000.0).contains(&threshold) {
+                eprintln!("nccl-scorep compare: --threshold is a percentage between 0 and 1000");
+                return ExitCode::from(2);
+            }
+            let diff = (!no_diff).then(|| diff.unwrap_or_else(|| compare::runs::diff_name(&a, &b)));
             let bar = ProgressBar::for_profile();
-            let read = |path: &std::path::Path| {
-                profile::archive_of(path).and_then(|anchor| {
-                    profile::read_trace(&anchor, true, &|done, total| {
-                        bar.show("reading", done, total)
-                    })
-                })
-            };
-            let runs = read(&a).and_then(|ra| Ok((ra, read(&b)?)));
+            let comparison = compare::runs::run(
+                &a,
+                &b,
+                threshold / 100.0,
+                diff.as_deref(),
+                &|done, total| bar.show("reading", done, total),
+            );
             bar.finish();
-            let (run_a, run_b) = match runs {
-                Ok(runs) => runs,
+            let comparison = match comparison {
+                Ok(comparison) => comparison,
                 Err(error) => {
                     eprintln!("nccl-scorep compare: {error}");
                     return ExitCode::FAILURE;
                 }
             };
-            if !(0.0..1000.0).contains(&threshold) {
-                eprintln!("nccl-scorep compare: --threshold is a percentage between 0 and 1000");
-                return ExitCode::from(2);
-            }
-            let comparison = compare::compare(
-                &a.display().to_string(),
-                &run_a.samples,
-                &b.display().to_string(),
-                &run_b.samples,
-                threshold / 100.0,
-            );
             let text = if json {
                 serde_json::to_string_pretty(&comparison).map_err(io::Error::from)
             } else {

@@ -35,12 +35,19 @@ fn run(dir: &Path, name: &str, seed: u64, extra: &[&str]) -> PathBuf {
     out
 }
 
+/// `nccl-scorep compare A B --json` run in A's directory (where the difference cube goes).
 fn compare(a: &Path, b: &Path) -> Value {
+    compare_with(a, b, &[])
+}
+
+fn compare_with(a: &Path, b: &Path, extra: &[&str]) -> Value {
     let output = Command::new(TOOL)
         .arg("compare")
         .arg(a)
         .arg(b)
         .arg("--json")
+        .args(extra)
+        .current_dir(a.parent().unwrap())
         .output()
         .unwrap();
     assert!(
@@ -94,6 +101,176 @@ fn a_planted_slowdown_is_a_regression_of_its_operation_and_size() {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("REGRESSION"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+
+    profiles_and_their_difference(dir.path(), &base, &slow, &comparison);
+}
+
+/// The profile as pycubexr reads it (`tests/profile_reader/dump_profile.py`).
+fn dump_profile(cubex: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/profile_reader/dump_profile.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .arg(cubex)
+        .output()
+        .expect("python3 with pycubexr (scripts/test.sh installs it)");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The sum of `metric` over every location at the call paths ending in `region` with the
+/// parameter `nccl.bytes` = `bucket`.
+fn sum_at(profile: &Value, metric: &str, region: &str, bucket: &str) -> f64 {
+    let cnodes: Vec<u64> = profile["cnodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["path"].as_array().unwrap().last().unwrap() == region
+                && c["parameters"]["nccl.bytes"] == bucket
+        })
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    assert!(!cnodes.is_empty(), "no {region} [{bucket}]");
+    profile["values"][metric].as_array().map_or(0.0, |rows| {
+        rows.iter()
+            .filter(|r| cnodes.contains(&r[0].as_u64().unwrap()))
+            .map(|r| r[2].as_f64().unwrap())
+            .sum()
+    })
+}
+
+/// The difference cube `compare` wrote is B − A of the two runs' profiles, and profiles
+/// compare too (from sums, untested).
+fn profiles_and_their_difference(dir: &Path, base: &Path, slow: &Path, comparison: &Value) {
+    assert_eq!(comparison["difference_cube"], "base-vs-slow.cubex");
+    let diff = dir.join("base-vs-slow.cubex");
+    assert!(diff.is_file());
+    for run in [base, slow] {
+        let status = Command::new(TOOL).arg("profile").arg(run).output().unwrap();
+        assert!(status.status.success(), "{status:?}");
+    }
+    let (pa, pb) = (
+        dump_profile(&base.join("profile.cubex")),
+        dump_profile(&slow.join("profile.cubex")),
+    );
+    let difference = dump_profile(&diff);
+    assert!(
+        difference["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["dtype"] == "DOUBLE"),
+        "{:#}",
+        difference["metrics"]
+    );
+    for bucket in ["4-16 MiB", "16-64 MiB"] {
+        let want = sum_at(&pb, "execution_time", "AllReduce", bucket)
+            - sum_at(&pa, "execution_time", "AllReduce", bucket);
+        let got = sum_at(&difference, "execution_time", "AllReduce", bucket);
+        assert!(want > 0.0, "B is slower at {bucket}");
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{bucket}: {got} vs {want}"
+        );
+        // The same calls in both runs.
+        assert_eq!(sum_at(&difference, "visits", "AllReduce", bucket), 0.0);
+    }
+    // The difference has the runs' locations, matched: not one set per run.
+    assert_eq!(
+        difference["locations"].as_array().unwrap().len(),
+        pb["locations"].as_array().unwrap().len()
+    );
+
+    // Profiles: the same groups, from sums, with no verdict stronger than "slower".
+    let from_profiles = compare_with(
+        &base.join("profile.cubex"),
+        &slow.join("profile.cubex"),
+        &["--no-diff"],
+    );
+    assert_eq!(from_profiles["tested"], false);
+    assert!(from_profiles["difference_cube"].is_null());
+    assert_eq!(from_profiles["regressions"], 0);
+    let rows = from_profiles["rows"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["bucket"] == "16-64 MiB").unwrap();
+    assert_eq!(row["verdict"], "slower", "{from_profiles:#}");
+    let traced = comparison["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["bucket"] == "16-64 MiB")
+        .unwrap();
+    assert_eq!(row["a"]["calls"], traced["a"]["calls"]);
+    assert!(row["change"].as_f64().unwrap() > 1.0, "{row:#}");
+    // A trace against a profile is compared from sums too.
+    let mixed = compare_with(base, &slow.join("profile.cubex"), &["--no-diff"]);
+    assert_eq!(mixed["tested"], false);
+    assert_eq!(mixed["rows"].as_array().unwrap().len(), rows.len());
+
+    cube_tools_accept(&diff, &difference);
+}
+
+/// CubeLib's tools, when they are on PATH, read the difference cube, and `cube_dump`
+/// gives the execution time per location that pycubexr gives.
+fn cube_tools_accept(diff: &Path, difference: &Value) {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+    };
+    if !["cube_info", "cube_dump"].iter().all(|tool| on_path(tool)) {
+        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump) are not on PATH");
+        return;
+    }
+    let info = Command::new("cube_info").arg(diff).output().unwrap();
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let dump = Command::new("cube_dump")
+        .args([
+            "-m",
+            "execution_time",
+            "-z",
+            "incl",
+            "-c",
+            "0",
+            "-s",
+            "csv2",
+        ])
+        .arg(diff)
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let locations = difference["locations"].as_array().unwrap().len();
+    let mut by_pycubexr = vec![0.0; locations];
+    for row in difference["values"]["execution_time"].as_array().unwrap() {
+        by_pycubexr[row[1].as_u64().unwrap() as usize] += row[2].as_f64().unwrap();
+    }
+    let mut seen = 0;
+    for line in text.lines().skip(1) {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if let [_, location, value] = fields[..] {
+            let (location, value): (usize, f64) =
+                (location.parse().unwrap(), value.parse().unwrap());
+            let want = by_pycubexr[location];
+            // cube_dump prints six significant digits.
+            assert!(
+                (value - want).abs() <= 1e-5 * want.abs().max(1e-3),
+                "{location}: {value} vs {want}"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, locations, "{text}");
 }
 
 #[test]
