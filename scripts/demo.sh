@@ -52,7 +52,7 @@ mpirun -np 4 --oversubscribe --bind-to none \
     --scenario group --scenario p2p --iterations 20 --sizes 64K,1M,8M \
     --late-rank 2 --late-us 300 --pxn
 
-step "the job merged its processes' parts into one archive at its end"
+step "the job merged its processes' parts into one archive (and its CUBE4 profile) at its end"
 cat "$outdir/merge-report.txt"
 "$target_root/release/nccl-scorep" validate "$outdir" | tail -n 1
 
@@ -61,3 +61,4 @@ step "nccl-scorep summary: where the time went, and which rank was late"
 
 echo
 echo "open $outdir/traces.otf2 in Vampir (what to look at: vampir-samples/README.md)"
+echo "open $outdir/profile.cubex in Cube (what it holds: docs/profile.md)"

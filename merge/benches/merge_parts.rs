@@ -372,7 +372,10 @@ const ATTRIBUTES: &[(&str, u32)] = &[
 ];
 const ATTR_COMM_HASH: u32 = 0;
 const ATTR_RANK: u32 = 1;
+const ATTR_NRANKS: u32 = 2;
 const ATTR_SEQ: u32 = 3;
+const ATTR_FUNC: u32 = 4;
+const ATTR_BYTES: u32 = 7;
 const ATTR_PEER: u32 = 11;
 const ATTR_CHANNEL: u32 = 12;
 
@@ -433,6 +436,14 @@ impl Strings {
         self.ids.insert(text.to_owned(), id);
         id
     }
+}
+
+/// What the operations on the ops streams are.
+#[derive(Clone, Copy)]
+struct Operation {
+    /// The string id of their function.
+    func: u32,
+    nranks: i64,
 }
 
 struct PartSize {
@@ -520,6 +531,7 @@ fn write_part(
         let result = write_archive(
             archive,
             process,
+            procs,
             events_per_location,
             &host,
             pid,
@@ -542,6 +554,7 @@ fn write_part(
 unsafe fn write_archive(
     archive: *mut OTF2_Archive,
     process: usize,
+    procs: usize,
     events_per_location: u64,
     host: &str,
     pid: usize,
@@ -554,6 +567,11 @@ unsafe fn write_archive(
         .collect();
     let mut counts = Vec::with_capacity(kinds.len());
     let mut last_time = MONOTONIC_START;
+    // The operations are AllReduce calls of every process (the profile matches them).
+    let operation = Operation {
+        func: strings.id("AllReduce"),
+        nranks: procs as i64,
+    };
     // SAFETY: `archive` is open (caller); the attribute list is deleted at the end; each
     // event writer is closed before the event files.
     unsafe {
@@ -565,7 +583,14 @@ unsafe fn write_archive(
                 OTF2_AttributeList_Delete(attributes);
                 return Err("OTF2_Archive_GetEvtWriter failed".to_owned());
             }
-            let end = write_events(writer, attributes, *kind, process, events_per_location);
+            let end = write_events(
+                writer,
+                attributes,
+                *kind,
+                process,
+                operation,
+                events_per_location,
+            );
             last_time = last_time.max(end?);
             let mut events = 0;
             OTF2_EvtWriter_GetNumberOfEvents(writer, &mut events);
@@ -632,6 +657,7 @@ unsafe fn write_events(
     attributes: *mut OTF2_AttributeList,
     kind: Kind,
     process: usize,
+    operation: Operation,
     wanted: u64,
 ) -> Result<u64, String> {
     let mut time = MONOTONIC_START + 1_000;
@@ -662,6 +688,9 @@ unsafe fn write_events(
                     OTF2_AttributeList_AddUint64(attributes, ATTR_COMM_HASH, COMM_HASH);
                     OTF2_AttributeList_AddUint64(attributes, ATTR_SEQ, seq);
                     OTF2_AttributeList_AddInt64(attributes, ATTR_RANK, process as i64);
+                    OTF2_AttributeList_AddInt64(attributes, ATTR_NRANKS, operation.nranks);
+                    OTF2_AttributeList_AddStringRef(attributes, ATTR_FUNC, operation.func);
+                    OTF2_AttributeList_AddUint64(attributes, ATTR_BYTES, 65_536);
                     [
                         OTF2_EvtWriter_Enter(writer, attributes, tick(200), REGION_OP),
                         OTF2_EvtWriter_MpiCollectiveBegin(writer, ptr::null_mut(), tick(0)),
