@@ -6,6 +6,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod profile_reader;
+use profile_reader::{cube_tools_accept, read_with_pycubexr};
+
 const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 
 /// One 4-rank job of AllReduce calls. Simulated time runs ten times slower than real
@@ -105,22 +108,6 @@ fn a_planted_slowdown_is_a_regression_of_its_operation_and_size() {
     profiles_and_their_difference(dir.path(), &base, &slow, &comparison);
 }
 
-/// The profile as pycubexr reads it (`tests/profile_reader/dump_profile.py`).
-fn dump_profile(cubex: &Path) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/profile_reader/dump_profile.py");
-    let output = Command::new("python3")
-        .arg(script)
-        .arg(cubex)
-        .output()
-        .expect("python3 with pycubexr (scripts/test.sh installs it)");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
 /// The sum of `metric` over every location at the call paths ending in `region` with the
 /// parameter `nccl.bytes` = `bucket`.
 fn sum_at(profile: &Value, metric: &str, region: &str, bucket: &str) -> f64 {
@@ -154,10 +141,10 @@ fn profiles_and_their_difference(dir: &Path, base: &Path, slow: &Path, compariso
         assert!(status.status.success(), "{status:?}");
     }
     let (pa, pb) = (
-        dump_profile(&base.join("profile.cubex")),
-        dump_profile(&slow.join("profile.cubex")),
+        read_with_pycubexr(&base.join("profile.cubex")),
+        read_with_pycubexr(&slow.join("profile.cubex")),
     );
-    let difference = dump_profile(&diff);
+    let difference = read_with_pycubexr(&diff);
     assert!(
         difference["metrics"]
             .as_array()
@@ -210,26 +197,15 @@ fn profiles_and_their_difference(dir: &Path, base: &Path, slow: &Path, compariso
     assert_eq!(mixed["tested"], false);
     assert_eq!(mixed["rows"].as_array().unwrap().len(), rows.len());
 
-    cube_tools_accept(&diff, &difference);
+    cube_tools_agree(&diff, &difference);
 }
 
 /// CubeLib's tools, when they are on PATH, read the difference cube, and `cube_dump`
 /// gives the execution time per location that pycubexr gives.
-fn cube_tools_accept(diff: &Path, difference: &Value) {
-    let on_path = |name: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
-    };
-    if !["cube_info", "cube_dump"].iter().all(|tool| on_path(tool)) {
-        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump) are not on PATH");
+fn cube_tools_agree(diff: &Path, difference: &Value) {
+    if !cube_tools_accept(diff) {
         return;
     }
-    let info = Command::new("cube_info").arg(diff).output().unwrap();
-    assert!(
-        info.status.success(),
-        "{}",
-        String::from_utf8_lossy(&info.stderr)
-    );
     let dump = Command::new("cube_dump")
         .args([
             "-m",

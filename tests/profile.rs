@@ -10,6 +10,8 @@ use std::process::Command;
 
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
+mod profile_reader;
+use profile_reader::{cube_tools_accept, read_with_pycubexr};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 
@@ -44,23 +46,6 @@ fn late_rank_job(dir: &Path) -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     out
-}
-
-/// The profile as pycubexr reads it (`tests/profile_reader/dump_profile.py`).
-fn read_with_pycubexr(profile: &Path) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/profile_reader/dump_profile.py");
-    let output = Command::new("python3")
-        .arg(script)
-        .arg(profile)
-        .output()
-        .expect("python3");
-    assert!(
-        output.status.success(),
-        "pycubexr could not read {} (scripts/test.sh installs pycubexr): {}",
-        profile.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// Per location name, the sum of `metric` over the call paths `keep` accepts.
@@ -272,20 +257,9 @@ fn a_job_s_profile_agrees_with_its_trace_and_shows_who_waited_for_the_late_rank(
 /// CubeLib's tools, when they are on PATH: they accept the file, and `cube_dump` gives the
 /// same inclusive visits and waits at the root, per location, as pycubexr.
 fn cube_tools_agree(cubex: &Path, profile: &Value) {
-    let on_path = |name: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
-    };
-    if !["cube_info", "cube_dump"].iter().all(|tool| on_path(tool)) {
-        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump) are not on PATH");
+    if !cube_tools_accept(cubex) {
         return;
     }
-    let info = Command::new("cube_info").arg(cubex).output().unwrap();
-    assert!(
-        info.status.success(),
-        "{}",
-        String::from_utf8_lossy(&info.stderr)
-    );
     let dump = Command::new("cube_dump")
         .args(["-m", "visits,wait_for_last_rank", "-z", "incl", "-c", "0"])
         .args(["-s", "csv2"])

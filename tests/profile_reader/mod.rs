@@ -1,0 +1,43 @@
+//! Readers of our CUBE4 files that nobody here wrote, for the tests: pycubexr (through
+//! `dump_profile.py`) and, where they are on PATH, CubeLib's command-line tools.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// The profile as pycubexr reads it (`tests/profile_reader/dump_profile.py`).
+pub fn read_with_pycubexr(profile: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/profile_reader/dump_profile.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .arg(profile)
+        .output()
+        .expect("python3");
+    assert!(
+        output.status.success(),
+        "pycubexr could not read {} (scripts/test.sh installs pycubexr): {}",
+        profile.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Whether CubeLib's `cube_info` and `cube_dump` are on PATH; says it skips them if not.
+/// When they are, `cube_info` must accept `cubex`.
+pub fn cube_tools_accept(cubex: &Path) -> bool {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+    };
+    if !["cube_info", "cube_dump"].iter().all(|tool| on_path(tool)) {
+        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump) are not on PATH");
+        return false;
+    }
+    let info = Command::new("cube_info").arg(cubex).output().unwrap();
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    true
+}
