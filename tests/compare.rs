@@ -95,7 +95,7 @@ fn a_planted_slowdown_is_a_regression_of_its_operation_and_size() {
         .iter()
         .any(|r| r["bucket"] == "16-64 MiB" && r["verdict"] == "improvement"));
     let status = Command::new(TOOL)
-        .args(["compare", "--fail-on-regression"])
+        .args(["compare", "--fail-on-regression", "--no-diff"])
         .arg(&base)
         .arg(&slow)
         .output()
