@@ -99,6 +99,13 @@ impl DataType {
             DataType::Uint64 => "UINT64",
         }
     }
+
+    /// The data type spelled `name` in a `<dtype>` element, if it is one of these.
+    pub fn from_cube_name(name: &str) -> Option<Self> {
+        [DataType::Double, DataType::Uint64]
+            .into_iter()
+            .find(|t| t.cube_name() == name)
+    }
 }
 
 impl fmt::Display for DataType {
@@ -137,6 +144,13 @@ impl MetricKind {
             MetricKind::Inclusive => "INCLUSIVE",
         }
     }
+
+    /// The kind spelled `name` in a `type` attribute, if it is one of these.
+    pub fn from_cube_name(name: &str) -> Option<Self> {
+        [MetricKind::Exclusive, MetricKind::Inclusive]
+            .into_iter()
+            .find(|k| k.cube_name() == name)
+    }
 }
 
 impl fmt::Display for MetricKind {
@@ -163,6 +177,13 @@ impl LocationGroupType {
             LocationGroupType::Accelerator => "accelerator",
         }
     }
+
+    /// The type spelled `name` in a `<type>` element, if it is one of these.
+    pub fn from_cube_name(name: &str) -> Option<Self> {
+        [LocationGroupType::Process, LocationGroupType::Accelerator]
+            .into_iter()
+            .find(|t| t.cube_name() == name)
+    }
 }
 
 /// The type of a location.
@@ -184,6 +205,13 @@ impl LocationType {
             LocationType::CpuThread => "thread",
             LocationType::AcceleratorStream => "accelerator stream",
         }
+    }
+
+    /// The type spelled `name` in a `<type>` element, if it is one of these.
+    pub fn from_cube_name(name: &str) -> Option<Self> {
+        [LocationType::CpuThread, LocationType::AcceleratorStream]
+            .into_iter()
+            .find(|t| t.cube_name() == name)
     }
 }
 

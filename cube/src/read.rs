@@ -306,20 +306,20 @@ fn parse_anchor(doc: &Document<'_>) -> Result<Anchor, ReadError> {
     })
 }
 
-/// Why a metric is not read, if it is not.
-fn unsupported(node: Node<'_, '_>) -> Option<String> {
+/// A metric's kind and data type, or why it is not read.
+fn metric_shape(node: Node<'_, '_>) -> Result<(MetricKind, DataType), String> {
     if elements(node, "cubepl").next().is_some() {
-        return Some("derived (CubePL)".into());
+        return Err("derived (CubePL)".into());
     }
-    match node.attribute("type") {
-        None | Some("EXCLUSIVE" | "INCLUSIVE") => {}
-        Some(other) => return Some(format!("of type {other}")),
-    }
-    match child_text(node, "dtype") {
-        Some("DOUBLE" | "UINT64") => None,
-        Some(other) => Some(format!("of data type {other}")),
-        None => Some("without <dtype>".into()),
-    }
+    let kind = match node.attribute("type") {
+        None => MetricKind::Exclusive,
+        Some(name) => MetricKind::from_cube_name(name).ok_or(format!("of type {name}"))?,
+    };
+    let data_type = match child_text(node, "dtype") {
+        Some(name) => DataType::from_cube_name(name).ok_or(format!("of data type {name}"))?,
+        None => return Err("without <dtype>".into()),
+    };
+    Ok((kind, data_type))
 }
 
 fn parse_metrics(
@@ -336,7 +336,7 @@ fn parse_metrics(
         .collect();
     while let Some((node, parent)) = stack.pop() {
         let unique_name = required_text(node, "uniq_name")?;
-        if unsupported(node).is_some() {
+        let Ok((kind, data_type)) = metric_shape(node) else {
             // The metric and everything below it.
             skipped.extend(
                 node.descendants()
@@ -345,14 +345,6 @@ fn parse_metrics(
                     .map(str::to_string),
             );
             continue;
-        }
-        let kind = match node.attribute("type") {
-            Some("INCLUSIVE") => MetricKind::Inclusive,
-            _ => MetricKind::Exclusive,
-        };
-        let data_type = match child_text(node, "dtype") {
-            Some("UINT64") => DataType::Uint64,
-            _ => DataType::Double,
         };
         let file_id: u32 = number(node, "metric id", required_attr(node, "id")?)?;
         if !file_ids.insert(file_id) {
@@ -473,6 +465,27 @@ fn rank(node: Node<'_, '_>) -> Result<u32, ReadError> {
 }
 
 /// Defines the system tree and returns the location of each data column.
+/// The `<type>` of a location or location group: `default` when it has none, an error
+/// when Cube's spelling is not one this crate knows.
+fn type_of<T>(
+    node: Node<'_, '_>,
+    default: T,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<T, ReadError> {
+    match child_text(node, "type") {
+        None => Ok(default),
+        Some(name) => parse(name).ok_or_else(|| {
+            let what = node.tag_name().name();
+            let what = if what == "locationgroup" {
+                "location group"
+            } else {
+                what
+            };
+            anchor_error(node, format!("{what} type `{name}` is not supported"))
+        }),
+    }
+}
+
 fn parse_system(b: &mut CubeBuilder, system: Node<'_, '_>) -> Result<Vec<LocationId>, ReadError> {
     let mut locations: HashMap<NodeId, LocationId> = HashMap::new();
     let mut stack: Vec<(Node<'_, '_>, Option<SystemTreeNodeId>)> =
@@ -485,30 +498,17 @@ fn parse_system(b: &mut CubeBuilder, system: Node<'_, '_>) -> Result<Vec<Locatio
         let class = child_text(node, "class").unwrap_or("");
         let stn = b.system_tree_node(parent, name, class).map_err(invalid)?;
         for group in elements(node, "locationgroup") {
-            let group_type = match child_text(group, "type") {
-                None | Some("process") => LocationGroupType::Process,
-                Some("accelerator") => LocationGroupType::Accelerator,
-                Some(other) => {
-                    return Err(anchor_error(
-                        group,
-                        format!("location group type `{other}` is not supported"),
-                    ))
-                }
-            };
+            let group_type = type_of(
+                group,
+                LocationGroupType::Process,
+                LocationGroupType::from_cube_name,
+            )?;
             let g = b
                 .location_group(stn, required_text(group, "name")?, rank(group)?, group_type)
                 .map_err(invalid)?;
             for loc in elements(group, "location") {
-                let location_type = match child_text(loc, "type") {
-                    None | Some("thread") => LocationType::CpuThread,
-                    Some("accelerator stream") => LocationType::AcceleratorStream,
-                    Some(other) => {
-                        return Err(anchor_error(
-                            loc,
-                            format!("location type `{other}` is not supported"),
-                        ))
-                    }
-                };
+                let location_type =
+                    type_of(loc, LocationType::CpuThread, LocationType::from_cube_name)?;
                 let l = b
                     .location(g, required_text(loc, "name")?, rank(loc)?, location_type)
                     .map_err(invalid)?;
