@@ -111,8 +111,9 @@ impl Metric {
     }
 }
 
-/// What a location of the trace is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a location of the trace is. Within a process, the profile lists locations in
+/// this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LocationKind {
     /// An OS thread that called NCCL (`thread <tid>`).
     Thread,
@@ -132,16 +133,6 @@ impl LocationKind {
             LocationKind::OpsStream => Metric::ExecutionTime,
             LocationKind::Channel => Metric::KernelTime,
             LocationKind::Proxy => Metric::ProxyTime,
-        }
-    }
-
-    /// Where locations of this kind come within their process in the profile.
-    pub fn order(self) -> u8 {
-        match self {
-            LocationKind::Thread => 0,
-            LocationKind::OpsStream => 1,
-            LocationKind::Channel => 2,
-            LocationKind::Proxy => 3,
         }
     }
 
@@ -346,4 +337,16 @@ pub fn describe(profile: &Profile, target: &Path) -> String {
         profile.complete_collectives + profile.incomplete_collectives,
         profile.incomplete_collectives
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metric;
+
+    #[test]
+    fn a_metric_s_index_is_its_place_in_the_list_of_all() {
+        for (place, metric) in Metric::ALL.into_iter().enumerate() {
+            assert_eq!(metric.index(), place, "{metric:?}");
+        }
+    }
 }

@@ -164,8 +164,21 @@ fn define_system(defs: &GlobalDefs, profile: &mut Profile) -> HashMap<u64, (usiz
     let mut location_of: HashMap<(usize, String), usize> = HashMap::default();
     let mut locations = HashMap::default();
     let mut ids: Vec<u64> = defs.locations.keys().collect();
-    // Processes and locations in a readable order: by process, then by name.
-    ids.sort_by_key(|id| (id & 0xffff_ffff, id >> 32));
+    // By process; within one: threads, ops streams, GPU channels, proxies, each in natural
+    // order of their names. The same job then gives the same location ranks in the cube
+    // run after run (a difference of two runs matches locations by them).
+    ids.sort_by_cached_key(|&id| {
+        let name = defs
+            .locations
+            .get(&id)
+            .map_or_else(String::new, |l| string(l.name));
+        (
+            id & 0xffff_ffff,
+            location_kind(&name),
+            natural_key(without_lane(&name)),
+            id >> 32,
+        )
+    });
     for id in ids {
         let location = defs.locations.get(&id).expect("listed");
         let group_id = process_group(location.location_group);
@@ -620,6 +633,28 @@ fn role_name(role: u8) -> &'static str {
     }
 }
 
+/// A name's sort key in natural order: runs of digits compare as numbers
+/// (`thread 9` before `thread 10`).
+fn natural_key(name: &str) -> Vec<(String, u64)> {
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if let Some(digit) = c.to_digit(10) {
+            let mut number = u64::from(digit);
+            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+                number = number.saturating_mul(10).saturating_add(u64::from(d));
+                chars.next();
+            }
+            key.push((std::mem::take(&mut text), number));
+        } else {
+            text.push(c);
+        }
+    }
+    key.push((text, 0));
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,5 +677,25 @@ mod tests {
         );
         assert_eq!(without_lane("thread 5 (lane 2)"), "thread 5");
         assert_eq!(without_lane("thread 5"), "thread 5");
+    }
+
+    #[test]
+    fn numbers_in_names_sort_as_numbers() {
+        let mut names = [
+            "thread 10",
+            "thread 9",
+            "c rank 1 ops",
+            "c rank 0 channel 12",
+        ];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(
+            names,
+            [
+                "c rank 0 channel 12",
+                "c rank 1 ops",
+                "thread 9",
+                "thread 10"
+            ]
+        );
     }
 }

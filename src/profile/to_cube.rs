@@ -188,32 +188,18 @@ pub fn to_cube(profile: &Profile) -> Result<Cube, CubeError> {
         let rank = u32::try_from(process.index).unwrap_or(u32::MAX >> 1);
         groups.push(b.location_group(node, &process.name, rank, LocationGroupType::Process)?);
     }
-    // Within a process: threads, ops streams, GPU channels, proxies, each in natural order
-    // of their names, so that the same job gives the same location ranks run after run
-    // (a difference of two runs matches locations by them).
-    let mut order: Vec<usize> = (0..profile.locations.len()).collect();
-    order.sort_by_cached_key(|&l| {
-        let location = &profile.locations[l];
-        (
-            location.process,
-            location.kind.order(),
-            natural_key(&location.name),
-        )
-    });
     let mut next_rank = vec![0u32; profile.processes.len()];
-    let mut locations: Vec<Option<LocationId>> = vec![None; profile.locations.len()];
-    for l in order {
-        let location = &profile.locations[l];
+    let mut locations: Vec<LocationId> = Vec::with_capacity(profile.locations.len());
+    for location in &profile.locations {
         let rank = &mut next_rank[location.process];
         let kind = if location.kind.on_accelerator() {
             LocationType::AcceleratorStream
         } else {
             LocationType::CpuThread
         };
-        locations[l] = Some(b.location(groups[location.process], &location.name, *rank, kind)?);
+        locations.push(b.location(groups[location.process], &location.name, *rank, kind)?);
         *rank += 1;
     }
-    let locations: Vec<LocationId> = locations.into_iter().flatten().collect();
 
     let mut cube = b.build()?;
     for ((metric, call_path, location), value) in profile.values() {
@@ -225,51 +211,4 @@ pub fn to_cube(profile: &Profile) -> Result<Cube, CubeError> {
         }
     }
     Ok(cube)
-}
-
-/// A name's sort key in natural order: runs of digits compare as numbers
-/// (`thread 9` before `thread 10`).
-fn natural_key(name: &str) -> Vec<(String, u64)> {
-    let mut key = Vec::new();
-    let mut text = String::new();
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        if let Some(digit) = c.to_digit(10) {
-            let mut number = u64::from(digit);
-            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
-                number = number.saturating_mul(10).saturating_add(u64::from(d));
-                chars.next();
-            }
-            key.push((std::mem::take(&mut text), number));
-        } else {
-            text.push(c);
-        }
-    }
-    key.push((text, 0));
-    key
-}
-
-#[cfg(test)]
-mod tests {
-    use super::natural_key;
-
-    #[test]
-    fn numbers_in_names_sort_as_numbers() {
-        let mut names = [
-            "thread 10",
-            "thread 9",
-            "c rank 1 ops",
-            "c rank 0 channel 12",
-        ];
-        names.sort_by_key(|n| natural_key(n));
-        assert_eq!(
-            names,
-            [
-                "c rank 0 channel 12",
-                "c rank 1 ops",
-                "thread 9",
-                "thread 10"
-            ]
-        );
-    }
 }
