@@ -19,7 +19,7 @@ pub mod runs;
 
 use nccl_scorep_cube::Cube;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::nccl_ops::is_point_to_point;
 use crate::profile::Sample;
@@ -123,17 +123,52 @@ pub struct Comparison {
 
 /// The group of a sample.
 fn key_of(sample: &Sample) -> GroupKey {
-    let anonymous = sample.comm.is_empty()
-        || sample.comm.starts_with("comm 0x")
-        || sample.comm.starts_with("NCCL comm");
+    group_key(&sample.comm, sample.nranks, &sample.func, &sample.bucket)
+}
+
+/// The group of an operation on communicator `comm` of `nranks` ranks.
+fn group_key(comm: &str, nranks: i64, func: &str, bucket: &str) -> GroupKey {
+    let anonymous = comm.is_empty() || comm.starts_with("comm 0x") || comm.starts_with("NCCL comm");
     GroupKey {
         comm: if anonymous {
-            format!("{}-rank comm", sample.nranks)
+            format!("{nranks}-rank comm")
         } else {
-            sample.comm.clone()
+            comm.to_owned()
         },
-        func: sample.func.clone(),
-        bucket: sample.bucket.clone(),
+        func: func.to_owned(),
+        bucket: bucket.to_owned(),
+    }
+}
+
+/// The groups of either run, in order.
+fn union<'a, A, B>(
+    a: &'a BTreeMap<GroupKey, A>,
+    b: &'a BTreeMap<GroupKey, B>,
+) -> BTreeSet<&'a GroupKey> {
+    a.keys().chain(b.keys()).collect()
+}
+
+/// The comparison of the rows.
+fn comparison(
+    a_name: &str,
+    b_name: &str,
+    threshold: f64,
+    tested: bool,
+    rows: Vec<Row>,
+) -> Comparison {
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
+    Comparison {
+        format_version: FORMAT_VERSION,
+        a: a_name.to_owned(),
+        b: b_name.to_owned(),
+        threshold,
+        tested,
+        significance: SIGNIFICANCE,
+        min_calls: MIN_CALLS,
+        regressions: count(Verdict::Regression),
+        improvements: count(Verdict::Improvement),
+        rows,
+        difference_cube: None,
     }
 }
 
@@ -250,11 +285,8 @@ pub fn compare(
     threshold: f64,
 ) -> Comparison {
     let (groups_a, groups_b) = (groups(a), groups(b));
-    let mut keys: Vec<&GroupKey> = groups_a.keys().chain(groups_b.keys()).collect();
-    keys.sort();
-    keys.dedup();
     let mut rows = Vec::new();
-    for key in keys {
+    for key in union(&groups_a, &groups_b) {
         let (sa, sb) = (groups_a.get(key), groups_b.get(key));
         let row = match (sa, sb) {
             (Some(sa), Some(sb)) => {
@@ -309,20 +341,7 @@ pub fn compare(
         };
         rows.push(row);
     }
-    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
-    Comparison {
-        format_version: FORMAT_VERSION,
-        a: a_name.to_owned(),
-        b: b_name.to_owned(),
-        threshold,
-        tested: true,
-        significance: SIGNIFICANCE,
-        min_calls: MIN_CALLS,
-        regressions: count(Verdict::Regression),
-        improvements: count(Verdict::Improvement),
-        rows,
-        difference_cube: None,
-    }
+    comparison(a_name, b_name, threshold, true, rows)
 }
 
 /// A group's sums in a profile.
@@ -377,13 +396,7 @@ fn profile_groups(cube: &Cube) -> Result<BTreeMap<GroupKey, Side>, String> {
             if visited == 0.0 {
                 continue;
             }
-            let key = key_of(&Sample {
-                comm: comm.to_owned(),
-                nranks: ranks_of[comm] as i64,
-                func: func.to_owned(),
-                bucket: bucket.clone(),
-                ..Sample::default()
-            });
+            let key = group_key(comm, ranks_of[comm] as i64, func, bucket);
             let group = sums.entry(key).or_default();
             group.visits += visited;
             group.execution_s += value(execution, cnode, location);
@@ -426,10 +439,7 @@ pub fn compare_profiles(
 ) -> Result<Comparison, String> {
     let groups_a = profile_groups(a).map_err(|e| format!("{a_name}: {e}"))?;
     let groups_b = profile_groups(b).map_err(|e| format!("{b_name}: {e}"))?;
-    let mut keys: Vec<&GroupKey> = groups_a.keys().chain(groups_b.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let rows: Vec<Row> = keys
+    let rows: Vec<Row> = union(&groups_a, &groups_b)
         .into_iter()
         .map(|key| {
             let (sa, sb) = (groups_a.get(key).cloned(), groups_b.get(key).cloned());
@@ -456,19 +466,7 @@ pub fn compare_profiles(
             }
         })
         .collect();
-    Ok(Comparison {
-        format_version: FORMAT_VERSION,
-        a: a_name.to_owned(),
-        b: b_name.to_owned(),
-        threshold,
-        tested: false,
-        significance: SIGNIFICANCE,
-        min_calls: MIN_CALLS,
-        regressions: 0,
-        improvements: 0,
-        rows,
-        difference_cube: None,
-    })
+    Ok(comparison(a_name, b_name, threshold, false, rows))
 }
 
 /// The comparison as a table for a terminal of 100 columns.

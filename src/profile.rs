@@ -202,7 +202,7 @@ pub struct Profile {
 
 /// One operation of the job, for comparing runs: a collective with all its ranks' parts,
 /// or one rank's send or receive.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Sample {
     /// The communicator's name as the trace has it (`comm 0x…` when it has none).
     pub comm: String,

@@ -2,6 +2,7 @@
 //! a profile (`.cubex`), compared call by call when both are traces and from sums
 //! otherwise; and the difference cube B − A written beside.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use nccl_scorep_cube::Cube;
@@ -29,12 +30,13 @@ impl Run {
         )?)))
     }
 
-    fn cube(&self) -> Result<Cube, String> {
+    /// The run's cube: the profile as read, or built from the trace.
+    fn cube(&self) -> Result<Cow<'_, Cube>, String> {
         match self {
-            Run::Trace(profile) => {
-                profile::to_cube(profile).map_err(|e| format!("cannot build the profile: {e}"))
-            }
-            Run::Profile(cube) => Ok(cube.clone()),
+            Run::Trace(profile) => profile::to_cube(profile)
+                .map(Cow::Owned)
+                .map_err(|e| format!("cannot build the profile: {e}")),
+            Run::Profile(cube) => Ok(Cow::Borrowed(cube)),
         }
     }
 }
