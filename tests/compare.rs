@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod profile_reader;
-use profile_reader::{cube_tools_accept, read_with_pycubexr};
+use profile_reader::{cube_dump_at_root, cube_tools_accept, per_column, read_with_pycubexr};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 
@@ -206,47 +206,17 @@ fn cube_tools_agree(diff: &Path, difference: &Value) {
     if !cube_tools_accept(diff) {
         return;
     }
-    let dump = Command::new("cube_dump")
-        .args([
-            "-m",
-            "execution_time",
-            "-z",
-            "incl",
-            "-c",
-            "0",
-            "-s",
-            "csv2",
-        ])
-        .arg(diff)
-        .output()
-        .unwrap();
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
-    let text = String::from_utf8_lossy(&dump.stdout);
-    let locations = difference["locations"].as_array().unwrap().len();
-    let mut by_pycubexr = vec![0.0; locations];
-    for row in difference["values"]["execution_time"].as_array().unwrap() {
-        by_pycubexr[row[1].as_u64().unwrap() as usize] += row[2].as_f64().unwrap();
+    let by_cube_dump = cube_dump_at_root(diff, "execution_time");
+    let by_pycubexr = per_column(difference, "execution_time");
+    assert_eq!(by_cube_dump.len(), by_pycubexr.len(), "{by_cube_dump:?}");
+    for (location, values) in by_cube_dump {
+        let (value, want) = (values[0], by_pycubexr[location]);
+        // cube_dump prints six significant digits.
+        assert!(
+            (value - want).abs() <= 1e-5 * want.abs().max(1e-3),
+            "{location}: {value} vs {want}"
+        );
     }
-    let mut seen = 0;
-    for line in text.lines().skip(1) {
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        if let [_, location, value] = fields[..] {
-            let (location, value): (usize, f64) =
-                (location.parse().unwrap(), value.parse().unwrap());
-            let want = by_pycubexr[location];
-            // cube_dump prints six significant digits.
-            assert!(
-                (value - want).abs() <= 1e-5 * want.abs().max(1e-3),
-                "{location}: {value} vs {want}"
-            );
-            seen += 1;
-        }
-    }
-    assert_eq!(seen, locations, "{text}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::process::Command;
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
 mod profile_reader;
-use profile_reader::{cube_tools_accept, read_with_pycubexr};
+use profile_reader::{cube_dump_at_root, cube_tools_accept, per_column, read_with_pycubexr};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 
@@ -260,39 +260,19 @@ fn cube_tools_agree(cubex: &Path, profile: &Value) {
     if !cube_tools_accept(cubex) {
         return;
     }
-    let dump = Command::new("cube_dump")
-        .args(["-m", "visits,wait_for_last_rank", "-z", "incl", "-c", "0"])
-        .args(["-s", "csv2"])
-        .arg(cubex)
-        .output()
-        .unwrap();
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
+    // cube_dump prints the metrics in the metric tree's order: the wait, then visits.
+    let by_cube_dump = cube_dump_at_root(cubex, "visits,wait_for_last_rank");
+    assert_eq!(
+        by_cube_dump.len(),
+        profile["locations"].as_array().unwrap().len()
     );
-    let text = String::from_utf8_lossy(&dump.stdout);
-    let mut by_cube_dump: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
-    for line in text.lines().skip(1) {
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        if let [_, location, wait, visits] = fields[..] {
-            by_cube_dump.insert(
-                location.parse().unwrap(),
-                (visits.parse().unwrap(), wait.parse().unwrap()),
-            );
-        }
-    }
-    let locations = profile["locations"].as_array().unwrap().len();
-    assert_eq!(by_cube_dump.len(), locations, "{text}");
-    let mut by_pycubexr = vec![(0.0, 0.0); locations];
-    for row in profile["values"]["visits"].as_array().unwrap() {
-        by_pycubexr[row[1].as_u64().unwrap() as usize].0 += row[2].as_f64().unwrap();
-    }
-    for row in profile["values"]["wait_for_last_rank"].as_array().unwrap() {
-        by_pycubexr[row[1].as_u64().unwrap() as usize].1 += row[2].as_f64().unwrap();
-    }
-    for (location, (visits, wait)) in by_cube_dump {
-        let (want_visits, want_wait) = by_pycubexr[location as usize];
+    let (visits_by_pycubexr, waits_by_pycubexr) = (
+        per_column(profile, "visits"),
+        per_column(profile, "wait_for_last_rank"),
+    );
+    for (location, values) in by_cube_dump {
+        let (wait, visits) = (values[0], values[1]);
+        let (want_visits, want_wait) = (visits_by_pycubexr[location], waits_by_pycubexr[location]);
         assert_eq!(visits, want_visits, "visits on location {location}");
         assert!(
             // cube_dump prints six significant digits.

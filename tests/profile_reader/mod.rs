@@ -2,6 +2,7 @@
 //! `dump_profile.py`) and, where they are on PATH, CubeLib's command-line tools.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -40,4 +41,38 @@ pub fn cube_tools_accept(cubex: &Path) -> bool {
         String::from_utf8_lossy(&info.stderr)
     );
     true
+}
+
+/// `cube_dump`'s values of `metrics` (comma-separated) at the root call path, inclusive,
+/// per location: location number → the values in the order `cube_dump` prints them.
+pub fn cube_dump_at_root(cubex: &Path, metrics: &str) -> BTreeMap<usize, Vec<f64>> {
+    let dump = Command::new("cube_dump")
+        .args(["-m", metrics, "-z", "incl", "-c", "0", "-s", "csv2"])
+        .arg(cubex)
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let mut by_location = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if let [_, location, values @ ..] = &fields[..] {
+            let values = values.iter().map(|v| v.parse().unwrap()).collect();
+            by_location.insert(location.parse().unwrap(), values);
+        }
+    }
+    by_location
+}
+
+/// pycubexr's values of `metric` summed over the call paths, per location (column).
+pub fn per_column(profile: &Value, metric: &str) -> Vec<f64> {
+    let mut sums = vec![0.0; profile["locations"].as_array().unwrap().len()];
+    for row in profile["values"][metric].as_array().unwrap() {
+        sums[row[1].as_u64().unwrap() as usize] += row[2].as_f64().unwrap();
+    }
+    sums
 }
