@@ -4,7 +4,8 @@
 //! collective, visits and bytes. What each metric and call path means is in
 //! `docs/profile.md`.
 //!
-//! The trace is read once, in time order ([`read`]); what it gives is kept in a
+//! The trace is read once ([`read`]): the ops streams in time order, the other locations
+//! one by one, since only collectives are matched across locations. What it gives is kept in a
 //! [`Profile`] whose size grows with locations × call paths, not with events (a
 //! collective's parts wait only until its last rank's part has been read), and written
 //! with `nccl-scorep-cube` ([`to_cube`]).

@@ -1,4 +1,5 @@
-//! Reads a merged trace into a [`Profile`], in one pass in time order.
+//! Reads a merged trace into a [`Profile`], in one pass: the ops streams together in time
+//! order, every other location on its own.
 //!
 //! On every location the Enter/Leave nesting gives the call paths (under one root,
 //! "NCCL") and the exclusive time of each; an operation on an ops stream gets two levels
@@ -80,20 +81,58 @@ pub fn read_trace(
         progress,
         keep_samples: samples,
     };
-    let ids: Vec<u64> = defs.locations.keys().collect();
-    let read = archive.read_events(&ids, &mut reader);
+    // Only the ops streams need time order across locations (a collective's parts wait
+    // for its last rank); every other location is read on its own, one after the other.
+    // OTF2 then holds one location's event chunk at a time instead of one per location
+    // (256 KiB each), and merges the time order of the ops streams only.
+    let (ops_streams, others): (Vec<u64>, Vec<u64>) = defs.locations.keys().partition(|id| {
+        reader.locations.get(id).map(|&(_, kind)| kind) == Some(LocationKind::OpsStream)
+    });
+    let unreadable = |what: String| {
+        format!(
+            "{}: the events could not all be read ({what}); `nccl-scorep validate` says why",
+            anchor.display()
+        )
+    };
+    let read = archive.read_events(&ops_streams, &mut reader);
     drop(archive.close());
     drop(otf2_sys::error::drain_thread_error_reports());
     if !read.complete || !read.unreadable.is_empty() {
-        return Err(format!(
-            "{}: the events could not all be read ({} locations unreadable); \
-             `nccl-scorep validate` says why",
-            anchor.display(),
-            read.unreadable.len()
-        ));
+        let count = read.unreadable.len();
+        return Err(unreadable(format!("{count} locations unreadable")));
     }
+    let read = read_one_by_one(anchor, &others, &mut reader);
+    drop(otf2_sys::error::drain_thread_error_reports());
+    read.map_err(|e| unreadable(e.to_string()))?;
     progress(total_events, total_events);
     Ok(reader.finish())
+}
+
+/// Reads the events of each of `locations`, one location after the other.
+fn read_one_by_one(
+    anchor: &Path,
+    locations: &[u64],
+    visitor: &mut ProfileReader<'_>,
+) -> Result<(), otf2_sys::Error> {
+    if locations.is_empty() {
+        return Ok(());
+    }
+    let archive = Reader::open(anchor)?;
+    archive.select_locations(locations)?;
+    let events = archive.open_event_files()?;
+    let definitions = archive.open_definition_files()?;
+    for &location in locations {
+        let location_events = events.location(location)?;
+        // Its mapping tables and clock offsets, for its event reader.
+        definitions.apply(location)?;
+        let read = location_events.read_all(visitor)?;
+        if read.interrupted {
+            break;
+        }
+    }
+    drop(definitions);
+    drop(events);
+    archive.close()
 }
 
 fn attribute_ids(defs: &GlobalDefs) -> AttributeIds {

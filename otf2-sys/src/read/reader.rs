@@ -302,6 +302,14 @@ impl DefinitionFiles<'_> {
         let _busy = self.reader.enter()?;
         self.reader.local_definitions(location, true)
     }
+
+    /// Reads one location's local definitions only for its open event reader (mapping
+    /// tables and clock offsets), keeping nothing: a merged archive repeats its parts'
+    /// mapping tables in every location. False: it has no local definition file.
+    pub fn apply(&self, location: u64) -> Result<bool, Error> {
+        let _busy = self.reader.enter()?;
+        Ok(self.reader.local_definitions(location, false)?.is_some())
+    }
 }
 
 impl Drop for DefinitionFiles<'_> {
