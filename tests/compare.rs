@@ -197,14 +197,51 @@ fn profiles_and_their_difference(dir: &Path, base: &Path, slow: &Path, compariso
     assert_eq!(mixed["tested"], false);
     assert_eq!(mixed["rows"].as_array().unwrap().len(), rows.len());
 
-    cube_tools_agree(&diff, &difference);
+    cube_tools_agree(
+        &diff,
+        &difference,
+        &slow.join("profile.cubex"),
+        &base.join("profile.cubex"),
+    );
 }
 
 /// CubeLib's tools, when they are on PATH, read the difference cube, and `cube_dump`
-/// gives the execution time per location that pycubexr gives.
-fn cube_tools_agree(diff: &Path, difference: &Value) {
+/// gives the execution time per location that pycubexr gives. CubeLib's own `cube_diff`
+/// of the two profiles (`-c`: it cannot match the system trees of two runs, whose process
+/// and thread names differ, and keeps both runs' locations) has the same totals.
+fn cube_tools_agree(diff: &Path, difference: &Value, minuend: &Path, subtrahend: &Path) {
     if !cube_tools_accept(diff) {
         return;
+    }
+    let by_cube_diff = diff.with_file_name("by-cube_diff.cubex");
+    let output = Command::new("cube_diff")
+        .arg("-c")
+        .arg(minuend)
+        .arg(subtrahend)
+        .arg("-o")
+        .arg(&by_cube_diff)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metrics = "execution_time,visits,wait_for_last_rank";
+    let totals = |cubex: &Path| {
+        cube_dump_at_root(cubex, metrics)
+            .into_values()
+            .fold(vec![0.0; 3], |sums, values| {
+                sums.iter().zip(values).map(|(s, v)| s + v).collect()
+            })
+    };
+    let (ours, theirs) = (totals(diff), totals(&by_cube_diff));
+    for (ours, theirs) in ours.iter().zip(&theirs) {
+        // cube_dump prints six significant digits per location.
+        assert!(
+            (ours - theirs).abs() <= 1e-4 * theirs.abs().max(1e-2),
+            "{ours} vs {theirs}"
+        );
     }
     let by_cube_dump = cube_dump_at_root(diff, "execution_time");
     let by_pycubexr = per_column(difference, "execution_time");

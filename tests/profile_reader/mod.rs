@@ -23,15 +23,19 @@ pub fn read_with_pycubexr(profile: &Path) -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-/// Whether CubeLib's `cube_info` and `cube_dump` are on PATH; says it skips them if not.
+/// Whether CubeLib's `cube_info`, `cube_dump` and `cube_diff` are on PATH; says it skips
+/// them if not.
 /// When they are, `cube_info` must accept `cubex`.
 pub fn cube_tools_accept(cubex: &Path) -> bool {
     let on_path = |name: &str| {
         std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
     };
-    if !["cube_info", "cube_dump"].iter().all(|tool| on_path(tool)) {
-        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump) are not on PATH");
+    if !["cube_info", "cube_dump", "cube_diff"]
+        .iter()
+        .all(|tool| on_path(tool))
+    {
+        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump, cube_diff) are not on PATH");
         return false;
     }
     let info = Command::new("cube_info").arg(cubex).output().unwrap();
