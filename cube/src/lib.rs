@@ -247,8 +247,9 @@ impl Cube {
     ///
     /// * metrics of other kinds than `EXCLUSIVE` and `INCLUSIVE` (derived metrics:
     ///   `PREDERIVED_*`, `POSTDERIVED`, any with a `<cubepl>` expression) and of other data
-    ///   types than `DOUBLE` and `UINT64` (`MINDOUBLE`, `MAXDOUBLE`, `INT64`, ...) are left
+    ///   types than `DOUBLE`, `UINT64` and `INT64` (`MINDOUBLE`, `MAXDOUBLE`, ...) are left
     ///   out together with their child metrics; [`Cube::skipped_metrics`] names them;
+    /// * `INT64` metrics (CubeLib's `cube_diff` writes counts so) read as `DOUBLE`;
     /// * locations must be of type `thread` or `accelerator stream`, location groups
     ///   `process` or `accelerator` (a missing type reads as thread or process); other
     ///   types (such as Score-P's `metric` locations) are an error;

@@ -27,6 +27,8 @@ const SYNTAX_VERSION_KEY: &str = "Cube anchor.xml syntax version";
 
 /// Marker of CubeLib's zlib-compressed data files.
 const COMPRESSED_DATA_MARKER: &[u8] = b"ZCUBEX.DATA";
+/// The data type of signed 64-bit integers, which this crate does not write.
+const INT64: &str = "INT64";
 
 pub(crate) fn read_file(path: &Path) -> Result<Cube, CubeError> {
     let fail = |problem| CubeError::Read {
@@ -201,11 +203,21 @@ fn nesting_depth(text: &str) -> usize {
     deepest
 }
 
+/// A kept metric's index and data files.
+struct MetricFiles {
+    metric: MetricId,
+    /// The number that names the files (`<file id>.index`, `<file id>.data`).
+    file_id: u32,
+    /// The file holds signed 64-bit integers (`INT64`, as CubeLib's `cube_diff` writes
+    /// counts), read into the metric as doubles.
+    signed: bool,
+}
+
 /// What `anchor.xml` defines, ready to be built.
 struct Anchor {
     builder: CubeBuilder,
-    /// Each kept metric and the file id that names its index and data files.
-    metric_files: Vec<(MetricId, u32)>,
+    /// Each kept metric and its files.
+    metric_files: Vec<MetricFiles>,
     /// The location of each column of the data files (document order).
     columns: Vec<LocationId>,
     skipped_metrics: Vec<String>,
@@ -306,8 +318,9 @@ fn parse_anchor(doc: &Document<'_>) -> Result<Anchor, ReadError> {
     })
 }
 
-/// A metric's kind and data type, or why it is not read.
-fn metric_shape(node: Node<'_, '_>) -> Result<(MetricKind, DataType), String> {
+/// A metric's kind and data type (and whether its file holds INT64 values, kept as
+/// doubles), or why it is not read.
+fn metric_shape(node: Node<'_, '_>) -> Result<(MetricKind, DataType, bool), String> {
     if elements(node, "cubepl").next().is_some() {
         return Err("derived (CubePL)".into());
     }
@@ -315,17 +328,20 @@ fn metric_shape(node: Node<'_, '_>) -> Result<(MetricKind, DataType), String> {
         None => MetricKind::Exclusive,
         Some(name) => MetricKind::from_cube_name(name).ok_or(format!("of type {name}"))?,
     };
-    let data_type = match child_text(node, "dtype") {
-        Some(name) => DataType::from_cube_name(name).ok_or(format!("of data type {name}"))?,
-        None => return Err("without <dtype>".into()),
-    };
-    Ok((kind, data_type))
+    match child_text(node, "dtype") {
+        Some(INT64) => Ok((kind, DataType::Double, true)),
+        Some(name) => match DataType::from_cube_name(name) {
+            Some(data_type) => Ok((kind, data_type, false)),
+            None => Err(format!("of data type {name}")),
+        },
+        None => Err("without <dtype>".into()),
+    }
 }
 
 fn parse_metrics(
     b: &mut CubeBuilder,
     metrics: Node<'_, '_>,
-    files: &mut Vec<(MetricId, u32)>,
+    files: &mut Vec<MetricFiles>,
     skipped: &mut Vec<String>,
 ) -> Result<(), ReadError> {
     let mut file_ids = HashSet::new();
@@ -336,7 +352,7 @@ fn parse_metrics(
         .collect();
     while let Some((node, parent)) = stack.pop() {
         let unique_name = required_text(node, "uniq_name")?;
-        let Ok((kind, data_type)) = metric_shape(node) else {
+        let Ok((kind, data_type, signed)) = metric_shape(node) else {
             // The metric and everything below it.
             skipped.extend(
                 node.descendants()
@@ -363,7 +379,11 @@ fn parse_metrics(
         .with_url(child_text(node, "url").unwrap_or(""))
         .with_description(child_text(node, "descr").unwrap_or(""));
         let id = b.metric(parent, def).map_err(invalid)?;
-        files.push((id, file_id));
+        files.push(MetricFiles {
+            metric: id,
+            file_id,
+            signed,
+        });
         stack.extend(elements(node, "metric").rev().map(|m| (m, Some(id))));
     }
     Ok(())
@@ -588,9 +608,11 @@ fn parse_index(
     };
     let rest = &bytes[header..];
     match bytes[header - 1] {
+        // CubeLib writes the sparse index of a metric without values as the bare header.
+        format::INDEX_FORMAT_SPARSE if rest.is_empty() => Ok((order, Vec::new())),
         format::INDEX_FORMAT_SPARSE => {
             let Some((count, list)) = rest.split_first_chunk::<4>() else {
-                return Err(values_error(member, "the row count is missing"));
+                return Err(values_error(member, "the row count is cut short"));
             };
             let count = order.u32(*count) as u64;
             if count * 4 != list.len() as u64 {
@@ -642,7 +664,7 @@ fn parse_index(
 /// Reads each kept metric's index and data files into the cube's values.
 fn read_values(
     cube: &mut Cube,
-    metric_files: &[(MetricId, u32)],
+    metric_files: &[MetricFiles],
     columns: &[LocationId],
     members: &mut Members,
 ) -> Result<(), ReadError> {
@@ -660,7 +682,12 @@ fn read_values(
     let inclusive_rows = inverse(&dims.cnode_wide_pos);
     let width = columns.len();
 
-    for &(metric, file_id) in metric_files {
+    for &MetricFiles {
+        metric,
+        file_id,
+        signed,
+    } in metric_files
+    {
         let index_name = format!("{file_id}.index");
         let data_name = format!("{file_id}.data");
         let (index, data) = match (
@@ -708,7 +735,10 @@ fn read_values(
             let mut by_handle = vec![0u64; width];
             let mut any = false;
             for (&location, value) in columns.iter().zip(bytes.chunks_exact(8)) {
-                let bits = order.u64(value.try_into().unwrap_or_default());
+                let mut bits = order.u64(value.try_into().unwrap_or_default());
+                if signed {
+                    bits = (bits as i64 as f64).to_bits();
+                }
                 any |= !bits_are_zero(def.data_type(), bits);
                 by_handle[location.index()] = bits;
             }

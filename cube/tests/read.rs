@@ -796,6 +796,41 @@ fn damaged_values_give_typed_errors() {
     assert_eq!(member(&problem), "0.index");
 }
 
+/// CubeLib writes the sparse index of a metric without values as its header alone (no row
+/// count), with a data file of its marker alone.
+#[test]
+fn an_index_without_a_row_count_has_no_rows() {
+    let mut m = small_members();
+    m[1].1.truncate(18);
+    m[2].1.truncate(b"CUBEX.DATA".len());
+    let cube = Cube::read_from(&archive(&m)[..]).unwrap();
+    assert_eq!(cube.rows_stored(MetricId::from_index(0)), 0);
+    // Cut inside the row count, it is damaged.
+    let problem = read_damaged(|m| m[1].1.truncate(20));
+    assert!(
+        problem.to_string().contains("row count is cut short"),
+        "{problem}"
+    );
+}
+
+/// CubeLib's `cube_diff` stores counts as signed integers: they read as doubles.
+#[test]
+fn int64_values_read_as_doubles() {
+    let mut m = small_members();
+    replace_in_anchor(&mut m, "<dtype>DOUBLE</dtype>", "<dtype>INT64</dtype>");
+    // The first row (the root, location t0) holds -3.
+    let first = b"CUBEX.DATA".len();
+    m[2].1[first..first + 8].copy_from_slice(&(-3i64).to_le_bytes());
+    let cube = Cube::read_from(&archive(&m)[..]).unwrap();
+    assert!(cube.skipped_metrics().is_empty());
+    let d = cube.dimensions();
+    let time = d.metric_by_name("time").unwrap();
+    assert_eq!(d.metric(time).def().data_type(), DataType::Double);
+    let root = d.cnode_ids().next().unwrap();
+    let t0 = d.location_ids().next().unwrap();
+    assert_eq!(cube.get(time, root, t0).unwrap(), Value::Double(-3.0));
+}
+
 #[test]
 fn a_missing_file_names_its_path() {
     let dir = tempfile::tempdir().unwrap();
