@@ -416,7 +416,11 @@ fn profile_groups(cube: &Cube) -> Result<BTreeMap<GroupKey, Side>, String> {
             };
             let side = Side {
                 calls: calls.round() as usize,
-                median_us: own_s / g.visits * 1e6,
+                median_us: if g.visits > 0.0 {
+                    own_s / g.visits * 1e6
+                } else {
+                    0.0
+                },
                 busbw_gbs: if own_s > 0.0 {
                     g.bus_bytes / own_s / 1e9
                 } else {

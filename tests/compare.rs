@@ -196,6 +196,19 @@ fn profiles_and_their_difference(dir: &Path, base: &Path, slow: &Path, compariso
     let mixed = compare_with(base, &slow.join("profile.cubex"), &["--no-diff"]);
     assert_eq!(mixed["tested"], false);
     assert_eq!(mixed["rows"].as_array().unwrap().len(), rows.len());
+    // A difference is not a run.
+    let output = Command::new(TOOL)
+        .arg("compare")
+        .arg(base)
+        .arg(&diff)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("is the difference of two runs, not a run"),
+        "{stderr}"
+    );
 
     cube_tools_agree(
         &diff,

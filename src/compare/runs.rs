@@ -22,6 +22,17 @@ impl Run {
     fn read(path: &Path, progress: &dyn Fn(u64, u64)) -> Result<Run, String> {
         if is_cube(path) {
             let cube = Cube::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let difference = cube
+                .dimensions()
+                .attributes()
+                .iter()
+                .any(|(key, _)| key == nccl_scorep_cube::DIFFERENCE_ATTRIBUTE);
+            if difference {
+                return Err(format!(
+                    "{} is the difference of two runs, not a run",
+                    path.display()
+                ));
+            }
             return Ok(Run::Profile(cube));
         }
         let anchor = profile::archive_of(path)?;
