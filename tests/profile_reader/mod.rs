@@ -23,27 +23,42 @@ pub fn read_with_pycubexr(profile: &Path) -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-/// Whether CubeLib's `cube_info`, `cube_dump` and `cube_diff` are on PATH; says it skips
-/// them if not.
-/// When they are, `cube_info` must accept `cubex`.
+/// CubeLib's tools the tests run.
+const CUBE_TOOLS: [&str; 5] = [
+    "cube_info",
+    "cube_dump",
+    "cube_stat",
+    "cube_calltree",
+    "cube_diff",
+];
+
+/// Whether CubeLib's tools are on PATH; says it skips them if not. When they are,
+/// `cube_info` and `cube_stat` must accept `cubex`, and `cube_calltree` must show its root
+/// call path, `NCCL`.
 pub fn cube_tools_accept(cubex: &Path) -> bool {
     let on_path = |name: &str| {
         std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
     };
-    if !["cube_info", "cube_dump", "cube_diff"]
-        .iter()
-        .all(|tool| on_path(tool))
-    {
-        eprintln!("skipped: CubeLib's tools (cube_info, cube_dump, cube_diff) are not on PATH");
+    if !CUBE_TOOLS.iter().all(|tool| on_path(tool)) {
+        eprintln!(
+            "skipped: CubeLib's tools ({}) are not on PATH",
+            CUBE_TOOLS.join(", ")
+        );
         return false;
     }
-    let info = Command::new("cube_info").arg(cubex).output().unwrap();
-    assert!(
-        info.status.success(),
-        "{}",
-        String::from_utf8_lossy(&info.stderr)
-    );
+    for tool in ["cube_info", "cube_stat", "cube_calltree"] {
+        let output = Command::new(tool).arg(cubex).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if tool == "cube_calltree" {
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(text.lines().any(|l| l.trim() == "NCCL"), "{text}");
+        }
+    }
     true
 }
 
