@@ -2,6 +2,7 @@
 
 mod compare;
 mod doctor;
+mod launch;
 mod libsearch;
 mod nccl_ops;
 
@@ -41,6 +42,30 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a job traced, in a new experiment directory: `nccl-scorep run -- mpirun -np 8
+    /// ./app` (or srun, torchrun, a plain program). At the end, where the trace is and its
+    /// summary; for a job that ended without merging, the command that merges it.
+    ///
+    /// Sets NCCL_PROFILER_PLUGIN to the library installed beside the tool and the
+    /// NCCL_SCOREP_* variables (forwarded with -x to Open MPI's ranks), and writes run.json
+    /// (docs/launcher.md). The exit status is the job's.
+    Run {
+        #[command(flatten)]
+        launch: LaunchArgs,
+        /// The launcher and program, after `--`.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// The per-rank form of `run`, like tau_exec: `mpirun -np 8 nccl-scorep exec -- ./app`.
+    /// Every rank of a job finds the same experiment directory (by the launcher's job id),
+    /// sets the plugin's variables and becomes the program.
+    Exec {
+        #[command(flatten)]
+        launch: LaunchArgs,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROGRAM")]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Report what this machine offers: NCCL, OTF2, MPI, Score-P, and which profiler
     /// plugin NCCL would load with the current environment.
     ///
@@ -80,6 +105,10 @@ enum Command {
         /// <run-dir>/merge.ledger (what the job's last process runs at its end).
         #[arg(long, value_name = "ID", conflicts_with = "scorep")]
         job: Option<String>,
+        /// Merge every part in the directory, also when they belong to different jobs (by
+        /// default a directory holding parts of several jobs is refused).
+        #[arg(long, conflicts_with_all = ["scorep", "job"])]
+        all: bool,
         /// Do not write the CUBE4 profile (profile.cubex) beside the merged trace.
         #[arg(long, conflicts_with = "scorep")]
         no_profile: bool,
@@ -136,9 +165,48 @@ enum Command {
     },
 }
 
+/// What `run` and `exec` share.
+#[derive(Debug, clap::Args)]
+struct LaunchArgs {
+    /// The experiment directory (default: nccl-scorep-<date>_<time>_<job id> in the working
+    /// directory). It must not exist, or be empty.
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<std::path::PathBuf>,
+    /// What to record: NCCL_SCOREP_EVENTS for the job (docs/configuration.md).
+    #[arg(long, value_name = "LIST")]
+    events: Option<String>,
+    /// The plugin library, when it is not installed beside this tool.
+    #[arg(long, value_name = "PATH")]
+    plugin: Option<std::path::PathBuf>,
+}
+
+impl LaunchArgs {
+    fn settings(self) -> launch::Settings {
+        launch::Settings {
+            output: self.output,
+            events: self.events,
+            plugin: self.plugin,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run { launch, command } => {
+            return match launch::run(&launch.settings(), &command) {
+                Ok(code) => code,
+                Err(error) => {
+                    eprintln!("nccl-scorep run: {error}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        Command::Exec { launch, command } => {
+            let error = launch::exec(&launch.settings(), &command);
+            eprintln!("nccl-scorep exec: {error}");
+            return ExitCode::from(2);
+        }
         Command::Doctor => {
             let stdout = io::stdout();
             let mut out = stdout.lock();
@@ -250,9 +318,16 @@ fn main() -> ExitCode {
             run_dir,
             output,
             job,
+            all,
             no_profile,
             ..
         } => {
+            if !all {
+                if let Err(error) = one_job_only(&run_dir, job.as_deref()) {
+                    eprintln!("nccl-scorep merge: {error}");
+                    return ExitCode::from(2);
+                }
+            }
             let job_parts = match job.map(|id| parts_of_job(&run_dir, &id)).transpose() {
                 Ok(parts) => parts,
                 Err(error) => {
@@ -344,6 +419,44 @@ fn parts_of_job(run_dir: &std::path::Path, id: &str) -> Result<Vec<String>, Stri
         ));
     }
     Ok(parts)
+}
+
+/// Refuses a merge of a directory that holds the parts of several jobs (unless one is
+/// chosen with `--job`): a reused output directory must not yield one trace of two runs.
+/// The ledger says which job each part began in; parts it does not name (written with
+/// an older plugin) count as one more job when others are named.
+fn one_job_only(run_dir: &std::path::Path, job: Option<&str>) -> Result<(), String> {
+    let run = nccl_scorep_common::RunDir::new(run_dir);
+    let Ok(parts) = run.parts() else {
+        // No parts directory: the merge says so itself.
+        return Ok(());
+    };
+    if job.is_some() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(run.merge_ledger()).unwrap_or_default();
+    let owners = nccl_scorep_common::ledger::job_of_parts(&text);
+    let mut jobs: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for part in &parts {
+        let job = owners
+            .get(part.name())
+            .map_or("(none recorded)", String::as_str);
+        *jobs.entry(job).or_default() += 1;
+    }
+    if jobs.len() <= 1 {
+        return Ok(());
+    }
+    let listed: Vec<String> = jobs
+        .iter()
+        .map(|(job, parts)| format!("{job} ({parts} part{})", if *parts == 1 { "" } else { "s" }))
+        .collect();
+    Err(format!(
+        "{} holds the parts of {} jobs: {}; merge one with --job ID, or all of them into one \
+         trace with --all (nccl-scorep run gives every run its own directory)",
+        run_dir.display(),
+        jobs.len(),
+        listed.join(", ")
+    ))
 }
 
 /// A progress bar on stderr for long merges and profiles (drawn only on a terminal, and

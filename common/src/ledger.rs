@@ -4,6 +4,8 @@
 //!
 //! Each line is one of
 //!
+//! - `begin TAB <job id> TAB <rank> TAB <part>`: a process began writing a part (so that
+//!   even the part of a killed process is known to belong to its job);
 //! - `part TAB <job id> TAB <rank> TAB <part>`: a part is complete on disk;
 //! - `done TAB <job id> TAB <rank>`: the process is done with NCCL for now: its last
 //!   communicator was finalized (`ncclCommDestroy`), or it exits with communicators alive;
@@ -53,12 +55,25 @@ impl JobEntries {
     }
 }
 
+/// The job each part in the ledger `text` belongs to (by its `begin` or `part` line).
+pub fn job_of_parts(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut jobs = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let ["begin" | "part", id, _rank, part] = line.split('\t').collect::<Vec<_>>()[..] {
+            jobs.entry(part.to_owned()).or_insert_with(|| id.to_owned());
+        }
+    }
+    jobs
+}
+
 /// The job ids in the ledger `text`, in the order they first appear.
 pub fn jobs(text: &str) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     for line in text.lines() {
         let mut fields = line.split('\t');
-        if let (Some("part" | "done" | "merged"), Some(id)) = (fields.next(), fields.next()) {
+        if let (Some("begin" | "part" | "done" | "merged"), Some(id)) =
+            (fields.next(), fields.next())
+        {
             if !ids.iter().any(|known| known == id) {
                 ids.push(id.to_owned());
             }
@@ -70,6 +85,11 @@ pub fn jobs(text: &str) -> Vec<String> {
 /// A ledger field: no tab or newline.
 pub fn field(text: &str) -> String {
     text.replace(['\t', '\n', '\r'], " ")
+}
+
+/// The line that records a part begun.
+pub fn begin_line(job_id: &str, rank: usize, part: &str) -> String {
+    format!("begin\t{}\t{rank}\t{}\n", field(job_id), field(part))
 }
 
 /// The line that records a finished part.
@@ -93,7 +113,9 @@ mod tests {
 
     #[test]
     fn the_ledger_is_read_per_job() {
-        let text = "part\told\t0\th.1\n\
+        let text = "begin\told\t0\th.1\n\
+                    begin\tj\t0\th.10\n\
+                    part\told\t0\th.1\n\
                     done\told\t0\n\
                     part\tj\t0\th.10\n\
                     part\tj\t1\th.11\n\
@@ -109,6 +131,10 @@ mod tests {
         assert_eq!(entries.merged_parts, 2);
         assert_eq!(JobEntries::read(text, "other"), JobEntries::default());
         assert_eq!(jobs(text), ["old", "j"]);
+        let owners = job_of_parts(text);
+        assert_eq!(owners["h.1"], "old");
+        assert_eq!(owners["h.10"], "j");
+        assert_eq!(owners["h.11.1"], "j");
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! What the plugin, the command-line tool, the merge and the NCCL stand-in `nccl-sim`
 //! share, and nothing else: the job as its launcher describes it ([`job`]), the system
 //! clocks ([`clock`]), the layout of a run directory ([`run_dir`]) and the ledger in which
-//! a job's processes record their parts ([`ledger`]), and the size buckets of payloads
-//! ([`sizes`]).
+//! a job's processes record their parts ([`ledger`]), the size buckets of payloads
+//! ([`sizes`]), and what a trace records of how it was made ([`provenance`]).
 
 pub mod clock;
 pub mod job;
 pub mod ledger;
+pub mod provenance;
 pub mod run_dir;
 pub mod sizes;
 

@@ -853,15 +853,28 @@ impl State {
                 counters["events_written"]
             ));
         } else {
-            log::warn(&format!(
-                "{} events recorded; dropped, refused or repaired: {}",
-                counters["events_written"],
-                losses
-                    .iter()
-                    .map(|(name, value)| format!("{name}={value}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            let listed = losses
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let dropped = ["ring_full", "slab_full", "lost_stops"]
+                .iter()
+                .map(|name| losses.get(name).copied().unwrap_or(0))
+                .sum::<u64>();
+            if dropped > 0 {
+                // Gaps in the trace: the user must know, and what to change.
+                log::warn(&format!(
+                    "{} events recorded, {dropped} records dropped (the trace has gaps; \
+                     NCCL_SCOREP_BUFFER_SIZE or NCCL_SCOREP_ON_FULL=wait keep more): {listed}",
+                    counters["events_written"]
+                ));
+            } else {
+                log::info(&format!(
+                    "{} events recorded; refused or repaired: {listed}",
+                    counters["events_written"]
+                ));
+            }
         }
         self.shared.counters.reset();
         self.rings

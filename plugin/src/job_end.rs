@@ -59,6 +59,20 @@ pub enum Outcome {
     Merged { parts: usize },
 }
 
+/// Called when this process begins a part: records which job it belongs to. Problems are
+/// logged, never raised.
+pub fn part_begun(run_dir: &RunDir, part: &PartDir) {
+    let Some(job) = this_job(run_dir) else {
+        return;
+    };
+    let line = ledger::begin_line(&job.job_id, job.rank, part.name());
+    if let Err(problem) = with_ledger(run_dir, |ledger| append(ledger, &line)) {
+        log::warn(&format!(
+            "cannot record the trace part in the ledger: {problem}"
+        ));
+    }
+}
+
 /// Called once this process's part (`anchor`: `<output_dir>/parts/<part>/traces.otf2`) is
 /// complete on disk: records it in the ledger. Problems are logged, never raised.
 pub fn part_finished(run_dir: &RunDir, anchor: &Path) {

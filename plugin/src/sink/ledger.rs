@@ -1,6 +1,8 @@
-//! Records the cycle's finished part in the run directory's merge ledger, so that the
-//! last process of the job merges it (see [`crate::job_end`]). Listed after every sink
-//! that writes into the part: when the ledger names a part, the part is complete.
+//! Records the cycle's part in the run directory's merge ledger: that it began (so a merge
+//! by hand knows which job it belongs to, even when its process is killed) and, with the
+//! automatic merge, that it is finished, so that the last process of the job merges it
+//! (see [`crate::job_end`]). Listed after every sink that writes into the part: when the
+//! ledger names a part finished, the part is complete.
 
 use super::{CycleEnd, Sink, SinkContext};
 use crate::model::FinishedEvent;
@@ -9,16 +11,20 @@ use nccl_scorep_common::{PartDir, RunDir};
 pub struct PartLedger {
     run_dir: RunDir,
     part: PartDir,
+    auto_merge: bool,
 }
 
-/// The ledger entry when the job merges automatically and a trace part is written.
+/// The ledger entries when a trace part is written.
 pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
-    (context.config.auto_merge && context.config.writes_otf2()).then(|| {
-        Box::new(PartLedger {
-            run_dir: context.run_dir.clone(),
-            part: context.part.clone(),
-        }) as Box<dyn Sink>
-    })
+    if !context.config.writes_otf2() || !context.part.path().is_dir() {
+        return None;
+    }
+    crate::job_end::part_begun(context.run_dir, context.part);
+    Some(Box::new(PartLedger {
+        run_dir: context.run_dir.clone(),
+        part: context.part.clone(),
+        auto_merge: context.config.auto_merge,
+    }))
 }
 
 impl Sink for PartLedger {
@@ -26,7 +32,7 @@ impl Sink for PartLedger {
 
     fn finish(&mut self, _end: &CycleEnd) {
         // A part the trace sink could not finish is not offered to the merge.
-        if self.part.anchor().exists() {
+        if self.auto_merge && self.part.anchor().exists() {
             crate::job_end::part_finished(&self.run_dir, &self.part.anchor());
         }
     }

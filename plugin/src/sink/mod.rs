@@ -122,7 +122,7 @@ mod tests {
             part: &part,
         });
         recording::ENABLED.store(false, Ordering::Release);
-        assert_eq!(sinks.len(), 3, "event log, trace, recording");
+        assert_eq!(sinks.len(), 4, "event log, trace, part ledger, recording");
         let collector = Collector::start(shared, sinks).unwrap();
 
         let info = ContextInfo {

@@ -279,7 +279,10 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
     match Otf2Sink::create(context.part.path(), options) {
         Ok(trace) => Some(Box::new(trace)),
         Err(error) => {
-            crate::log::warn(&format!("cannot write the trace: {error}"));
+            crate::log::warn(&format!(
+                "cannot write the trace: {error}; this process records no trace \
+                 (NCCL_SCOREP_OUTPUT_DIR names where it goes)"
+            ));
             None
         }
     }
@@ -335,7 +338,7 @@ impl Sink for Otf2Sink {
         ];
         for (name, value) in repaired {
             if value > 0 {
-                crate::log::warn(&format!("trace writer: {name}={value}"));
+                crate::log::info(&format!("trace writer: {name}={value}"));
             }
         }
     }
