@@ -404,18 +404,28 @@ fn main() -> ExitCode {
     }
 }
 
-/// The parts job `id` recorded in the run directory's merge ledger.
+/// The parts of job `id` in the run directory's merge ledger: those its processes
+/// finished, or, when none is recorded finished (no automatic merge, or every process
+/// killed), those they began.
 fn parts_of_job(run_dir: &std::path::Path, id: &str) -> Result<Vec<String>, String> {
+    use nccl_scorep_common::ledger;
     let run = nccl_scorep_common::RunDir::new(run_dir);
     let path = run.merge_ledger();
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let parts = nccl_scorep_common::ledger::JobEntries::read(&text, id).parts;
+    let mut parts = ledger::JobEntries::read(&text, id).parts;
+    if parts.is_empty() {
+        parts = ledger::job_of_parts(&text)
+            .into_iter()
+            .filter(|(_, job)| job == id)
+            .map(|(part, _)| part)
+            .collect();
+    }
     if parts.is_empty() {
         return Err(format!(
-            "{} records no finished part of job {id:?} (jobs there: {})",
+            "{} records no part of job {id:?} (jobs there: {})",
             path.display(),
-            nccl_scorep_common::ledger::jobs(&text).join(", ")
+            ledger::jobs(&text).join(", ")
         ));
     }
     Ok(parts)
