@@ -69,8 +69,13 @@ enum Command {
     /// Report what this machine offers: NCCL, OTF2, MPI, Score-P, and which profiler
     /// plugin NCCL would load with the current environment.
     ///
-    /// Missing pieces are reported, not treated as errors: the exit status is 0.
-    Doctor,
+    /// Missing pieces are reported, not treated as errors: the exit status is 0. Every
+    /// NCCL_SCOREP_* variable set is checked with the plugin's own parser.
+    Doctor {
+        /// List every variable of the plugin with its values, default and meaning.
+        #[arg(long)]
+        variables: bool,
+    },
     /// Where NCCL time went and which rank was late, from a run directory's event logs:
     /// per communicator and collective, calls, bytes, time, bandwidth and arrival skew.
     Summary {
@@ -207,10 +212,15 @@ fn main() -> ExitCode {
             eprintln!("nccl-scorep exec: {error}");
             return ExitCode::from(2);
         }
-        Command::Doctor => {
+        Command::Doctor { variables } => {
             let stdout = io::stdout();
             let mut out = stdout.lock();
-            doctor::run(&mut out, &version_text()).and_then(|()| out.flush())
+            if variables {
+                doctor::variables(&mut out)
+            } else {
+                doctor::run(&mut out, &version_text())
+            }
+            .and_then(|()| out.flush())
         }
         Command::Summary { run_dir, json } => match summary::summarize(&run_dir) {
             Ok(report) => {

@@ -61,7 +61,7 @@ fn doctor_reports_a_disabled_plugin_for_none() {
         &["doctor"],
         &[
             ("NCCL_PROFILER_PLUGIN", "none"),
-            ("NCCL_SCOREP_CLI_TEST", "42"),
+            ("NCCL_SCOREP_JSONL", "yes"),
         ],
     );
     assert_eq!(output.status.code(), Some(0));
@@ -83,7 +83,7 @@ fn doctor_reports_a_disabled_plugin_for_none() {
         );
     }
     assert!(
-        line_for(&report, "NCCL_SCOREP_CLI_TEST").contains("42"),
+        line_for(&report, "NCCL_SCOREP_JSONL").contains("=yes (valid)"),
         "{report}"
     );
 }
@@ -221,4 +221,58 @@ fn doctor_reports_a_library_without_profiler_symbols() -> std::io::Result<()> {
         "{report}"
     );
     Ok(())
+}
+
+#[test]
+fn doctor_checks_every_setting_with_the_plugins_parser() {
+    let output = run(
+        &["doctor"],
+        &[
+            ("NCCL_SCOREP_MODE", "turbo"),
+            ("NCCL_SCOREP_EVENT", "all"),
+            ("NCCL_SCOREP_BUFFER_SIZE", "8M"),
+            ("NCCL_SCOREP_HOSTNAME", "../etc"),
+        ],
+    );
+    assert!(output.status.success());
+    let report = stdout_of(&output);
+    let mode = line_for(&report, "NCCL_SCOREP_MODE");
+    assert!(mode.trim_start().starts_with("error"), "{mode}");
+    assert!(mode.contains("\"turbo\" is not valid"), "{mode}");
+    let misspelt = line_for(&report, "NCCL_SCOREP_EVENT");
+    assert!(misspelt.trim_start().starts_with("error"), "{misspelt}");
+    assert!(
+        misspelt.contains("not a variable of nccl-scorep"),
+        "{misspelt}"
+    );
+    let buffer = line_for(&report, "NCCL_SCOREP_BUFFER_SIZE");
+    assert!(buffer.trim_start().starts_with("set"), "{buffer}");
+    assert!(buffer.contains("=8M (valid)"), "{buffer}");
+    let host = line_for(&report, "NCCL_SCOREP_HOSTNAME");
+    assert!(host.trim_start().starts_with("error"), "{host}");
+}
+
+#[test]
+fn doctor_lists_every_variable_that_the_configuration_reference_documents() {
+    let output = run::<&str, &str>(&["doctor", "--variables"], &[]);
+    assert!(output.status.success());
+    let listed = stdout_of(&output);
+    let reference = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .unwrap();
+    let documented: Vec<&str> = reference
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `NCCL_SCOREP_"))
+        .filter_map(|rest| rest.split('`').next())
+        .collect();
+    assert!(documented.len() >= 15, "{documented:?}");
+    for name in documented {
+        let heading = format!("\nNCCL_SCOREP_{name}\n  meaning: ");
+        assert!(
+            format!("\n{listed}").contains(&heading),
+            "NCCL_SCOREP_{name} is documented but not listed:\n{listed}"
+        );
+    }
+    assert!(listed.contains("  default: 4M"), "{listed}");
 }

@@ -93,6 +93,116 @@ impl ScorepParameters {
     };
 }
 
+/// One variable the plugin reads: what `nccl-scorep doctor --variables` lists (the full
+/// reference is docs/configuration.md).
+#[derive(Clone, Copy, Debug)]
+pub struct Variable {
+    pub name: &'static str,
+    pub values: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+/// Every variable the plugin reads, in the order of docs/configuration.md.
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "NCCL_SCOREP_MODE",
+        values: "auto, otf2, scorep, jsonl, off",
+        default: "auto",
+        meaning: "what to produce: the OTF2 trace, Score-P regions when measured by Score-P \
+                  (auto), only the event log, or nothing",
+    },
+    Variable {
+        name: "NCCL_SCOREP_OUTPUT_DIR",
+        values: "a directory",
+        default: DEFAULT_OUTPUT_DIR,
+        meaning: "where each process writes its part, and the job's merged trace",
+    },
+    Variable {
+        name: "NCCL_SCOREP_SCOREP_PARAMETERS",
+        values: "comma list of bytes, comm; or all, none",
+        default: "all",
+        meaning: "Score-P mode: the parameters attached to the regions",
+    },
+    Variable {
+        name: "NCCL_SCOREP_EVENTS",
+        values: "comma list of levels (-level removes one), or a number",
+        default: "default",
+        meaning: "which NCCL events to ask for (NCCL's activation mask)",
+    },
+    Variable {
+        name: "NCCL_SCOREP_BUFFER_SIZE",
+        values: "bytes, 4K … 1G",
+        default: "4M",
+        meaning: "ring buffer per thread that calls the plugin",
+    },
+    Variable {
+        name: "NCCL_SCOREP_ON_FULL",
+        values: "drop, wait",
+        default: "drop",
+        meaning: "a full ring drops the record (a gap) or makes NCCL's thread wait",
+    },
+    Variable {
+        name: "NCCL_SCOREP_JSONL",
+        values: "1/0, yes/no, on/off, true/false",
+        default: "0",
+        meaning: "also write the JSON-lines event log",
+    },
+    Variable {
+        name: "NCCL_SCOREP_AUTO_MERGE",
+        values: "1/0, yes/no, on/off, true/false",
+        default: "1",
+        meaning: "the job's last process merges the parts into <output dir>/traces.otf2",
+    },
+    Variable {
+        name: "NCCL_SCOREP_TOOL",
+        values: "a path",
+        default: "the tool beside the plugin, else on PATH",
+        meaning: "the nccl-scorep tool that merges at the end of the job",
+    },
+    Variable {
+        name: "NCCL_SCOREP_PROFILE",
+        values: "1/0, yes/no, on/off, true/false",
+        default: "1",
+        meaning: "the merge also writes the CUBE4 profile profile.cubex",
+    },
+    Variable {
+        name: "NCCL_SCOREP_SCALASCA_SAFE",
+        values: "1/0, yes/no, on/off, true/false",
+        default: "0",
+        meaning: "write the variant of the trace Scalasca accepts (CPU threads only)",
+    },
+    Variable {
+        name: "NCCL_SCOREP_STEP_STATES",
+        values: "1/0, yes/no, on/off, true/false",
+        default: "1",
+        meaning: "proxy steps show their wait states as nested intervals",
+    },
+    Variable {
+        name: "NCCL_SCOREP_CLOCK",
+        values: "auto, tsc, monotonic",
+        default: "auto",
+        meaning: "what stamps events on NCCL's threads",
+    },
+    Variable {
+        name: "NCCL_SCOREP_MAX_OPEN_EVENTS",
+        values: "1024 … 16777216",
+        default: "65536",
+        meaning: "events open at once in a process; beyond it new ones are refused",
+    },
+    Variable {
+        name: "NCCL_SCOREP_HOSTNAME",
+        values: "letters, digits, -, _, . (at most 64)",
+        default: "the system's host name",
+        meaning: "the node's name in the trace and in the parts' directory names",
+    },
+];
+
+/// Whether `name` is one of the plugin's variables.
+pub fn is_our_variable(name: &str) -> bool {
+    VARIABLES.iter().any(|v| v.name == name)
+}
+
 /// One problem found while reading the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigWarning(pub String);
@@ -181,9 +291,27 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads the process environment.
+    /// Reads the process environment. A value that is not UTF-8 is refused with a warning
+    /// (none of the settings can use one).
     pub fn from_env() -> (Config, Vec<ConfigWarning>) {
-        Config::from_lookup(|name| std::env::var(name).ok())
+        let (config, mut warnings) = Config::from_lookup(|name| std::env::var(name).ok());
+        for (name, value) in std::env::vars_os() {
+            let Some(name) = name.to_str().filter(|n| n.starts_with("NCCL_SCOREP_")) else {
+                continue;
+            };
+            if !is_our_variable(name) {
+                warnings.push(ConfigWarning(format!(
+                    "{name} is not a variable of nccl-scorep and is ignored (misspelt? \
+                     `nccl-scorep doctor --variables` lists them)"
+                )));
+            } else if value.to_str().is_none() {
+                warnings.push(ConfigWarning(format!(
+                    "{name}={} is not valid (not UTF-8); using the default",
+                    value.to_string_lossy()
+                )));
+            }
+        }
+        (config, warnings)
     }
 
     /// Reads configuration through `lookup` (the environment, or a map in tests).
@@ -539,6 +667,34 @@ mod tests {
         assert_eq!(warnings.len(), 8);
         assert!(warnings[1].0.contains("\"bogus\""), "{}", warnings[1].0);
         assert!(warnings[0].0.contains("NCCL_SCOREP_MODE"));
+    }
+
+    #[test]
+    fn every_variable_read_is_listed_for_the_doctor_and_documented() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        Config::from_lookup(|name| {
+            asked.borrow_mut().push(name.to_owned());
+            None
+        });
+        let mut asked: Vec<String> = asked
+            .into_inner()
+            .into_iter()
+            .filter(|name| name.starts_with("NCCL_SCOREP_"))
+            .collect();
+        // Read by the job's description (nccl_scorep_common::job), not here.
+        asked.push("NCCL_SCOREP_HOSTNAME".to_owned());
+        asked.sort();
+        let mut listed: Vec<String> = VARIABLES.iter().map(|v| v.name.to_owned()).collect();
+        listed.sort();
+        assert_eq!(asked, listed);
+        let docs = include_str!("../../docs/configuration.md");
+        for variable in VARIABLES {
+            assert!(
+                docs.contains(&format!("| `{}` |", variable.name)),
+                "{} is not in docs/configuration.md's table",
+                variable.name
+            );
+        }
     }
 
     #[test]

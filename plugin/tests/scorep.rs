@@ -14,7 +14,7 @@ use support::{coll7, coll_api7, group_api7, plain7, Handle, Plugin};
 
 use nccl_profiler_abi::event_type as t;
 
-const CHILD: &str = "NCCL_SCOREP_TEST_CHILD";
+const CHILD: &str = "PLUGIN_TEST_CHILD";
 
 fn stand_in() -> PathBuf {
     let plugin = support::built_library();

@@ -33,6 +33,30 @@ const LAUNCHERS: [(&str, &str, Option<&str>); 5] = [
     ("torchrun", "RANK", Some("WORLD_SIZE")),
 ];
 
+/// Lists every variable of the plugin with its values, default and meaning (the full
+/// reference is docs/configuration.md).
+pub fn variables(out: &mut impl Write) -> io::Result<()> {
+    for variable in nccl_profiler_scorep::config::VARIABLES {
+        let value = std::env::var_os(variable.name);
+        writeln!(out, "{}", variable.name)?;
+        writeln!(out, "  meaning: {}", variable.meaning)?;
+        writeln!(out, "  values:  {}", variable.values)?;
+        writeln!(out, "  default: {}", variable.default)?;
+        if let Some(value) = value {
+            writeln!(out, "  set to:  {}", show_os(&value))?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "NCCL variables kept with the trace when set (they change what NCCL does): {}",
+        nccl_scorep_common::provenance::NCCL_VARIABLES.join(", ")
+    )
+}
+
+/// The system's Python, which Debian's python3-otf2 serves.
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
 /// Runs every probe and writes the report.
 pub fn run(out: &mut impl Write, version: &str) -> io::Result<()> {
     let search = SearchPath::of_this_process();
@@ -270,14 +294,46 @@ fn otf2_section(report: &mut Report, search: &SearchPath, python: &PythonProbe) 
         ),
     }
 
-    match (&python.status, &python.otf2) {
-        (PythonStatus::Ran(_), Ok(module)) => {
-            report.line(Status::Found, "otf2 (Python)", module.clone())
+    // Debian's python3-otf2 serves the system Python; a Python first on PATH (pyenv, a
+    // virtual environment) may not see it.
+    let system = Path::new(SYSTEM_PYTHON);
+    let system_probe = match &python.status {
+        PythonStatus::Ran(first)
+            if python.otf2.is_err()
+                && system.is_file()
+                && std::fs::canonicalize(first).ok() != std::fs::canonicalize(system).ok() =>
+        {
+            Some(PythonProbe::run_with(Some(system.to_path_buf())))
         }
-        (PythonStatus::Ran(_), Err(problem)) => report.line(
+        _ => None,
+    };
+    match (&python.status, &python.otf2) {
+        (PythonStatus::Ran(first), Ok(module)) => report.line(
+            Status::Found,
+            "otf2 (Python)",
+            format!("{module} (imported by {})", show(first)),
+        ),
+        (PythonStatus::Ran(first), Err(_))
+            if system_probe.as_ref().is_some_and(|p| p.otf2.is_ok()) =>
+        {
+            let module = system_probe.and_then(|p| p.otf2.ok()).unwrap_or_default();
+            report.line(
+                Status::Found,
+                "otf2 (Python)",
+                format!(
+                    "{module} (imported by {SYSTEM_PYTHON}, not by {}, the python3 first on \
+                     PATH: run OTF2's Python readers with {SYSTEM_PYTHON})",
+                    show(first)
+                ),
+            )
+        }
+        (PythonStatus::Ran(first), Err(problem)) => report.line(
             Status::Missing,
             "otf2 (Python)",
-            format!("import otf2 failed: {problem} (Debian package python3-otf2)"),
+            format!(
+                "import otf2 failed in {}: {problem} (Debian package python3-otf2)",
+                show(first)
+            ),
         ),
         _ => report.line(
             Status::Missing,
@@ -377,8 +433,30 @@ fn configuration_section(report: &mut Report) {
             "none set: the plugin uses its defaults",
         );
     }
+    // The plugin's own parser: what it would say at its first init is said here.
+    let (_, warnings) = nccl_profiler_scorep::config::Config::from_env();
+    let (_, host_problem) = nccl_scorep_common::job::hostname_and_problem();
     for (name, value) in variables {
-        report.line(Status::Set, name, show_os(&value));
+        let problem = warnings
+            .iter()
+            .map(|w| w.0.clone())
+            .chain(host_problem.clone())
+            .find(|w| w.starts_with(&format!("{name}=")));
+        if !nccl_profiler_scorep::config::is_our_variable(&name) {
+            report.line(
+                Status::Error,
+                name,
+                format!(
+                    "={}: not a variable of nccl-scorep (misspelt? \
+                     `nccl-scorep doctor --variables` lists them)",
+                    show_os(&value)
+                ),
+            );
+        } else if let Some(problem) = problem {
+            report.line(Status::Error, name, problem);
+        } else {
+            report.line(Status::Set, name, format!("={} (valid)", show_os(&value)));
+        }
     }
     let mask_note = "is read by NCCL's example plugin, not by nccl-scorep (use NCCL_SCOREP_*)";
     match std::env::var_os("NCCL_PROFILE_EVENT_MASK") {

@@ -53,14 +53,20 @@ except BaseException as error:
 "#;
 
 impl PythonProbe {
+    /// Runs the first `python3` on PATH.
     pub(super) fn run() -> PythonProbe {
+        PythonProbe::run_with(probe::which("python3"))
+    }
+
+    /// Runs `python3` (nothing when it is `None`).
+    pub(super) fn run_with(python3: Option<PathBuf>) -> PythonProbe {
         let mut probe = PythonProbe {
             status: PythonStatus::Missing,
             nccl_dirs: Vec::new(),
             nccl_dists: Vec::new(),
             otf2: Err("python3 did not run".to_owned()),
         };
-        let Some(python3) = probe::which("python3") else {
+        let Some(python3) = python3 else {
             return probe;
         };
         let output = match probe::run(&python3, &["-c", PYTHON_PROBE], probe::COMMAND_TIMEOUT) {
