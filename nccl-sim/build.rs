@@ -2,6 +2,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
+    // A plugin finds NCCL's version with dlsym(RTLD_DEFAULT, "ncclGetVersion"): the binary
+    // exports the stand-in's, as libnccl does.
+    println!("cargo:rustc-link-arg-bin=nccl-sim=-Wl,--export-dynamic-symbol=ncclGetVersion");
     println!("cargo:rerun-if-changed=csrc/logger.c");
     cc::Build::new()
         .file("csrc/logger.c")

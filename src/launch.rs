@@ -452,6 +452,15 @@ fn exit_code(status: &ExitStatus) -> ExitCode {
     }
 }
 
+/// "exit status 3", "killed by signal 9".
+fn describe_status(status: &ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "status unknown".to_owned(),
+    }
+}
+
 /// What the user needs after the job: where the trace is and its summary, or why there is
 /// none and what to do.
 fn report(run_dir: &RunDir, status: &ExitStatus, interrupted: bool) {
@@ -482,6 +491,11 @@ fn report(run_dir: &RunDir, status: &ExitStatus, interrupted: bool) {
         eprintln!(
             "nccl-scorep run: {why}, so its trace was not merged; merge what was written \
              with:\n    nccl-scorep merge {dir}"
+        );
+    } else if !status.success() {
+        eprintln!(
+            "nccl-scorep run: the job ended ({}) before any process wrote a trace in {dir}",
+            describe_status(status)
         );
     } else {
         eprintln!(

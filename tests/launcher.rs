@@ -125,6 +125,60 @@ fn two_runs_get_two_directories_each_with_its_trace_summary_and_run_json() {
         .unwrap();
     assert_eq!(Path::new(output_dir), dirs[0]);
     assert!(record["start"].as_str().unwrap() <= record["end"].as_str().unwrap());
+    // What the trace itself records, as the merge put it into run.json …
+    let provenance = &record["provenance"];
+    assert_eq!(provenance["nccl_version"], "2.32.0", "{record}");
+    assert_eq!(provenance["profiler_api"], "7");
+    assert_eq!(provenance["plugin_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(provenance["event_mask"], "0xf7f", "default,steps");
+    assert_eq!(provenance["parts"], "1");
+    assert!(provenance["command"]
+        .as_str()
+        .unwrap()
+        .contains("--scenario single"));
+    assert_eq!(
+        provenance["environment"]["NCCL_SCOREP_EVENTS"],
+        "default,steps"
+    );
+    for field in [
+        "hosts",
+        "clock",
+        "launcher",
+        "job_id",
+        "start_realtime_ns",
+        "end_realtime_ns",
+    ] {
+        assert!(
+            provenance[field].as_str().is_some_and(|v| !v.is_empty()),
+            "{field}: {record}"
+        );
+    }
+    // … and as the OTF2 trace file properties that OTF2's own tool prints.
+    let anchor = Command::new("otf2-print")
+        .arg("-A")
+        .arg(dirs[0].join("traces.otf2"))
+        .output()
+        .unwrap();
+    let anchor = text(&anchor.stdout);
+    let property = |name: &str| {
+        let mut lines = anchor.lines();
+        lines
+            .position(|l| l.ends_with(&format!(" NCCL_SCOREP::{name}")))
+            .and_then(|_| lines.next())
+            .and_then(|l| l.strip_prefix("Property value"))
+            .map(|v| v.trim().to_owned())
+    };
+    assert_eq!(
+        property("NCCL_VERSION").as_deref(),
+        Some("2.32.0"),
+        "{anchor}"
+    );
+    assert_eq!(property("PROFILER_API").as_deref(), Some("7"), "{anchor}");
+    assert_eq!(
+        property("ENV::NCCL_SCOREP_EVENTS").as_deref(),
+        Some("default,steps"),
+        "{anchor}"
+    );
     assert!(run_json(&dirs[1])["environment"]
         .get("NCCL_SCOREP_EVENTS")
         .is_none());
@@ -147,7 +201,10 @@ fn a_used_directory_is_refused_and_the_jobs_exit_status_is_passed_on() {
     let failed = run_in(cwd.path(), &["-o", "fresh"], &["sh", "-c", "exit 3"]);
     assert_eq!(failed.status.code(), Some(3));
     let stderr = text(&failed.stderr);
-    assert!(stderr.contains("no trace was written"), "{stderr}");
+    assert!(
+        stderr.contains("the job ended (exit status 3) before any process wrote a trace"),
+        "{stderr}"
+    );
     assert_eq!(run_json(&cwd.path().join("fresh"))["exit_status"], 3);
 }
 

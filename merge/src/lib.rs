@@ -45,6 +45,7 @@ use otf2_sys::{
 use serde::Serialize;
 
 mod otf2;
+mod provenance;
 mod recover;
 pub mod scorep;
 
@@ -63,6 +64,8 @@ pub(crate) struct PartDefs {
     pub definition_chunk: u64,
     pub defs: GlobalDefs,
     pub clock_offsets: HashMap<u64, Vec<ClockOffset>>,
+    /// The part's trace file properties (how it was made).
+    pub properties: Vec<(String, String)>,
 }
 
 /// A part's ids → the merged archive's ids, per kind (what its mapping tables say).
@@ -994,13 +997,19 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         maps,
         comms,
         renumbered,
-        notes,
+        mut notes,
     } = unify(&parts, &names)?;
     unified.machine = host_of(&names[0]).to_owned();
 
     let out = options.output.unwrap_or(run_dir);
     let temp = TempDir::create(out, "merging")?;
-    let mapping_tables = otf2::write_archive(&temp.0, &unified, &parts, &maps)?;
+    let properties = provenance::merged_properties(
+        &parts
+            .iter()
+            .map(|p| p.properties.as_slice())
+            .collect::<Vec<_>>(),
+    );
+    let mapping_tables = otf2::write_archive(&temp.0, &unified, &parts, &maps, &properties)?;
     let traces = temp.0.join(EVENT_FILES_DIR);
     let mut files = PlacedFiles::default();
     for (p, part) in parts.iter().enumerate() {
@@ -1019,6 +1028,18 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     });
     install(&temp.0, out)?;
     drop(temp);
+    // The run directory's description of the run; an archive written elsewhere (--output)
+    // carries the same facts as its properties.
+    if options.output.is_none() {
+        if let Err(e) = provenance::update_run_json(run_dir, provenance::as_json(&properties)) {
+            notes.push(format!(
+                "cannot write {}: {e}",
+                run_dir
+                    .join(nccl_scorep_common::provenance::RUN_JSON_FILE)
+                    .display()
+            ));
+        }
+    }
 
     Ok(Report {
         archive: out.join(ANCHOR_FILE),

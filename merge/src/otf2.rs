@@ -97,6 +97,8 @@ pub(super) fn read_part(anchor: &Path) -> Result<PartDefs, String> {
         definition_chunk,
         defs,
         clock_offsets: Default::default(),
+        // A part without properties (an older plugin) merges all the same.
+        properties: reader.properties().unwrap_or_default(),
     };
     read_clock_offsets(&reader, &mut part)?;
     Ok(part)
@@ -331,6 +333,7 @@ pub(super) fn write_archive(
     unified: &Unified,
     parts: &[PartDefs],
     maps: &[IdMaps],
+    properties: &[(String, String)],
 ) -> Result<u64, String> {
     let info = ArchiveInfo {
         creator: concat!("nccl-scorep merge ", env!("CARGO_PKG_VERSION")),
@@ -339,6 +342,9 @@ pub(super) fn write_archive(
     };
     let chunk = definition_chunk_size(unified, maps);
     let archive = create(dir, unified.event_chunk, chunk, &info)?;
+    for (name, value) in properties {
+        archive.set_property(name, value).map_err(message)?;
+    }
     let tables = write_local_definitions(&archive, parts, maps, |part, location| {
         parts[part]
             .clock_offsets

@@ -129,8 +129,30 @@ struct PxnLink {
     done_theirs: std::path::PathBuf,
 }
 
+/// The version code `ncclGetVersion` reports: that of the last [`Nccl`] created.
+static VERSION_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// NCCL's `ncclGetVersion`: the emulated release's code (`2*10000 + minor*100`), as a
+/// plugin finds it in the process. The `nccl-sim` binary exports it (see build.rs).
+///
+/// # Safety
+///
+/// `version` is NULL or points to an int the caller owns, as NCCL requires.
+#[no_mangle]
+pub unsafe extern "C" fn ncclGetVersion(version: *mut std::ffi::c_int) -> std::ffi::c_int {
+    const NCCL_INVALID_ARGUMENT: std::ffi::c_int = 4;
+    if version.is_null() {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    // SAFETY: a non-NULL pointer the caller gives for one int.
+    unsafe { *version = VERSION_CODE.load(Ordering::Relaxed) };
+    0
+}
+
 impl Nccl {
     pub fn new(profiler: Arc<Profiler>, config: SimConfig) -> Arc<Nccl> {
+        let release = profiler.release();
+        VERSION_CODE.store(20000 + 100 * release.minor() as i32, Ordering::Relaxed);
         Arc::new(Nccl {
             release: profiler.release(),
             rng: Mutex::new(Rng::new(config.seed)),

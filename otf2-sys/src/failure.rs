@@ -24,6 +24,8 @@ pub enum Step {
     NumberOfLocations,
     FileSubstrate,
     Compression,
+    /// Reading the archive's trace file properties.
+    Properties,
     /// OTF2 gave no global definition reader (`traces.def` cannot be read).
     GlobalDefinitionReader,
     /// The global definitions stopped after `records` records.
@@ -90,6 +92,7 @@ impl fmt::Display for Step {
             Step::NumberOfLocations => f.write_str("cannot read the number of locations"),
             Step::FileSubstrate => f.write_str("cannot read the file substrate"),
             Step::Compression => f.write_str("cannot read the compression"),
+            Step::Properties => f.write_str("cannot read the trace file properties"),
             Step::GlobalDefinitionReader => {
                 f.write_str("cannot read the global definitions (traces.def)")
             }

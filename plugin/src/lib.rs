@@ -24,6 +24,7 @@ pub mod job_end;
 pub mod kinds;
 pub mod log;
 pub mod model;
+pub mod provenance;
 pub mod ring;
 pub mod runtime;
 pub mod scorep_mode;

@@ -121,6 +121,48 @@ impl Reader {
         Ok(value)
     }
 
+    /// The archive's trace file properties (name, value), in OTF2's order. OTF2 stores
+    /// names upper-cased.
+    pub fn properties(&self) -> Result<Vec<(String, String)>, Error> {
+        let _busy = self.enter()?;
+        let mut count: u32 = 0;
+        let mut names: *mut *mut std::ffi::c_char = std::ptr::null_mut();
+        // SAFETY: the reader is open; the out pointers are valid. OTF2 allocates the list
+        // of names in one block, released below with `free`.
+        let code = unsafe { OTF2_Reader_GetPropertyNames(self.raw, &mut count, &mut names) };
+        check(code, Step::Properties)?;
+        let mut properties = Vec::with_capacity(count as usize);
+        for index in 0..count as usize {
+            if names.is_null() {
+                break;
+            }
+            // SAFETY: `names` holds `count` pointers to NUL-terminated strings.
+            let name = unsafe { *names.add(index) };
+            if name.is_null() {
+                continue;
+            }
+            // SAFETY: a NUL-terminated string that lives until `names` is freed.
+            let name_text = unsafe { std::ffi::CStr::from_ptr(name) };
+            let mut value: *mut std::ffi::c_char = std::ptr::null_mut();
+            // SAFETY: the reader is open; `name` is valid; OTF2 mallocs the value.
+            let code = unsafe { OTF2_Reader_GetProperty(self.raw, name, &mut value) };
+            if code == OTF2_SUCCESS && !value.is_null() {
+                // SAFETY: `value` is a NUL-terminated string OTF2 allocated for us.
+                let value_text = unsafe { std::ffi::CStr::from_ptr(value) }
+                    .to_string_lossy()
+                    .into_owned();
+                // SAFETY: allocated with malloc by OTF2, freed once.
+                unsafe { libc::free(value.cast()) };
+                properties.push((name_text.to_string_lossy().into_owned(), value_text));
+            }
+        }
+        if !names.is_null() {
+            // SAFETY: the list OTF2 allocated with malloc, freed once.
+            unsafe { libc::free(names.cast()) };
+        }
+        Ok(properties)
+    }
+
     /// The archive's (event, definition) chunk sizes.
     pub fn chunk_sizes(&self) -> Result<(u64, u64), Error> {
         self.property(

@@ -96,6 +96,17 @@ impl Archive {
         self.set("machine name", machine, OTF2_Archive_SetMachineName)
     }
 
+    /// Sets a trace file property (`NAMESPACE::NAME`, letters, digits and `_`), replacing
+    /// an earlier value.
+    pub fn set_property(&self, name: &str, value: &str) -> Result<(), Error> {
+        let name = c_text(name);
+        let value = c_text(value);
+        // SAFETY: the archive is open for writing; OTF2 copies both strings.
+        let code =
+            unsafe { OTF2_Archive_SetProperty(self.raw, name.as_ptr(), value.as_ptr(), true) };
+        check(code, Step::ArchiveProperty("property"))
+    }
+
     /// Opens the local definition files.
     pub fn open_definition_files(&self) -> Result<DefinitionFiles<'_>, Error> {
         // SAFETY: the archive is open.

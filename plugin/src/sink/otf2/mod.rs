@@ -75,6 +75,8 @@ pub struct Otf2Options {
     /// How the process is named in the trace.
     pub process_name: String,
     pub host: String,
+    /// The trace file properties known when the part begins (see [`crate::provenance`]).
+    pub properties: Vec<(String, String)>,
 }
 
 /// Counts of what the writer had to repair or leave out.
@@ -107,6 +109,8 @@ pub struct Otf2Sink {
     last_seen: u64,
     /// When the events were last put on the disk (processed time).
     last_persist: u64,
+    /// The profiler API versions NCCL used with the communicators of this part.
+    api_versions: std::collections::BTreeSet<u32>,
 }
 
 impl Otf2Sink {
@@ -116,7 +120,10 @@ impl Otf2Sink {
             monotonic_ns: crate::clock::now_ns(),
             realtime_ns: crate::clock::realtime_ns(),
         };
-        let w = Writer::open(dir, &options.host, defs, start).map_err(|e| e.0)?;
+        let mut w = Writer::open(dir, &options.host, defs, start).map_err(|e| e.0)?;
+        for (name, value) in &options.properties {
+            w.set_property(name, value);
+        }
         let pid = std::process::id() as i32;
         Ok(Otf2Sink {
             w,
@@ -127,6 +134,7 @@ impl Otf2Sink {
             proxy: Proxy::new(options.step_states, pid),
             last_seen: 0,
             last_persist: 0,
+            api_versions: Default::default(),
         })
     }
 
@@ -136,6 +144,7 @@ impl Otf2Sink {
 
     /// A communicator rank was initialised (or learned its hash later).
     fn set_comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
+        self.api_versions.insert(u32::from(info.version));
         self.ops.set_comm(context, info);
     }
 
@@ -242,6 +251,12 @@ impl Otf2Sink {
             monotonic_ns: crate::clock::now_ns(),
             realtime_ns: crate::clock::realtime_ns(),
         };
+        let versions: Vec<String> = self.api_versions.iter().map(u32::to_string).collect();
+        let property = nccl_scorep_common::provenance::property;
+        self.w
+            .set_property(&property("PROFILER_API"), &versions.join(","));
+        self.w
+            .set_property(&property("END_REALTIME_NS"), &end.realtime_ns.to_string());
         let mut stats = Otf2Stats {
             events_written: self.w.close(end),
             ..Otf2Stats::default()
@@ -275,6 +290,11 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         process_index: rank.unwrap_or(context.pid as u32),
         process_name,
         host: context.host.to_owned(),
+        properties: crate::provenance::part_properties(
+            config,
+            context.host,
+            crate::clock::realtime_ns(),
+        ),
     };
     match Otf2Sink::create(context.part.path(), options) {
         Ok(trace) => Some(Box::new(trace)),

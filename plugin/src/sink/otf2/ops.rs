@@ -600,6 +600,7 @@ mod tests {
             process_index: 0,
             process_name: "process 0".into(),
             host: "node0".into(),
+            properties: Vec::new(),
         };
         let mut sink = Otf2Sink::create(&dir.path().join("part"), options).unwrap();
         let info = ContextInfo {

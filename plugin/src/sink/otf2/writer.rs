@@ -150,6 +150,18 @@ impl Writer {
         &self.path
     }
 
+    /// Sets a trace file property of the archive (before it is closed).
+    pub fn set_property(&mut self, name: &str, value: &str) {
+        if self.archive.is_null() {
+            return;
+        }
+        let (name, value) = (cstring(name), cstring(value));
+        // SAFETY: the archive is open for writing; OTF2 copies both strings.
+        let code =
+            unsafe { OTF2_Archive_SetProperty(self.archive, name.as_ptr(), value.as_ptr(), true) };
+        self.check(code);
+    }
+
     fn check(&mut self, code: OTF2_ErrorCode) -> bool {
         if code == OTF2_SUCCESS {
             true
