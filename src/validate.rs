@@ -1,5 +1,5 @@
 //! `nccl-scorep validate <archive>`: reads an OTF2 archive with the OTF2 C reader and checks
-//! what `otf2-print` lets through (see `docs/validate.md`, and §4 of the OTF2 notes):
+//! what `otf2-print` lets through (see `docs/validate.md`):
 //! references that do not resolve, time going back, unbalanced Enter/Leave, unpaired
 //! MpiCollectiveBegin/End, event counts that differ from the Location definitions, events
 //! outside the ClockProperties range, communicator members with different numbers of

@@ -1,6 +1,6 @@
 //! The layout contract with NCCL: the size of every descriptor and state-argument union
-//! and the absolute offset of every descriptor field, from the tables of
-//! `nccl-profiler-abi.md` §1.2–1.3 (x86_64). Each entry is checked at compile time and
+//! and the absolute offset of every descriptor field, from NCCL's
+//! headers (x86_64). Each entry is checked at compile time and
 //! listed in [`FIELDS`] so a test can print the whole table.
 
 use super::v1::*;

@@ -1,8 +1,8 @@
 //! NCCL's rules for choosing the profiler plugin, as pure functions.
 //!
 //! Mirrors `ncclProfilerPluginLoad` (`src/plugin/profiler.cc`) and `openPluginLib` /
-//! `tryOpenLib` (`src/plugin/plugin_open.cc`) of NCCL 2.28 and later; see
-//! `nccl-profiler-abi.md` §2.1–2.2. Nothing here touches the file system or the process
+//! `tryOpenLib` (`src/plugin/plugin_open.cc`) of NCCL 2.28 and later.
+//! Nothing here touches the file system or the process
 //! environment, so `nccl-scorep doctor` and nccl-sim's loader share the same rules.
 
 use std::ffi::{OsStr, OsString};
@@ -104,7 +104,7 @@ pub struct ReleaseFamily {
     pub first: (u32, u32),
     pub last: (u32, u32),
     /// NCCL looks for `ncclProfiler_v<newest_api>` first, then every older version down to
-    /// v1, and takes the first symbol it finds (§2.2).
+    /// v1, and takes the first symbol it finds.
     pub newest_api: ApiVersion,
 }
 

@@ -1,7 +1,7 @@
 //! Joins the trace parts of a job's processes
 //! (`<run-dir>/parts/<host>.<pid>[.N]/traces.otf2`, each a complete archive with local
-//! definition ids) into one archive, `<run-dir>/traces.otf2`, without rewriting events
-//! (pattern B of the OTF2 notes, §1.7). Used by `nccl-scorep merge <run-dir>` and by the
+//! definition ids) into one archive, `<run-dir>/traces.otf2`, without rewriting events.
+//! Used by `nccl-scorep merge <run-dir>` and by the
 //! plugin's automatic merge at the end of a job:
 //!
 //! 1. every part's global definitions and each location's clock offsets are read;

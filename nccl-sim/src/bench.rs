@@ -527,7 +527,7 @@ impl<'a> Rank<'a> {
         }
     }
 
-    /// One `ncclAllReduce` on the application thread (§3.2).
+    /// One `ncclAllReduce` on the application thread.
     fn app_stream(&mut self) {
         let api = self.release.has_api_events();
         if api {
@@ -604,7 +604,7 @@ impl<'a> Rank<'a> {
         self.coll = if clears { NULL } else { coll };
     }
 
-    /// The proxy thread's work for that collective's one channel and peer (§3.7, §3.8).
+    /// The proxy thread's work for that collective's one channel and peer.
     fn proxy_stream(&mut self, coll: Raw) {
         let mut op = NULL;
         self.start(
@@ -695,7 +695,7 @@ pub fn stream_events(release: Release) -> u64 {
 }
 
 /// Of the event types in `stream`, those NCCL would not emit with activation mask `mask`
-/// (§3.1: an event is emitted when the mask asks for it or for one of its descendants).
+/// (an event is emitted when the mask asks for it or for one of its descendants).
 pub fn unrequested(stream: u64, mask: u64) -> u64 {
     const CE: u64 = t::CE_COLL | t::CE_SYNC | t::CE_BATCH;
     let enablers = [

@@ -1,5 +1,5 @@
 //! What NCCL passes for functions, data types, algorithms and protocols: static string
-//! literals from API v2 on, enum numbers in API v1 (§1.1).
+//! literals from API v2 on, enum numbers in API v1.
 
 use std::ffi::CStr;
 

@@ -1,6 +1,6 @@
 //! The emulated NCCL: communicators, groups, collectives and point-to-point calls, kernel
 //! launches, and a proxy thread per communicator, each calling the profiler from the
-//! thread and in the order NCCL does (`nccl-profiler-abi.md` §3).
+//! thread and in the order NCCL does.
 //!
 //! The API mirrors NCCL's: [`group_start`]/[`group_end`] keep thread-local state like
 //! `ncclGroupStart`/`ncclGroupEnd`, and every operation on a [`Comm`] is an implicit group
@@ -30,14 +30,14 @@ pub enum Transport {
     /// The network: ProxyOps with steps, stopped when all steps are done.
     Net,
     /// A proxy transport without a stop (CollNet, P2P via CUDA memcpy): ProxyOps are
-    /// started and never stopped, and have no steps (§3.7).
+    /// started and never stopped, and have no steps.
     P2pCopy,
     /// Intra-node without proxy work: no ProxyOp at all (KernelCh only).
     Local,
 }
 
 /// Which built-in net plugin emits NetPlugin events (only NCCL builds with
-/// `NET_PROFILER=1` do, §3.10).
+/// `NET_PROFILER=1` do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum NetPluginKind {
     None,
@@ -57,7 +57,7 @@ pub struct SimConfig {
     pub gpu_clock: GpuClock,
     pub seed: u64,
     /// Every this many receive steps, the step's start is made twice (the first never
-    /// stopped, §3.7); 0: never.
+    /// stopped); 0: never.
     pub recv_restart_every: u32,
     /// How many times SendPeerWait may repeat for one step (0..=n, seeded).
     pub peer_wait_repeats: u32,
@@ -116,7 +116,7 @@ pub struct Nccl {
     shared_rendezvous: Mutex<Option<Arc<SharedRendezvous>>>,
 }
 
-/// PXN between the processes of one node (§4): this process's sends are progressed by the
+/// PXN between the processes of one node: this process's sends are progressed by the
 /// next local process's proxy, and this process's [`PxnProxy`] progresses the previous
 /// one's, calling this process's plugin with the originator's values.
 struct PxnLink {
@@ -419,7 +419,7 @@ struct ThreadState {
     /// The session and profiler the GroupApi was started with (the first comm's).
     group_api_session: Option<(Session, Arc<Profiler>)>,
     api_state: ApiState,
-    /// The CollApi variable is never cleared after stop (§3.13).
+    /// The CollApi variable is never cleared after stop.
     coll_api: Raw,
     tasks: Vec<Task>,
     capturing: Option<Vec<Task>>,
@@ -438,7 +438,7 @@ thread_local! {
     }) };
 }
 
-/// `ncclGroupStart`: no profiler call (§3.3).
+/// `ncclGroupStart`: no profiler call.
 pub fn group_start() {
     THREAD.with(|t| t.borrow_mut().nccl_depth += 1);
 }
@@ -448,7 +448,7 @@ pub fn group_end() {
     group_end_internal();
 }
 
-/// Everything but ProxyCtrl enables the GroupApi event (§3.1).
+/// Everything but ProxyCtrl enables the GroupApi event.
 const GROUP_API_TRIGGER: u64 = 0xFFFF & !t::PROXY_CTRL;
 const COLL_API_TRIGGER: u64 = t::COLL_API
     | t::COLL
@@ -534,7 +534,7 @@ impl Comm {
     }
 
     /// `ncclAlltoAll` (2.28+): lowered inside the call into a send and a receive per peer,
-    /// each with its own P2pApi, in one group (§3.5).
+    /// each with its own P2pApi, in one group.
     pub fn all_to_all(&self, count: usize, datatype: DataType) {
         if count == 0 || self.n_ranks() == 1 {
             return;
@@ -555,7 +555,7 @@ impl Comm {
     }
 
     /// AlltoAll on the copy-engine path (2.29+): one CollApi "AlltoAll", then CeColl with
-    /// CeSync and CeBatch children on the calling thread, no Coll event (§3.5).
+    /// CeSync and CeBatch children on the calling thread, no Coll event.
     pub fn all_to_all_ce(&self, count: usize, datatype: DataType) {
         let Some(session) = self.0.session else {
             return;
@@ -662,7 +662,7 @@ impl Comm {
             Op::Coll { count, .. } | Op::P2p { count, .. } => count,
         };
         // count == 0 is dropped before any event; one rank is a local copy with no event
-        // but a GroupEndApiStart attempt on a NULL handle, a no-op (§3.14).
+        // but a GroupEndApiStart attempt on a NULL handle, a no-op.
         if count == 0 || self.n_ranks() == 1 {
             return;
         }
@@ -839,7 +839,7 @@ impl Comm {
 }
 
 /// The implicit `ncclGroupStartInternal` of every API call. The profiler's depth mirrors
-/// it once a GroupApi runs; a user's `ncclGroupStart` does not bump it (§3.3).
+/// it once a GroupApi runs; a user's `ncclGroupStart` does not bump it.
 fn implicit_group_start() {
     THREAD.with(|cell| {
         let mut thread = cell.borrow_mut();
@@ -851,7 +851,7 @@ fn implicit_group_start() {
 }
 
 /// `ncclGroupEndInternal`: GroupEndApiStart when the profiler's depth reaches 0, the
-/// launch when NCCL's depth does, then the GroupApi stop (§3.3, §3.11).
+/// launch when NCCL's depth does, then the GroupApi stop.
 fn group_end_internal() {
     let (tasks, group_api, stop) = THREAD.with(|cell| {
         let mut thread = cell.borrow_mut();
@@ -946,7 +946,7 @@ fn launch_plan(comm: &Comm, tasks: &[Task], group_api: Raw) {
         }
     }
     // A captured plan's host work runs at each replay (`Graph::replay`), except when it
-    // has no proxy work: then its tasks are emitted once, now, and never again (§3.6).
+    // has no proxy work: then its tasks are emitted once, now, and never again.
     let captured = tasks.iter().any(|t| t.graph_captured);
     if !captured || nccl.config.transport == Transport::Local {
         host_stream_plan_task(comm, &session, tasks);
@@ -962,7 +962,7 @@ fn simulate_without_profiler(comm: &Comm, tasks: &[Task]) {
     comm.0.proxy.post(works);
 }
 
-/// `hostStreamPlanTask`: Group, the tasks' Coll/P2p, proxy work posted, stops (§3.2).
+/// `hostStreamPlanTask`: Group, the tasks' Coll/P2p, proxy work posted, stops.
 fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task]) {
     let nccl = comm.nccl();
     let profiler = &nccl.profiler;
@@ -995,7 +995,7 @@ fn host_stream_plan_task(comm: &Comm, session: &Session, tasks: &[Task]) {
                 datatype,
                 root,
             } if task.mask & COLL_TRIGGER != 0 && !needs_group => {
-                // AllGather and Broadcast report bytes with Int8 (§3.2).
+                // AllGather and Broadcast report bytes with Int8.
                 let (count, datatype) = match func {
                     Func::AllGather | Func::Broadcast => (count * datatype.size(), DataType::Int8),
                     _ => (count, datatype),
@@ -1300,12 +1300,12 @@ fn proxy_ctrl(nccl: &Nccl, session: &Session, states: &[(i32, i32)], between: im
 fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<ProxyMessage>) {
     let mut idle = false;
     let mut first = true;
-    // 2.31+: KernelCh and KernelPhase come from a dedicated profiler thread (§3.8).
+    // 2.31+: KernelCh and KernelPhase come from a dedicated profiler thread.
     let kernels = session
         .filter(|_| nccl.release.has_profiler_thread())
         .map(|session| KernelThread::spawn(Arc::clone(&nccl), session));
     loop {
-        // Nothing posted: Sleep, block, Wakeup (§3.9).
+        // Nothing posted: Sleep, block, Wakeup.
         let mut message = None;
         match &session {
             Some(s) => proxy_ctrl(
@@ -1422,7 +1422,7 @@ struct KernelJob {
     gpu_start: u64,
     gpu_stop: u64,
     /// The work whose timestamps the host reads: another one when the 64-slot ring
-    /// wrapped before the host polled (§3.8).
+    /// wrapped before the host polled.
     reported: (u64, u64),
 }
 
@@ -1499,7 +1499,7 @@ struct OpState {
 }
 
 /// Appends and progresses a batch of works: the Append window with the ProxyOp starts
-/// (2.27+), steps, KernelCh, stops (§3.7–3.9).
+/// (2.27+), steps, KernelCh, stops.
 fn progress_batch(
     nccl: &Arc<Nccl>,
     session: &Session,
@@ -1686,7 +1686,7 @@ fn progress_work(
                     }
                 };
                 let record = |handle: Raw, state: i32, args: StateArgs| {
-                    // State records are skipped when the ProxyOp handle is NULL (§3.7).
+                    // State records are skipped when the ProxyOp handle is NULL.
                     if !handle.is_null() && !op.handle.is_null() {
                         profiler.record(session, handle, state, args);
                     }
@@ -1790,7 +1790,7 @@ fn progress_work(
     nccl.truth.push(truth_of(work, completion));
 }
 
-/// NetPlugin events of one send step (§3.10): start if the mask has NetPlugin (else the
+/// NetPlugin events of one send step: start if the mask has NetPlugin (else the
 /// handle is left untouched: NULL), an update, and a stop with no NULL check.
 fn net_plugin_events(nccl: &Nccl, session: &Session, work: &Work, step: Raw, bytes: usize) {
     let kind = nccl.config.net_plugin;
@@ -1840,7 +1840,7 @@ fn net_plugin_events(nccl: &Nccl, session: &Session, work: &Work, step: Raw, byt
     profiler.stop(session, handle);
 }
 
-/// KernelCh starts, one per channel, when the host notices the GPU started (§3.8). The
+/// KernelCh starts, one per channel, when the host notices the GPU started. The
 /// rank is not set; pTimer is the GPU's start time (of a later work after a ring wrap).
 fn kernel_start(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob) -> Vec<Raw> {
     let release = nccl.release;
@@ -1940,7 +1940,7 @@ fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob, handles: Ve
 // ---------------------------------------------------------------------------------------
 // CUDA graphs.
 
-/// Begins capturing this thread's operations into a CUDA graph (§3.6).
+/// Begins capturing this thread's operations into a CUDA graph.
 pub fn capture_begin() {
     THREAD.with(|t| t.borrow_mut().capturing = Some(Vec::new()));
 }

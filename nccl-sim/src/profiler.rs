@@ -1,7 +1,7 @@
-//! NCCL's side of the profiler plugin interface: loading the library (§2.1–2.2), reference
-//! counting and unloading (§2.4), the global activation mask (§2.5), and calling the
+//! NCCL's side of the profiler plugin interface: loading the library, reference
+//! counting and unloading, the global activation mask, and calling the
 //! plugin through the API version it exports — directly when it is the release's newest,
-//! else through an imitation of NCCL's in-core shim for that version (§2.3), quirks
+//! else through an imitation of NCCL's in-core shim for that version, quirks
 //! included: zeroed or garbage descriptors, dropped events and states, handles written
 //! or left alone, uninitialised or NULL state arguments.
 
@@ -218,7 +218,7 @@ impl Profiler {
                 ),
             }
         };
-        // The shims hide from core the events their version cannot carry (§2.3).
+        // The shims hide from core the events their version cannot carry.
         let direct = version == self.release.newest_api();
         let hidden = match version {
             5 if !direct && self.release.has_kernel_phase() => {
@@ -231,7 +231,7 @@ impl Profiler {
         if hidden != 0 {
             self.mask.fetch_and(!(hidden as i32), Ordering::Relaxed);
         }
-        // 2.31+: KernelPhase needs KernelCh (§1.4).
+        // 2.31+: KernelPhase needs KernelCh.
         if self.release.has_kernel_phase() && self.mask() & t::KERNEL_PHASE != 0 {
             self.mask.fetch_or(t::KERNEL_CH as i32, Ordering::Relaxed);
         }
@@ -246,7 +246,7 @@ impl Profiler {
         })
     }
 
-    /// NCCL's reaction to an `init` error, release by release (§2.4).
+    /// NCCL's reaction to an `init` error, release by release.
     fn init_failed(
         &self,
         status: &mut Status,
@@ -317,7 +317,7 @@ impl Profiler {
             .message = message.to_owned();
     }
 
-    /// Finds and opens the library and picks the symbol (§2.1–2.2).
+    /// Finds and opens the library and picks the symbol.
     fn load(&self) -> Option<Loaded> {
         let mut report = LoadReport::default();
         let candidates: Vec<Option<OsString>> = if self.release.tries_prefixed_name() {

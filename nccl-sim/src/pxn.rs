@@ -1,4 +1,4 @@
-//! PXN between processes of one node (`nccl-profiler-abi.md` §4).
+//! PXN between processes of one node.
 //!
 //! On a send connection whose NIC belongs to another local GPU, NCCL does not progress the
 //! op itself: it `memcpy`s the `ncclProxyOp` into the proxy ops pool, in `/dev/shm`, of
@@ -17,7 +17,7 @@
 //!   with [`PxnSender::open`].
 //! - [`PxnSender::try_send`]: non-blocking, reports a full or closed mailbox.
 //! - [`PxnProxy`]: the receiving process's proxy thread for foreign ops. It takes ops from
-//!   the mailbox and calls the local plugin as §3.7 and §4 say, through the local plugin's
+//!   the mailbox and calls the local plugin as NCCL does, through the local plugin's
 //!   table but with the **originator's context value**.
 //!
 //! A sender that dies between reserving a slot and publishing it leaves that slot
@@ -681,7 +681,7 @@ impl Worker {
         }
     }
 
-    /// One Append window and the progress of its ops (§3.7, §3.9, §4).
+    /// One Append window and the progress of its ops.
     fn progress(&mut self, batch: &[PxnOp]) {
         let profiler = Arc::clone(&self.profiler);
         let release = profiler.release();
@@ -778,7 +778,7 @@ impl Worker {
         }
     }
 
-    /// The local plugin's table with the originator's context (§4).
+    /// The local plugin's table with the originator's context.
     fn foreign(&self, op: &PxnOp) -> Option<Session> {
         self.session.map(|session| {
             let mut foreign = session;
@@ -813,7 +813,7 @@ impl Worker {
         *handle = NULL;
     }
 
-    /// One send step (§3.7, send side); returns its bytes.
+    /// One send step (send side); returns its bytes.
     fn step(&mut self, op: &PxnOp, op_handle: Raw, step: i32, sent_before: usize) -> usize {
         let bytes = op.step_bytes(step);
         let transfer = Duration::from_nanos(op.step_ns);

@@ -1,5 +1,5 @@
 //! The NCCL releases nccl-sim can emulate (2.23 … 2.32) and what differs between them, as
-//! far as a profiler plugin can see (`nccl-profiler-abi.md` §0, §2, §3.15).
+//! far as a profiler plugin can see.
 
 use nccl_profiler_abi::loader::ApiVersion;
 use std::fmt;
@@ -29,7 +29,7 @@ impl Release {
     }
 
     /// The newest profiler API this release knows: it calls that one directly and shims
-    /// every older one (§0, §2.2).
+    /// every older one.
     pub fn newest_api(self) -> ApiVersion {
         match self.minor {
             ..=23 => 1,
@@ -76,7 +76,7 @@ impl Release {
         self.minor >= 26
     }
 
-    /// CE events from 2.29 (never emitted by core up to 2.31, §1.1).
+    /// CE events from 2.29 (never emitted by core up to 2.31).
     pub fn has_ce_events(self) -> bool {
         self.minor >= 29
     }
@@ -91,23 +91,23 @@ impl Release {
     }
 
     /// 2.27+ start ProxyOps when appended (with state 19 at first progress); earlier ones
-    /// at the first progress call, with the ProxyOp states 0–7 (§3.7).
+    /// at the first progress call, with the ProxyOp states 0–7.
     pub fn proxy_op_at_append(self) -> bool {
         self.minor >= 27
     }
 
     /// Up to 2.27, Coll/P2p need a non-NULL Group handle and ProxySteps a non-NULL ProxyOp
-    /// handle (§3.1).
+    /// handle.
     pub fn children_need_parent_handle(self) -> bool {
         self.minor <= 27
     }
 
-    /// 2.29+ run Broadcast as an AllGatherV task: CollApi only (§3.14).
+    /// 2.29+ run Broadcast as an AllGatherV task: CollApi only.
     pub fn broadcast_is_allgatherv(self) -> bool {
         self.minor >= 29
     }
 
-    /// 2.31+ clear Group/Coll/P2p handles after stop (§3.6).
+    /// 2.31+ clear Group/Coll/P2p handles after stop.
     pub fn clears_task_handles(self) -> bool {
         self.minor >= 31
     }
@@ -117,7 +117,7 @@ impl Release {
         self.minor <= 25
     }
 
-    /// What NCCL does when the plugin's `init` returns an error (§2.4).
+    /// What NCCL does when the plugin's `init` returns an error.
     pub fn init_error(self) -> InitErrorHandling {
         match self.minor {
             ..=27 => InitErrorHandling::DisableProcess,

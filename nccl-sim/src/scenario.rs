@@ -1,4 +1,4 @@
-//! The scenarios: each reproduces one of NCCL's call patterns (`nccl-profiler-abi.md` §3)
+//! The scenarios: each reproduces one of NCCL's call patterns
 //! on the emulated NCCL, with one application thread per rank unless said otherwise.
 
 use crate::names::DataType;
@@ -8,20 +8,20 @@ use std::time::Duration;
 
 /// Every scenario, with its name and what it reproduces.
 pub const SCENARIOS: &[(&str, &str)] = &[
-    ("single", "one AllReduce per call outside any group, one rank per thread (§3.2)"),
-    ("group", "ncclGroupStart; AllReduce, AllGather, ReduceScatter; ncclGroupEnd: lazy GroupApi with depth 2, states 23/24 (§3.3)"),
-    ("nested-group", "a group opened inside a group after its first operation: the GroupApi ends early (§3.3 quirk)"),
-    ("multi-comm", "one thread drives every rank's communicator in one group (§3.4)"),
-    ("p2p", "send/recv rounds around a ring inside groups (§3.5)"),
-    ("alltoall", "ncclAlltoAll lowered to one send and one receive per peer (§3.5)"),
-    ("graph", "a CUDA graph captured once, then replayed on a callback thread with stale capture-time parents (§3.6)"),
-    ("ring-wrap", "more than 64 collectives in one group: the host reads a later work's GPU timestamps from the 64-slot ring (§3.8)"),
-    ("p2p-copy", "a proxy transport without stop: ProxyOps started and never stopped (§3.7)"),
-    ("net-plugin", "NetPlugin events from the built-in IB and socket plugins under each send step, stopEvent(NULL) included (§3.10)"),
-    ("ce", "AlltoAll on the copy-engine path: CollApi then CeColl, CeSync, CeBatch (§3.5, NCCL 2.29+)"),
-    ("split", "a split communicator sharing its parent's proxy; the parent is destroyed first (§3.12)"),
-    ("nonblocking", "non-blocking communicators: launches on another thread (§3.0)"),
-    ("special", "nRanks == 1, count == 0 and Broadcast (an AllGatherV task on 2.29+): what NCCL does not emit (§3.14)"),
+    ("single", "one AllReduce per call outside any group, one rank per thread"),
+    ("group", "ncclGroupStart; AllReduce, AllGather, ReduceScatter; ncclGroupEnd: lazy GroupApi with depth 2, states 23/24"),
+    ("nested-group", "a group opened inside a group after its first operation: the GroupApi ends early"),
+    ("multi-comm", "one thread drives every rank's communicator in one group"),
+    ("p2p", "send/recv rounds around a ring inside groups"),
+    ("alltoall", "ncclAlltoAll lowered to one send and one receive per peer"),
+    ("graph", "a CUDA graph captured once, then replayed on a callback thread with stale capture-time parents"),
+    ("ring-wrap", "more than 64 collectives in one group: the host reads a later work's GPU timestamps from the 64-slot ring"),
+    ("p2p-copy", "a proxy transport without stop: ProxyOps started and never stopped"),
+    ("net-plugin", "NetPlugin events from the built-in IB and socket plugins under each send step, stopEvent(NULL) included"),
+    ("ce", "AlltoAll on the copy-engine path: CollApi then CeColl, CeSync, CeBatch (NCCL 2.29+)"),
+    ("split", "a split communicator sharing its parent's proxy; the parent is destroyed first"),
+    ("nonblocking", "non-blocking communicators: launches on another thread"),
+    ("special", "nRanks == 1, count == 0 and Broadcast (an AllGatherV task on 2.29+): what NCCL does not emit"),
 ];
 
 /// Parameters shared by the scenarios.
@@ -206,7 +206,7 @@ fn per_rank_once(
     });
 }
 
-/// One thread, every local rank's comm in one group per iteration (§3.4).
+/// One thread, every local rank's comm in one group per iteration.
 fn multi_comm(nccl: &Arc<Nccl>, params: &Params) {
     let comms: Vec<Comm> = params
         .local_ranks
@@ -225,7 +225,7 @@ fn multi_comm(nccl: &Arc<Nccl>, params: &Params) {
     }
 }
 
-/// Split children share the parent's proxy; the parent goes first (§3.12).
+/// Split children share the parent's proxy; the parent goes first.
 fn split(nccl: &Arc<Nccl>, params: &Params) {
     let barrier = Barrier::new(params.local_ranks.len());
     std::thread::scope(|scope| {

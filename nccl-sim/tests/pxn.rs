@@ -1,4 +1,4 @@
-//! PXN between two real processes (`nccl-profiler-abi.md` §4): a second process (this
+//! PXN between two real processes: a second process (this
 //! test binary, re-executed with an environment flag) hands proxy ops to this process's
 //! mailbox; this process's PXN proxy reports them to our plugin with the sender's pid,
 //! context and parent values. The sender's context is the address of a PROT_NONE page

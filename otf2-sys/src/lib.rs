@@ -107,8 +107,7 @@
 //!
 //! Callback structs passed by pointer (`OTF2_FlushCallbacks`, …) must outlive the archive;
 //! flush callbacks are mandatory before any writer is requested; one `OTF2_EvtWriter` must
-//! never be used by two threads at once; timestamps per location must not decrease. See
-//! `docs/otf2-writing.md` of the shared notes.
+//! never be used by two threads at once; timestamps per location must not decrease.
 
 pub mod bindings {
     //! The bindgen output for `<otf2/otf2.h>`, generated at build time.

@@ -68,7 +68,7 @@ fn write_archive(dir: &Path, events: &[Event]) -> (PathBuf, Vec<OTF2_ErrorCode>)
     let path = cstring(archive_path.to_str().unwrap());
     let name = cstring("traces");
     let mut codes = Vec::new();
-    // SAFETY: the OTF2 write sequence of otf2-writing.md §1.3 on one thread, with valid
+    // SAFETY: OTF2's write sequence on one thread, with valid
     // pointers and callbacks that outlive the archive.
     unsafe {
         let archive = OTF2_Archive_Open(

@@ -932,7 +932,7 @@ fn main() {
             && r.otf2_events_printed
                 .is_none_or(|n| Some(n) == r.otf2_events);
     }
-    // The targets count events as otf2-writing.md §2.5 counts them when it measures OTF2
+    // The targets count events as OTF2's own measurements count them when it measures OTF2
     // itself (10–14 ns and 11.75 B per event): OTF2 event records.
     println!();
     println!(

@@ -814,7 +814,7 @@ impl State {
 
     fn close_owned_by(&mut self, owner: Owner, closed: Closed) {
         // ProxyCtrl events belong to the proxy thread, which split children sharing it
-        // keep running after this comm's finalize, still with its context (§3.12): they
+        // keep running after this comm's finalize, still with its context: they
         // end with their own stop, or at the last finalize.
         self.close_owned_by_filter(
             |open| open.owner != owner || open.kind == Kind::ProxyCtrl,

@@ -16,7 +16,7 @@
 //! - when an API call ends (GroupApi, CollApi, P2pApi) while regions entered inside it are
 //!   still running, those are ended first (counted as cut short).
 //!
-//! By NCCL's call orders (`nccl-profiler-abi.md` §3.0, §3.13) every forwarded kind starts
+//! By NCCL's call orders every forwarded kind starts
 //! and stops on one thread: GroupApi, CollApi and P2pApi on the application thread,
 //! KernelLaunch on the launching thread, Group/Coll/P2p inside one `hostStreamPlanTask`
 //! call (the launching thread, or CUDA's callback thread for graphs). The rules above are

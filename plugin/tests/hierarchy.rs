@@ -21,7 +21,7 @@ fn exports_every_version_under_one_name() {
     assert_eq!(name.to_str().unwrap(), "nccl-scorep");
 }
 
-/// The app-thread sequence of §3.2 plus the proxy thread's children and the KernelCh on
+/// NCCL's application-thread sequence for one AllReduce plus the proxy thread's children and the KernelCh on
 /// another thread, then finalize.
 #[test]
 fn one_allreduce_resolves_every_parent_and_count() {

@@ -17,7 +17,7 @@ use support::*;
 
 const NULL: Handle = Handle(null_mut());
 
-/// The handles of one AllReduce in NCCL's order (§3.2).
+/// The handles of one AllReduce in NCCL's order.
 #[derive(Clone, Copy)]
 struct AllReduce {
     group_api: Handle,
@@ -195,7 +195,7 @@ fn sixteen_comms_init_concurrently_and_finalize_while_others_run() {
 }
 
 /// A split child shares its parent's proxy thread: after the parent's finalize, ProxyCtrl
-/// events keep coming with the parent's context (§3.12), including one that was open
+/// events keep coming with the parent's context, including one that was open
 /// (asleep) across that finalize.
 #[test]
 fn split_child_outlives_its_parent_and_proxy_ctrl_keeps_the_parent_context() {

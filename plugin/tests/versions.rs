@@ -1189,7 +1189,7 @@ fn net_plugin_payloads_are_read_only_when_known() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The traps of §1.1 and §3.2, through every string-typed version
+// The traps of the string-typed descriptors, through every string-typed version
 
 /// Sets the string fields of `u.coll` that v2–v7 share and returns the descriptor.
 macro_rules! trap_coll {

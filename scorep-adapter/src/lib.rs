@@ -11,8 +11,8 @@
 //! - [`clock_file`]: `scorep-clock.json`, which pairs our trace's timestamps with Score-P's
 //!   clock so the sidecar trace can be merged into Score-P's.
 //!
-//! The signatures and rules come from Score-P 8.4's public headers as described in the
-//! project's integration notes; no Score-P header or code is part of this crate.
+//! The signatures and rules come from Score-P 8.4's public headers as observed with a real
+//! Score-P 8.4 (docs/scorep.md); no Score-P header or code is part of this crate.
 
 pub mod clock_file;
 pub mod metric;

@@ -1,5 +1,4 @@
-//! Writes a small OTF2 archive laid out as Score-P lays out its traces (the integration
-//! notes, §3): ClockProperties in TSC-like ticks, machine "Linux" → node "<host>", one
+//! Writes a small OTF2 archive laid out as Score-P 8 lays out its traces: ClockProperties in TSC-like ticks, machine "Linux" → node "<host>", one
 //! "MPI Rank N" process group per rank with a "Master thread" location `(0 << 32) | rank`,
 //! MPI and user regions, an MPI COMM_LOCATIONS group + COMM_GROUP + "MPI_COMM_WORLD",
 //! ProgramBegin with a "ProcessId" attribute, Enter/Leave and MpiCollectiveBegin/End

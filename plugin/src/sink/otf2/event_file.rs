@@ -456,7 +456,7 @@ mod tests {
     fn written_by_otf2(dir: &std::path::Path, steps: &[Step]) -> Vec<u8> {
         let path = CString::new(dir.to_str().unwrap()).unwrap();
         let archive = otf2_sys::writing::create_archive(&path, CHUNK, CHUNK).unwrap();
-        // SAFETY: the write sequence of the OTF2 notes on this thread, on the archive just
+        // SAFETY: OTF2's write sequence on this thread, on the archive just
         // opened; the attribute list and the writer are used between their creation and
         // their deletion only.
         unsafe {

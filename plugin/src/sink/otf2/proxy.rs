@@ -185,7 +185,7 @@ impl Proxy {
         );
         let mut attrs = timelines.spare_attrs();
         attrs.push((Attr::Step, Val::U(step.max(0) as u64)));
-        // Only SendWait and RecvFlushWait carry this step's own size (ABI notes §3.7).
+        // Only SendWait and RecvFlushWait carry this step's own size.
         if let Some(size) = e.states.iter().find_map(|s| match (s.state, s.arg) {
             (
                 state::PROXY_STEP_SEND_WAIT | state::PROXY_STEP_RECV_FLUSH_WAIT,

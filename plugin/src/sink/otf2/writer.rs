@@ -1,5 +1,5 @@
-//! The OTF2 edge: one archive per process, written with *local* definition ids (pattern B
-//! of the OTF2 notes: every part is a complete archive of its own, and `nccl-scorep merge`
+//! The OTF2 edge: one archive per process, written with *local* definition ids (every part
+//! is a complete archive of its own, and `nccl-scorep merge`
 //! joins parts with mapping tables, without rewriting events).
 //!
 //! Everything here runs on the collector thread, which owns every OTF2 object: OTF2's
@@ -117,7 +117,7 @@ impl Writer {
         std::fs::create_dir_all(dir)
             .map_err(|e| OpenError(format!("cannot create {}: {e}", dir.display())))?;
         let archive = create_archive(dir).map_err(OpenError)?;
-        // SAFETY: the rest of the write sequence of the OTF2 notes (§1.3) on this thread
+        // SAFETY: the rest of OTF2's write sequence on this thread
         // only, with the archive just created.
         unsafe {
             let mut writer = Writer {
@@ -373,7 +373,7 @@ impl Writer {
             counts.push(events);
             total += events;
         }
-        // SAFETY: the close sequence of the OTF2 notes (§1.3) on the owning thread, for
+        // SAFETY: OTF2's close sequence on the owning thread, for
         // an archive whose event files are written by `EventFile`.
         unsafe {
             let code = OTF2_Archive_OpenDefFiles(self.archive);
