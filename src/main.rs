@@ -375,7 +375,15 @@ fn main() -> ExitCode {
                 }
                 Err(error) => {
                     eprintln!("nccl-scorep merge: {error}");
-                    return ExitCode::FAILURE;
+                    // Like validate: 2 when there is nothing to open, 1 when merging failed.
+                    let unreadable = !nccl_scorep_common::RunDir::new(&run_dir)
+                        .parts_dir()
+                        .is_dir();
+                    return if unreadable {
+                        ExitCode::from(2)
+                    } else {
+                        ExitCode::FAILURE
+                    };
                 }
             }
         }

@@ -276,3 +276,13 @@ fn doctor_lists_every_variable_that_the_configuration_reference_documents() {
     }
     assert!(listed.contains("  default: 4M"), "{listed}");
 }
+
+#[test]
+fn merge_of_a_directory_that_does_not_exist_names_it_and_exits_2_like_validate() {
+    for command in ["merge", "validate"] {
+        let output = run::<&str, &str>(&[command, "/nonexistent/run-dir"], &[]);
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(said.contains("/nonexistent/run-dir"), "{command}: {said}");
+    }
+}
