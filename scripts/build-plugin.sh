@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the NCCL profiler plugin and gives it the file names NCCL looks for.
 #
-#   scripts/build-plugin.sh [--debug] [--prefix DIR]
+#   scripts/build-plugin.sh [--debug] [--prefix DIR] [--also PACKAGE]...
 #
 # Cargo cannot put a hyphen in a library name, so the build's libnccl_profiler_scorep.so is
 # copied to libnccl-profiler-scorep.so (found by NCCL_PROFILER_PLUGIN=scorep), and
@@ -12,11 +12,13 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 [--debug] [--prefix DIR]"
+    echo "usage: $0 [--debug] [--prefix DIR] [--also PACKAGE]..."
 }
 
 profile=release
 prefix=""
+# More packages built in the same cargo run (one feature resolution: nothing built twice).
+also=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --debug) profile=debug ;;
@@ -30,6 +32,15 @@ while [[ $# -gt 0 ]]; do
             shift
             ;;
         --prefix=*) prefix="${1#--prefix=}" ;;
+        --also)
+            if [[ $# -lt 2 || -z "$2" ]]; then
+                echo "error: --also needs a package name" >&2
+                usage >&2
+                exit 2
+            fi
+            also+=(-p "$2")
+            shift
+            ;;
         -h | --help)
             usage
             exit 0
@@ -52,7 +63,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
 # The tool too: the plugin runs it beside itself to merge the job's trace at its end.
-cargo_args=(build -p nccl-profiler-scorep -p nccl-scorep)
+cargo_args=(build -p nccl-profiler-scorep -p nccl-scorep "${also[@]}")
 if [[ "$profile" == release ]]; then
     cargo_args+=(--release)
 fi

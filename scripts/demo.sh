@@ -2,7 +2,8 @@
 # The demo: a simulated 4-rank MPI+NCCL job traced end to end. nccl-sim (a CPU-only NCCL
 # stand-in) runs under Open MPI's mpirun, one rank per process, loads the plugin the way
 # NCCL does; each process writes its part of the trace, and the last one to finish merges
-# them into one archive. Then the summary of where the time went.
+# them into one archive. `nccl-scorep run` starts the job and prints the summary of where
+# the time went.
 #
 #   scripts/demo.sh [OUTDIR]        (default: nccl-scorep-out/ in the repository)
 set -euo pipefail
@@ -28,8 +29,7 @@ step "dependencies"
 bash scripts/install-deps.sh "${DEBIAN_PACKAGES[@]}"
 
 step "build the plugin, the tool and nccl-sim"
-bash scripts/build-plugin.sh
-cargo build --release -p nccl-sim
+bash scripts/build-plugin.sh --also nccl-sim
 target_root="${CARGO_TARGET_DIR:-target}"
 if [[ "$target_root" != /* ]]; then
     target_root="$repo_root/$target_root"
@@ -39,15 +39,14 @@ export NCCL_PROFILER_PLUGIN="$target_root/release/libnccl-profiler-scorep.so"
 step "nccl-scorep doctor (NCCL_PROFILER_PLUGIN=$NCCL_PROFILER_PLUGIN)"
 "$target_root/release/nccl-scorep" doctor
 
-step "a 4-rank job under mpirun: groups of collectives, send/recv rounds, PXN; rank 2 arrives late"
+step "a 4-rank job under mpirun, started by nccl-scorep run: groups of collectives, send/recv rounds, PXN; rank 2 arrives late"
+# `run` loads the plugin into every rank (Open MPI's -x), writes into a new experiment
+# directory (here the one named with -o), and prints where the trace is and its summary.
 rm -rf "$outdir"
-mkdir -p "$outdir"
-export NCCL_SCOREP_OUTPUT_DIR="$outdir"
-export NCCL_SCOREP_EVENTS=default,steps
 # Open MPI refuses to run as root unless told; oversubscription lets 4 ranks share 2 cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun -np 4 --oversubscribe --bind-to none \
-    -x NCCL_PROFILER_PLUGIN -x NCCL_SCOREP_OUTPUT_DIR -x NCCL_SCOREP_EVENTS \
+"$target_root/release/nccl-scorep" run -o "$outdir" --events default,steps -- \
+    mpirun -np 4 --oversubscribe --bind-to none \
     "$target_root/release/nccl-sim" run \
     --scenario group --scenario p2p --iterations 20 --sizes 64K,1M,8M \
     --late-rank 2 --late-us 300 --pxn
@@ -56,9 +55,7 @@ step "the job merged its processes' parts into one archive (and its CUBE4 profil
 cat "$outdir/merge-report.txt"
 "$target_root/release/nccl-scorep" validate "$outdir" | tail -n 1
 
-step "nccl-scorep summary: where the time went, and which rank was late"
-"$target_root/release/nccl-scorep" summary "$outdir"
-
 echo
 echo "open $outdir/traces.otf2 in Vampir (what to look at: vampir-samples/README.md)"
 echo "open $outdir/profile.cubex in Cube (what it holds: docs/profile.md)"
+echo "how the run was made: $outdir/run.json (docs/launcher.md)"
