@@ -25,6 +25,29 @@ pub mod v5;
 pub mod v6;
 pub mod v7;
 
+/// A C `bool` as NCCL hands it over: one byte, read as a byte. A Rust `bool` must be 0 or
+/// 1, and the bytes of a descriptor are not ours to trust (a shim may leave garbage in
+/// members it does not set): any value other than 0 reads as true.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CBool(pub u8);
+
+impl CBool {
+    pub const FALSE: CBool = CBool(0);
+    pub const TRUE: CBool = CBool(1);
+
+    /// True for any nonzero byte.
+    pub fn get(self) -> bool {
+        self.0 != 0
+    }
+}
+
+impl From<bool> for CBool {
+    fn from(value: bool) -> CBool {
+        CBool(u8::from(value))
+    }
+}
+
 /// `ncclResult_t`: a 4-byte C enum. The plugin only ever returns [`NCCL_SUCCESS`].
 pub type ncclResult_t = c_int;
 pub const NCCL_SUCCESS: ncclResult_t = 0;

@@ -8,12 +8,13 @@ use super::{
     Descriptor, InitV5, KernelChDescrV4, NetPluginDescr, ProfilerTable, ProxyOpDescr,
     ProxyStepDescr, StateArgsV4,
 };
+use crate::CBool;
 use std::ffi::{c_char, c_int, c_void};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct GroupApiV5 {
-    pub graphCaptured: bool,
+    pub graphCaptured: CBool,
     pub groupDepth: c_int,
 }
 
@@ -25,7 +26,7 @@ pub struct CollApiV5 {
     pub datatype: *const c_char,
     pub root: c_int,
     pub stream: *mut c_void,
-    pub graphCaptured: bool,
+    pub graphCaptured: CBool,
 }
 
 #[repr(C)]
@@ -35,7 +36,7 @@ pub struct P2pApiV5 {
     pub count: usize,
     pub datatype: *const c_char,
     pub stream: *mut c_void,
-    pub graphCaptured: bool,
+    pub graphCaptured: CBool,
 }
 
 #[repr(C)]

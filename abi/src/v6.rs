@@ -8,6 +8,7 @@ use super::{
     Descriptor, InitV5, KernelChDescrV4, NetPluginDescr, ProfilerTable, ProxyOpDescr,
     ProxyStepDescr, StateArgsV4,
 };
+use crate::CBool;
 use std::ffi::{c_char, c_int, c_void};
 
 #[repr(C)]
@@ -21,7 +22,7 @@ pub struct CeCollV6 {
     pub root: c_int,
     pub datatype: *const c_char,
     pub syncStrategy: *const c_char,
-    pub intraBatchSync: bool,
+    pub intraBatchSync: CBool,
     pub batchSize: u32,
     pub numBatches: u32,
     pub ceSeqNum: u32,
@@ -32,7 +33,7 @@ pub struct CeCollV6 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct CeSyncV6 {
-    pub isComplete: bool,
+    pub isComplete: CBool,
     pub nRanks: c_int,
 }
 
@@ -42,7 +43,7 @@ pub struct CeSyncV6 {
 pub struct CeBatchV6 {
     pub numOps: c_int,
     pub totalBytes: usize,
-    pub useIntraSync: bool,
+    pub useIntraSync: CBool,
 }
 
 #[repr(C)]

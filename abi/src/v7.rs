@@ -9,6 +9,7 @@ use super::{
     Descriptor, InitV5, KernelChDescrV4, NetPluginDescr, ProfilerTable, ProxyOpDescr,
     ProxyStepDescr, StateArgsV4,
 };
+use crate::CBool;
 use std::ffi::{c_char, c_int, c_void};
 
 #[repr(C)]
@@ -19,7 +20,7 @@ pub struct CollApiV7 {
     pub datatype: *const c_char,
     pub root: c_int,
     pub stream: *mut c_void,
-    pub graphCaptured: bool,
+    pub graphCaptured: CBool,
     pub userTag: u64,
 }
 
@@ -30,7 +31,7 @@ pub struct P2pApiV7 {
     pub count: usize,
     pub datatype: *const c_char,
     pub stream: *mut c_void,
-    pub graphCaptured: bool,
+    pub graphCaptured: CBool,
     pub userTag: u64,
 }
 
@@ -50,7 +51,7 @@ pub struct CollV7 {
     pub proto: *const c_char,
     pub parentGroup: *mut c_void,
     pub kernelVariant: *const c_char,
-    pub isSymColl: bool,
+    pub isSymColl: CBool,
     pub userTag: u64,
 }
 
@@ -78,7 +79,7 @@ pub struct CeCollV7 {
     pub root: c_int,
     pub datatype: *const c_char,
     pub syncStrategy: *const c_char,
-    pub intraBatchSync: bool,
+    pub intraBatchSync: CBool,
     pub batchSize: u32,
     pub numBatches: u32,
     pub ceSeqNum: u32,

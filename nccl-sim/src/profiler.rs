@@ -11,6 +11,7 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use nccl_profiler_abi::loader::{self, ApiVersion, PluginSelection};
 use nccl_profiler_abi::v2::CollV2;
 use nccl_profiler_abi::v3::CollV3;
+use nccl_profiler_abi::CBool;
 use nccl_profiler_abi::{
     self as abi, event_type as t, state as st, v1, v2, v3, v4, v5, v6, v7, KernelChDescrV3,
     KernelChDescrV4, NetPluginDescr, ProxyOpDescr, ProxyStepDescr, StateArgsProxyCtrl, StateArgsV1,
@@ -868,7 +869,7 @@ macro_rules! fill_v5_family {
                 depth,
             } => {
                 $d.u.groupApi = v5::GroupApiV5 {
-                    graphCaptured: graph_captured,
+                    graphCaptured: CBool::from(graph_captured),
                     groupDepth: depth,
                 }
             }
@@ -941,7 +942,7 @@ fn coll_api_v5(e: &CoreEvent) -> v5::CollApiV5 {
         datatype: cstr(datatype.name()),
         root,
         stream: NULL,
-        graphCaptured: graph_captured,
+        graphCaptured: CBool::from(graph_captured),
     }
 }
 
@@ -961,7 +962,7 @@ fn p2p_api_v5(e: &CoreEvent) -> v5::P2pApiV5 {
         count,
         datatype: cstr(datatype.name()),
         stream: NULL,
-        graphCaptured: graph_captured,
+        graphCaptured: CBool::from(graph_captured),
     }
 }
 
@@ -1005,7 +1006,7 @@ fn ce_coll_v6(e: &CoreEvent) -> Option<(v6::CeCollV6, u64)> {
             root,
             datatype: cstr(datatype.name()),
             syncStrategy: c"batch".as_ptr(),
-            intraBatchSync: false,
+            intraBatchSync: CBool::FALSE,
             batchSize: batch_size,
             numBatches: num_batches,
             ceSeqNum: ce_seq,
@@ -1021,7 +1022,7 @@ fn ce_sync(e: &CoreEvent) -> Option<v6::CeSyncV6> {
             is_complete,
             n_ranks,
         } => Some(v6::CeSyncV6 {
-            isComplete: is_complete,
+            isComplete: CBool::from(is_complete),
             nRanks: n_ranks,
         }),
         _ => None,
@@ -1037,7 +1038,7 @@ fn ce_batch(e: &CoreEvent) -> Option<v6::CeBatchV6> {
         } => Some(v6::CeBatchV6 {
             numOps: num_ops,
             totalBytes: total_bytes,
-            useIntraSync: use_intra_sync,
+            useIntraSync: CBool::from(use_intra_sync),
         }),
         _ => None,
     }
@@ -1080,7 +1081,7 @@ fn coll_v7(c: &crate::event::CollTask) -> v7::CollV7 {
         proto,
         parentGroup: c.parent_group,
         kernelVariant: c.symmetric_variant.map_or(std::ptr::null(), |v| v.as_ptr()),
-        isSymColl: c.symmetric_variant.is_some(),
+        isSymColl: CBool::from(c.symmetric_variant.is_some()),
         userTag: c.user_tag,
     }
 }

@@ -32,6 +32,7 @@
 
 mod support;
 
+use nccl_profiler_abi::CBool;
 use nccl_profiler_abi::{self as abi, v7, ProxyOpDescr, ProxyStepDescr, StateArgsV4};
 use nccl_profiler_scorep::event::Record;
 use serde_json::Value;
@@ -268,7 +269,7 @@ impl Rank {
                         proto: c"SIMPLE".as_ptr(),
                         parentGroup: null_mut(),
                         kernelVariant: std::ptr::null(),
-                        isSymColl: false,
+                        isSymColl: CBool::FALSE,
                         userTag: 0,
                     };
                     let mut h = null_mut();

@@ -44,6 +44,7 @@
 
 mod support;
 
+use nccl_profiler_abi::CBool;
 use nccl_profiler_abi::{
     self as abi, event_type as ty, state as st, v5, v7, KernelChDescrV4, LoggerFn, ProxyOpDescr,
     ProxyStepDescr, StateArgsV4,
@@ -235,7 +236,7 @@ impl Caller {
     fn app_collective(&mut self, seq: u64) -> *mut c_void {
         let mut d = zeroed(ty::GROUP_API, null_mut(), 0);
         d.u.groupApi = v5::GroupApiV5 {
-            graphCaptured: false,
+            graphCaptured: CBool::FALSE,
             groupDepth: 1,
         };
         let group_api = self.start(d);
@@ -248,7 +249,7 @@ impl Caller {
             datatype: c"ncclFloat32".as_ptr(),
             root: 0,
             stream: null_mut(),
-            graphCaptured: false,
+            graphCaptured: CBool::FALSE,
             userTag: 0,
         };
         let coll_api = self.start(d);
@@ -276,7 +277,7 @@ impl Caller {
             proto: c"SIMPLE".as_ptr(),
             parentGroup: group,
             kernelVariant: std::ptr::null(),
-            isSymColl: false,
+            isSymColl: CBool::FALSE,
             userTag: 0,
         };
         let coll = self.start(d);

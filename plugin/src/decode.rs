@@ -326,7 +326,7 @@ macro_rules! decode_v5_family {
                 unsafe {
                     match kind {
                         Kind::GroupApi => Event::GroupApi {
-                            graph_captured: self.u.groupApi.graphCaptured,
+                            graph_captured: self.u.groupApi.graphCaptured.get(),
                             depth: self.u.groupApi.groupDepth,
                         },
                         Kind::CollApi => {
@@ -336,7 +336,7 @@ macro_rules! decode_v5_family {
                                 count: c.count as u64,
                                 datatype: dtype(c.datatype),
                                 root: c.root,
-                                graph_captured: c.graphCaptured,
+                                graph_captured: c.graphCaptured.get(),
                                 user_tag: $tag!(c),
                             })
                         }
@@ -346,7 +346,7 @@ macro_rules! decode_v5_family {
                                 func: func(p.func),
                                 count: p.count as u64,
                                 datatype: dtype(p.datatype),
-                                graph_captured: p.graphCaptured,
+                                graph_captured: p.graphCaptured.get(),
                                 user_tag: $tag!(p),
                             })
                         }
@@ -414,7 +414,7 @@ macro_rules! no_coll_extra {
 macro_rules! coll_extra_v7 {
     ($c:expr, $coll:ident) => {
         Coll {
-            is_sym_coll: $c.isSymColl,
+            is_sym_coll: $c.isSymColl.get(),
             user_tag: $c.userTag,
             ..$coll
         }
@@ -437,7 +437,7 @@ macro_rules! ce_event {
                     count: c.count as u64,
                     root: c.root,
                     datatype: dtype(c.datatype),
-                    intra_batch_sync: c.intraBatchSync,
+                    intra_batch_sync: c.intraBatchSync.get(),
                     batch_size: c.batchSize,
                     num_batches: c.numBatches,
                     ce_seq: c.ceSeqNum,
@@ -445,13 +445,13 @@ macro_rules! ce_event {
                 })
             }
             Kind::CeSync => Event::CeSync {
-                is_complete: $d.u.ceCollSync.isComplete,
+                is_complete: $d.u.ceCollSync.isComplete.get(),
                 n_ranks: $d.u.ceCollSync.nRanks,
             },
             Kind::CeBatch => Event::CeBatch {
                 num_ops: $d.u.ceCollBatch.numOps,
                 total_bytes: $d.u.ceCollBatch.totalBytes as u64,
-                use_intra_sync: $d.u.ceCollBatch.useIntraSync,
+                use_intra_sync: $d.u.ceCollBatch.useIntraSync.get(),
             },
             _ => Event::Group,
         }

@@ -5,6 +5,7 @@ mod support;
 // on the event log. The v4 and v5 shims do not zero descriptors: those tests start from
 // 0xAB garbage, so any read of another kind's pointer member crashes.
 
+use nccl_profiler_abi::CBool;
 use nccl_profiler_abi::{
     self as abi, event_type as t, state, v1, v2, v3, v4, v5, v6, v7, NetIbDescrV1, NetIbQpV1,
     NetPluginDescr, NetSockDescrV1, NetSockV1,
@@ -751,8 +752,9 @@ fn v5_api_events_and_both_parents() {
     let (ctx, _) = plugin.init_5arg(table, 0x5555_0000_1111, Some(c"v5-comm"), 3, 6, 4);
 
     let mut group_api_d = v5_descr(t::GROUP_API, Handle::NULL, 0);
-    // The padding after the bool stays garbage.
-    group_api_d.u.groupApi.graphCaptured = true;
+    // The padding after the bool stays garbage, and the bool itself is a byte that is
+    // neither 0 nor 1 (read as a Rust bool, that was undefined behaviour).
+    group_api_d.u.groupApi.graphCaptured = CBool(0xA5);
     group_api_d.u.groupApi.groupDepth = 2;
     let group_api = start_in(table, ctx, &mut group_api_d);
     // 23/24 through the v5 shim: a non-NULL pointer to uninitialised arguments.
@@ -769,7 +771,7 @@ fn v5_api_events_and_both_parents() {
         datatype: cstr(c"ncclInt32"),
         root: 2,
         stream: 0x77 as *mut c_void,
-        graphCaptured: true,
+        graphCaptured: CBool::TRUE,
     };
     let coll_api = start_in(table, ctx, &mut coll_api_d);
     stop_in(table, coll_api);
@@ -779,7 +781,7 @@ fn v5_api_events_and_both_parents() {
         count: 9,
         datatype: cstr(c"ncclUint64"),
         stream: null_mut(),
-        graphCaptured: false,
+        graphCaptured: CBool::FALSE,
     };
     let p2p_api = start_in(table, ctx, &mut p2p_api_d);
     stop_in(table, p2p_api);
@@ -913,7 +915,7 @@ fn v6_copy_engine_events_and_states() {
         datatype: cstr(c"ncclFloat32"),
         root: 0,
         stream: null_mut(),
-        graphCaptured: false,
+        graphCaptured: CBool::FALSE,
     };
     let api = start_in(table, ctx, &mut api_d);
     let mut ce_d = descr(t::CE_COLL, api);
@@ -926,7 +928,7 @@ fn v6_copy_engine_events_and_states() {
         root: 0,
         datatype: cstr(c"ncclFloat32"),
         syncStrategy: cstr(c"barrier"),
-        intraBatchSync: true,
+        intraBatchSync: CBool::TRUE,
         batchSize: 4,
         numBatches: 3,
         ceSeqNum: 9,
@@ -936,7 +938,7 @@ fn v6_copy_engine_events_and_states() {
     record_in(table, ce, state::CE_COLL_START, None);
     let mut sync_d = descr(t::CE_SYNC, ce);
     sync_d.u.ceCollSync = v6::CeSyncV6 {
-        isComplete: true,
+        isComplete: CBool::TRUE,
         nRanks: 2,
     };
     let sync = start_in(table, ctx, &mut sync_d);
@@ -948,7 +950,7 @@ fn v6_copy_engine_events_and_states() {
     batch_d.u.ceCollBatch = v6::CeBatchV6 {
         numOps: 5,
         totalBytes: 1 << 20,
-        useIntraSync: true,
+        useIntraSync: CBool::TRUE,
     };
     let batch = start_in(table, ctx, &mut batch_d);
     record_in(table, batch, state::CE_BATCH_START, None);
@@ -1018,7 +1020,8 @@ fn v7_user_tags_sym_coll_and_kernel_phases() {
     stop_in(table, p2p_api);
 
     let mut coll_d = coll7(api, Handle::NULL, 0, 5, c"AllGather", 1024, c"ncclInt8", 3);
-    coll_d.u.coll.isSymColl = true;
+    // Any nonzero byte is true; 0xA5 in a Rust bool aborted the process.
+    coll_d.u.coll.isSymColl = CBool(0xA5);
     coll_d.u.coll.userTag = 0xAAAA;
     coll_d.u.coll.algo = cstr(c"AGxLLMC_R");
     coll_d.u.coll.proto = cstr(c"");

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use nccl_profiler_abi::CBool;
 use nccl_profiler_abi::{self as abi, v1, v4, v5, v6, v7, StateArgsV1, StateArgsV4};
 use serde_json::Value;
 use std::ffi::{c_int, c_void, CStr};
@@ -297,7 +298,7 @@ pub fn zeroed7(type_: u64, parent: Handle, rank: i32) -> v7::ncclProfilerEventDe
 pub fn group_api7(depth: i32) -> v7::ncclProfilerEventDescr_v7_t {
     let mut d = zeroed7(abi::event_type::GROUP_API, Handle(null_mut()), 0);
     d.u.groupApi = v5::GroupApiV5 {
-        graphCaptured: false,
+        graphCaptured: CBool::FALSE,
         groupDepth: depth,
     };
     d
@@ -316,7 +317,7 @@ pub fn coll_api7(
         datatype: dtype.as_ptr(),
         root: 0,
         stream: null_mut(),
-        graphCaptured: false,
+        graphCaptured: CBool::FALSE,
         userTag: 0,
     };
     d
@@ -334,7 +335,7 @@ pub fn p2p_api7(
         count,
         datatype: dtype.as_ptr(),
         stream: null_mut(),
-        graphCaptured: false,
+        graphCaptured: CBool::FALSE,
         userTag: 0,
     };
     d
@@ -370,7 +371,7 @@ pub fn coll7(
         proto: c"SIMPLE".as_ptr(),
         parentGroup: group.0,
         kernelVariant: std::ptr::null(),
-        isSymColl: false,
+        isSymColl: CBool::FALSE,
         userTag: 0,
     };
     d
