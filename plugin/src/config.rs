@@ -186,7 +186,7 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "NCCL_SCOREP_MAX_OPEN_EVENTS",
-        values: "1024 … 16777216",
+        values: "1024 … 1048576",
         default: "65536",
         meaning: "events open at once in a process; beyond it new ones are refused",
     },
@@ -394,7 +394,7 @@ impl Config {
                 _ => warn(
                     "NCCL_SCOREP_MAX_OPEN_EVENTS",
                     &value,
-                    "a number from 1024 to 16777216",
+                    "a number from 1024 to 1048576",
                     "65536",
                 ),
             }

@@ -4,19 +4,25 @@
 //! pointer. Ours is a 64-bit value:
 //!
 //! ```text
-//!  63      56 55   51 50     43 42          24 23            0
-//! +----------+-------+---------+--------------+---------------+
-//! |  magic   | kind  |  salt   |  generation  |     slot      |
-//! +----------+-------+---------+--------------+---------------+
+//!  63  60 59  55 54     47 46                 20 19            0
+//! +------+------+---------+--------------------+---------------+
+//! | magic| kind |  salt   |     generation     |     slot      |
+//! +------+------+---------+--------------------+---------------+
 //! ```
 //!
-//! * the magic byte and the per-process salt make foreign values (another process's
+//! * the magic nibble and the per-process salt make foreign values (another process's
 //!   handles under PXN, pointers from other plugins, garbage) fail before any lookup;
 //! * the generation makes a stale or reused handle fail instead of aliasing a newer event;
 //! * the kind says what the event is without touching the slab.
 //!
 //! A slot's generation is odd while the event is live and even while the slot is free, so
 //! one compare-and-swap both frees a slot and detects a double stop.
+//!
+//! No handle value is ever issued twice: a slot whose 27-bit generation has gone round
+//! (2^26 events, about 67 million) is retired, never used again, so a handle NCCL keeps
+//! (a CUDA graph's capture-time parent, replayed for hours) can never name a later event.
+//! The slab's capacity times 2^26 events (4·10^12 with the default 65 536 slots) is
+//! far beyond any job; after that, new events would be refused and counted (`slab_full`).
 //!
 //! The slab is split into shards, one per group of threads, each a lock-free stack of free
 //! slots. Events mostly start and stop on one thread, so shards are rarely contended.
@@ -25,18 +31,19 @@ use crate::event::Kind;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-const MAGIC: u64 = 0x5C;
-const MAGIC_SHIFT: u32 = 56;
-const KIND_SHIFT: u32 = 51;
+const MAGIC: u64 = 0x5;
+const MAGIC_SHIFT: u32 = 60;
+const KIND_SHIFT: u32 = 55;
 const KIND_MASK: u64 = 0x1F;
-const SALT_SHIFT: u32 = 43;
+const SALT_SHIFT: u32 = 47;
 const SALT_MASK: u64 = 0xFF;
-const GEN_SHIFT: u32 = 24;
-const GEN_BITS: u32 = 19;
+const GEN_SHIFT: u32 = 20;
+const GEN_BITS: u32 = 27;
 const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
-const SLOT_MASK: u64 = (1 << 24) - 1;
+const SLOT_BITS: u32 = 20;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 /// The largest slab the encoding can address.
-pub const MAX_SLOTS: usize = 1 << 24;
+pub const MAX_SLOTS: usize = 1 << SLOT_BITS;
 const NIL: u32 = u32::MAX;
 
 /// A handle value decoded by its bits alone (no slab lookup).
@@ -101,6 +108,11 @@ pub struct Slab {
     slots: Box<[Slot]>,
     shards: Box<[Shard]>,
     per_shard: u32,
+    /// A slot whose generation reaches a multiple of this (plus one) is retired: the
+    /// handle's generation bits have gone round (smaller in tests, to reach it quickly).
+    wrap_mask: u32,
+    /// Slots retired so far.
+    retired: AtomicU64,
 }
 
 impl Slab {
@@ -130,7 +142,14 @@ impl Slab {
             slots,
             shards,
             per_shard,
+            wrap_mask: GEN_MASK,
+            retired: AtomicU64::new(0),
         }
+    }
+
+    /// Slots retired because their generation went round (none in any real job).
+    pub fn retired(&self) -> u64 {
+        self.retired.load(Ordering::Relaxed)
     }
 
     pub fn salt(&self) -> u8 {
@@ -186,7 +205,12 @@ impl Slab {
                 Err(now) => current = now,
             }
         }
-        self.push(bits.slot);
+        if current.wrapping_add(1) & self.wrap_mask == 0 {
+            // Its next event would carry a generation an earlier one had.
+            self.retired.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.push(bits.slot);
+        }
         Ok(bits)
     }
 
@@ -303,6 +327,26 @@ mod tests {
         assert_eq!(slab.check(future), Err(HandleError::NeverIssued));
         let out_of_range = encode(3, Kind::Coll, 1, 999);
         assert_eq!(slab.check(out_of_range), Err(HandleError::NeverIssued));
+    }
+
+    #[test]
+    fn a_slot_whose_generations_went_round_is_retired_and_no_handle_comes_twice() {
+        let mut slab = Slab::new(5, 2, 1);
+        // 8 generations (4 events) per slot instead of 2^27, to get there quickly.
+        slab.wrap_mask = 7;
+        let mut issued = HashSet::new();
+        for _ in 0..8 {
+            let h = slab.acquire(Kind::Coll, 0).unwrap();
+            assert!(issued.insert(h), "{h:#x} issued twice");
+            slab.release(h).unwrap();
+        }
+        assert_eq!(slab.retired(), 2, "both slots went round once");
+        assert_eq!(
+            slab.acquire(Kind::Coll, 0),
+            None,
+            "and are never used again"
+        );
+        assert!(MAX_SLOTS >= 1 << 20 && GEN_MASK == (1 << 27) - 1);
     }
 
     #[test]

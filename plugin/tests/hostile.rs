@@ -19,13 +19,13 @@ fn context_salt(ctx: Ctx) -> u64 {
     (ctx.0 as u64 >> 48) & 0xFF
 }
 
-/// The salt bits of a handle (bits 43..51), and its generation and slot.
+/// The salt bits of a handle (bits 47..55), and its generation (20..47) and slot (0..20).
 fn handle_parts(h: Handle) -> (u64, u64, u64) {
     let v = h.value();
     (
-        (v >> 43) & 0xFF,
-        (v >> 24) & ((1 << 19) - 1),
-        v & ((1 << 24) - 1),
+        (v >> 47) & 0xFF,
+        (v >> 20) & ((1 << 27) - 1),
+        v & ((1 << 20) - 1),
     )
 }
 
@@ -89,7 +89,7 @@ fn null_and_never_issued_handles_are_refused() {
 
     let (salt, generation, slot) = handle_parts(live);
     let forge = |generation: u64, slot: u64| {
-        Handle((live.value() & !((1u64 << 43) - 1) | generation << 24 | slot) as *mut c_void)
+        Handle((live.value() & !((1u64 << 47) - 1) | generation << 20 | slot) as *mut c_void)
     };
     assert_eq!(forge(generation, slot), live, "the forging is faithful");
     let never_issued = [
@@ -101,7 +101,7 @@ fn null_and_never_issued_handles_are_refused() {
         // …an even (free) generation…
         forge(generation + 1, slot),
         // …a slot past the slab.
-        forge(1, (1 << 24) - 1),
+        forge(1, (1 << 20) - 1),
     ];
     assert_ne!(handle_parts(theirs).0, salt);
     for h in never_issued {
