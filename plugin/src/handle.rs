@@ -346,7 +346,7 @@ mod tests {
             None,
             "and are never used again"
         );
-        assert!(MAX_SLOTS >= 1 << 20 && GEN_MASK == (1 << 27) - 1);
+        const { assert!(MAX_SLOTS >= 1 << 20 && GEN_MASK == (1 << 27) - 1) };
     }
 
     #[test]
