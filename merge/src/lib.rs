@@ -129,6 +129,9 @@ pub struct CommSummary {
     pub members: usize,
     /// Ranks below the highest one that no merged part has.
     pub missing_ranks: Vec<u32>,
+    /// How many ranks below the highest one no part has (`missing_ranks` lists at most
+    /// [`MISSING_RANKS_LISTED`] of them: a rank number is NCCL's, not a size to trust).
+    pub missing_rank_count: u64,
 }
 
 /// A location given a new id because an earlier part used its id.
@@ -709,14 +712,12 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
             parent,
             flags: comm.flags,
         });
-        let highest = comm.members.keys().next_back().copied().unwrap_or(0);
-        let missing: Vec<u32> = (0..highest)
-            .filter(|r| !comm.members.contains_key(r))
-            .collect();
+        let (missing_ranks, missing_rank_count) = missing_ranks(comm.members.keys().copied());
         summaries.push(CommSummary {
             name: u.strings[comm.name as usize].clone(),
             members: comm.members.len(),
-            missing_ranks: missing,
+            missing_ranks,
+            missing_rank_count,
         });
     }
     if u.strings.len() as u64 >= u64::from(OTF2_UNDEFINED_STRING) {
@@ -1057,6 +1058,27 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     })
 }
 
+/// The most missing ranks a communicator's summary lists.
+pub const MISSING_RANKS_LISTED: usize = 32;
+
+/// The ranks below the highest of `members` (sorted) that are not among them: the first
+/// [`MISSING_RANKS_LISTED`], and how many there are. Costs nothing per rank number, so a
+/// rank of two billion is just a number.
+fn missing_ranks(members: impl Iterator<Item = u32>) -> (Vec<u32>, u64) {
+    let mut listed = Vec::new();
+    let mut count = 0u64;
+    let mut expected = 0u32;
+    for rank in members {
+        if rank > expected {
+            count += u64::from(rank - expected);
+            let room = MISSING_RANKS_LISTED.saturating_sub(listed.len()) as u32;
+            listed.extend(expected..rank.min(expected.saturating_add(room)));
+        }
+        expected = rank.saturating_add(1);
+    }
+    (listed, count)
+}
+
 /// Moves the archive written in `temp` into `out`, replacing an earlier one. The old
 /// anchor goes first and the new anchor comes last, so that an interrupted replacement
 /// never leaves an anchor beside definitions or events that are not its own.
@@ -1096,7 +1118,13 @@ pub fn render(report: &Report) -> String {
     );
     for comm in &report.comms {
         let _ = write!(out, "  {}: {} ranks", comm.name, comm.members);
-        if !comm.missing_ranks.is_empty() {
+        if comm.missing_rank_count > comm.missing_ranks.len() as u64 {
+            let _ = write!(
+                out,
+                " (no part has {} of the ranks below the highest, the first {:?})",
+                comm.missing_rank_count, comm.missing_ranks
+            );
+        } else if !comm.missing_ranks.is_empty() {
             let _ = write!(out, " (no part has rank {:?})", comm.missing_ranks);
         }
         out.push('\n');
@@ -1156,6 +1184,18 @@ pub fn render(report: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn missing_ranks_are_counted_not_enumerated() {
+        assert_eq!(
+            super::missing_ranks([0, 1, 3, 6].into_iter()),
+            (vec![2, 4, 5], 3)
+        );
+        assert_eq!(super::missing_ranks([0, 1].into_iter()), (vec![], 0));
+        let (listed, count) = super::missing_ranks([0, 2_000_000_000, u32::MAX].into_iter());
+        assert_eq!(listed, (1..=32).collect::<Vec<u32>>());
+        assert_eq!(count, u64::from(u32::MAX) - 2);
+    }
+
     use super::*;
 
     #[test]
