@@ -29,6 +29,10 @@ pub struct Runtime {
     /// Serialises `init` and `finalize`, so an `init` racing with the last `finalize`
     /// never sees a collector that is still shutting down.
     lifecycle: Mutex<()>,
+    /// This is a child forked after the first `init` (PyTorch's DataLoader workers): the
+    /// collector thread stayed in the parent, and the part, the ledger and the merge are
+    /// the parent's. The child records nothing and leaves all of it alone.
+    forked_child: AtomicBool,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -38,7 +42,7 @@ static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 /// would, and takes part in the automatic merge at the end of the job.
 extern "C" fn stop_at_exit() {
     crate::boundary::guarded(|| {
-        if let Some(rt) = RUNTIME.get() {
+        if let Some(rt) = RUNTIME.get().filter(|rt| !rt.is_forked_child()) {
             // Collecting means communicators are alive, so this is the process's exit:
             // NCCL unloads the library only after the last finalize, which stops the
             // collector (and takes part in the merge itself).
@@ -50,6 +54,18 @@ extern "C" fn stop_at_exit() {
             if exiting {
                 rt.job_done();
             }
+        }
+    });
+}
+
+/// In a child forked from a profiled process (called by `fork` in the child, before it
+/// returns): only atomic stores, which are safe there.
+extern "C" fn in_forked_child() {
+    crate::boundary::guarded(|| {
+        if let Some(rt) = RUNTIME.get() {
+            rt.forked_child.store(true, Ordering::Release);
+            rt.disabled.store(true, Ordering::Release);
+            rt.collecting.store(false, Ordering::Release);
         }
     });
 }
@@ -86,6 +102,11 @@ fn runtime_or_init() -> &'static Runtime {
             ));
         }
         crate::boundary::on_panic(on_panic);
+        // SAFETY: registers a plain `extern "C" fn()` (it catches its panics and only
+        // stores atomics) to run in the child of every later fork.
+        if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
+            log::info("cannot register the fork handler: a forked child must not use NCCL");
+        }
         Runtime::new(Box::leak(Box::new(Shared::new(config, run_dir, host))))
     })
 }
@@ -97,8 +118,14 @@ impl Runtime {
             collecting: AtomicBool::new(false),
             disabled: AtomicBool::new(shared.config.mode == Mode::Off),
             lifecycle: Mutex::new(()),
+            forked_child: AtomicBool::new(false),
             shared,
         }
+    }
+
+    /// Whether this process is a child forked after the first `init`.
+    pub fn is_forked_child(&self) -> bool {
+        self.forked_child.load(Ordering::Acquire)
     }
 
     #[inline]
@@ -202,7 +229,8 @@ impl Runtime {
     /// process of the job merges the trace.
     fn job_done(&self) {
         let config = &self.shared.config;
-        if config.auto_merge && config.writes_otf2() && self.recording() {
+        if config.auto_merge && config.writes_otf2() && self.recording() && !self.is_forked_child()
+        {
             crate::job_end::process_done(
                 &self.shared.run_dir,
                 &crate::job_end::MergeSettings {
@@ -220,6 +248,11 @@ impl Runtime {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         self.collecting.store(false, Ordering::Release);
+        if self.is_forked_child() {
+            // Its thread lives in the parent only: nothing to stop or join here.
+            std::mem::forget(collector);
+            return;
+        }
         if let Some(collector) = collector {
             self.shared.return_rings(collector.stop());
         }
