@@ -139,6 +139,7 @@ impl Collector {
         let thread = std::thread::Builder::new()
             .name("nccl-scorep".into())
             .spawn(move || {
+                block_file_size_signal();
                 let mut state = state;
                 while !stop_flag.load(Ordering::Acquire) {
                     let more = state.pass(false);
@@ -165,6 +166,21 @@ impl Collector {
             log::warn("the collector thread failed; the trace may be incomplete");
             Vec::new()
         })
+    }
+}
+
+/// A write past the file size limit (`ulimit -f`) sends SIGXFSZ, whose default action
+/// kills the process. Blocked on the collector thread, which does the trace's writing, the
+/// write fails with EFBIG instead and the sink reports it; the application's own threads
+/// keep their disposition. (A blocked, pending SIGXFSZ dies with the thread.)
+fn block_file_size_signal() {
+    // SAFETY: a signal set on the stack, initialised by sigemptyset before use; the call
+    // changes this thread's mask only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGXFSZ);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 
