@@ -344,9 +344,7 @@ fn write_run_json(dir: &Path, record: &mut RunRecord) -> io::Result<()> {
             .and_then(|old| old.get("provenance").cloned());
     }
     let text = serde_json::to_string_pretty(record).map_err(io::Error::from)? + "\n";
-    let temporary = dir.join(format!(".{RUN_JSON_FILE}.{}", std::process::id()));
-    fs::write(&temporary, text)?;
-    fs::rename(&temporary, &path)
+    nccl_scorep_common::safe_file::replace(&path, text.as_bytes())
 }
 
 /// `nccl-scorep run`: runs `command` as a traced job in a new experiment directory, and

@@ -33,3 +33,39 @@ fn a_file_size_limit_cuts_the_trace_not_the_job() {
     assert_eq!(said.len(), 1, "{stderr}");
     assert!(said[0].starts_with("[NCCL-Score-P] Warning: "), "{stderr}");
 }
+
+/// Links planted where the plugin writes (another user's doing, in a shared directory) are
+/// refused with a message, never followed: what they point to is left as it was.
+#[test]
+fn planted_links_in_the_output_directory_are_refused_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    for name in ["merge.ledger", "merge.lock", "merge-report.txt"] {
+        std::os::unix::fs::symlink(&victim, out.join(name)).unwrap();
+    }
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .arg("run")
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .args(["--scenario", "single"])
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env_remove("NCCL_DEBUG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(
+        stderr.contains("is a symbolic link: refused, not followed"),
+        "{stderr}"
+    );
+    // The process's own part is written all the same.
+    let parts: Vec<_> = std::fs::read_dir(out.join("parts")).unwrap().collect();
+    assert_eq!(parts.len(), 1);
+    let part = parts[0].as_ref().unwrap().path();
+    assert!(part.join("traces.otf2").is_file());
+}

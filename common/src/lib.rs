@@ -2,13 +2,15 @@
 //! share, and nothing else: the job as its launcher describes it ([`job`]), the system
 //! clocks ([`clock`]), the layout of a run directory ([`run_dir`]) and the ledger in which
 //! a job's processes record their parts ([`ledger`]), the size buckets of payloads
-//! ([`sizes`]), and what a trace records of how it was made ([`provenance`]).
+//! ([`sizes`]), what a trace records of how it was made ([`provenance`]), and how output files are
+//! opened without following planted links ([`safe_file`]).
 
 pub mod clock;
 pub mod job;
 pub mod ledger;
 pub mod provenance;
 pub mod run_dir;
+pub mod safe_file;
 pub mod sizes;
 
 pub use run_dir::{PartDir, RunDir};

@@ -88,9 +88,7 @@ pub(crate) fn update_run_json(dir: &Path, provenance: Value) -> std::io::Result<
         object.insert("provenance".to_owned(), provenance);
     }
     let text = serde_json::to_string_pretty(&record).map_err(std::io::Error::from)? + "\n";
-    let temporary = dir.join(format!(".{RUN_JSON_FILE}.merge.{}", std::process::id()));
-    std::fs::write(&temporary, text)?;
-    std::fs::rename(&temporary, &path)
+    nccl_scorep_common::safe_file::replace(&path, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 //! killed process's part as incomplete.
 
 use std::ffi::{CStr, OsStr};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -35,7 +35,7 @@ use std::process::{Command, Stdio};
 use crate::log;
 use nccl_scorep_common::job::Job;
 use nccl_scorep_common::ledger::{self, JobEntries};
-use nccl_scorep_common::{PartDir, RunDir};
+use nccl_scorep_common::{safe_file, PartDir, RunDir};
 
 /// The tool's file name.
 const TOOL: &str = "nccl-scorep";
@@ -141,21 +141,12 @@ fn with_ledger<R>(
     f: impl FnOnce(&mut File) -> std::io::Result<R>,
 ) -> Result<R, String> {
     let lock_path = run_dir.merge_lock();
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
+    let lock = safe_file::append(&lock_path)
         .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
     let _held =
         Flock::exclusive(&lock).map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
     let ledger_path = run_dir.merge_ledger();
-    let mut ledger = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&ledger_path)
+    let mut ledger = safe_file::read_append(&ledger_path)
         .map_err(|e| format!("cannot open {}: {e}", ledger_path.display()))?;
     f(&mut ledger).map_err(|e| format!("{}: {e}", ledger_path.display()))
 }
@@ -210,7 +201,7 @@ fn merge_job(
         )
     })?;
     let report_path = run_dir.merge_report();
-    let report = File::create(&report_path)
+    let report = safe_file::create(&report_path)
         .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;
     let mut command = Command::new(&tool);
     command

@@ -11,7 +11,7 @@ use crate::model::{Closed, FinishedEvent, Gap, OpenView, Owner, Parent};
 use nccl_scorep_common::RunDir;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,7 +56,7 @@ impl JsonlSink {
     pub fn create(run_dir: &RunDir, host: &str, pid: i32) -> std::io::Result<JsonlSink> {
         std::fs::create_dir_all(run_dir.root())?;
         let path = run_dir.event_log(host, pid);
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = nccl_scorep_common::safe_file::append(&path)?;
         let mut sink = JsonlSink {
             out: BufWriter::with_capacity(1 << 16, file),
             path,

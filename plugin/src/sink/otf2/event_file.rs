@@ -337,7 +337,7 @@ impl EventFile {
             if let Some(dir) = self.path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            self.file = Some(File::create(&self.path)?);
+            self.file = Some(nccl_scorep_common::safe_file::create(&self.path)?);
         }
         let file = self.file.as_ref().expect("opened above");
         let start = self.chunk_index * self.chunk_bytes as u64;

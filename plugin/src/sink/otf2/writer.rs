@@ -474,10 +474,9 @@ impl Writer {
             "{} {}\n{} {}\n",
             start.monotonic_ns, start.realtime_ns, now.monotonic_ns, now.realtime_ns
         );
-        let fresh = part.join(format!("{SNAPSHOT_CLOCK_FILE}.new"));
-        std::fs::write(&fresh, text)
-            .and_then(|()| std::fs::rename(&fresh, part.join(SNAPSHOT_CLOCK_FILE)))
-            .map_err(|e| format!("cannot write {}: {e}", fresh.display()))
+        let path = part.join(SNAPSHOT_CLOCK_FILE);
+        nccl_scorep_common::safe_file::replace(&path, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
     /// Removes the definitions snapshot: the part is complete without it.
