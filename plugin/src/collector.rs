@@ -41,6 +41,8 @@ const MAX_PASS_RECORDS: usize = 1 << 11;
 const MAX_SPARE_STATES: usize = 4096;
 /// Stop/state records waiting for a start from another thread's ring.
 const MAX_EARLY_RECORDS: usize = 1 << 16;
+/// How often (in processed time) open events whose stop record was lost are looked for.
+const LOST_STOP_SWEEP_NS: u64 = 1_000_000_000;
 
 struct OpenEvent {
     kind: Kind,
@@ -201,6 +203,10 @@ struct State {
     /// Stop/state records that arrived before their start (another thread's ring).
     early: HashMap<u64, Vec<(u32, Record)>>,
     early_count: usize,
+    /// Open events that NCCL had stopped (their handle no longer live) at the last sweep
+    /// for lost stops, and when that sweep was (processed time).
+    stop_lost_suspects: Vec<u64>,
+    last_sweep_ns: u64,
     /// Events handed to the sinks and not yet added to the shared counter (once a pass).
     events_written: u64,
     /// ProxyOp handle → its open steps (step number, handle).
@@ -230,6 +236,8 @@ impl State {
             known: KnownTable::new(),
             early: HashMap::default(),
             early_count: 0,
+            stop_lost_suspects: Vec::new(),
+            last_sweep_ns: 0,
             events_written: 0,
             steps: HashMap::default(),
             stepless: HashMap::default(),
@@ -332,9 +340,38 @@ impl State {
                 sink.comm_finalized(context);
             }
         }
+        self.close_events_whose_stop_was_lost();
         self.end_of_pass();
         self.count_written_events();
         limited
+    }
+
+    /// Closes the open events whose stop NCCL gave but whose stop record was dropped (a
+    /// full ring). Left open, they would be kept until the finalize, and every interval
+    /// after them held back with them: memory that grows for as long as the overload
+    /// lasts. An event is closed when its handle was no longer live at two sweeps in a row
+    /// (a second or more apart, far longer than a record waits in a ring), or sooner when
+    /// there are more open events than live handles can be.
+    fn close_events_whose_stop_was_lost(&mut self) {
+        let crowded = self.open.len() > self.shared.slab.capacity();
+        if !crowded && self.processed_until < self.last_sweep_ns.saturating_add(LOST_STOP_SWEEP_NS)
+        {
+            return;
+        }
+        self.last_sweep_ns = self.processed_until;
+        for handle in std::mem::take(&mut self.stop_lost_suspects) {
+            if let Some(open) = self.open.remove(&handle) {
+                let last = open.last_time();
+                self.finish_event(handle, open, last, None, Closed::StopLost);
+            }
+        }
+        let slab = &self.shared.slab;
+        self.stop_lost_suspects = self
+            .open
+            .keys()
+            .copied()
+            .filter(|&handle| slab.check(handle).is_err())
+            .collect();
     }
 
     /// Applies the records of every run (each in time order: a ring holds one thread's

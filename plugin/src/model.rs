@@ -45,6 +45,9 @@ pub enum Closed {
     ParentStopped,
     /// A ProxyOp never stopped by NCCL (see `collector::MAX_STEPLESS_PROXY_OPS`).
     Abandoned,
+    /// NCCL stopped it, but the stop record was dropped (a full ring): closed at its last
+    /// known time once the collector saw it was over.
+    StopLost,
 }
 
 impl Closed {
@@ -55,6 +58,7 @@ impl Closed {
             Closed::Finalize => "finalize",
             Closed::ParentStopped => "parent_stopped",
             Closed::Abandoned => "abandoned",
+            Closed::StopLost => "stop_lost",
         }
     }
 }
