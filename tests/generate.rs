@@ -73,12 +73,18 @@ fn man_pages_one_per_visible_subcommand() {
     );
     assert!(th.ends_with("\"nccl-scorep manual\""), "{th}");
     for sub in SUBCOMMANDS {
-        assert!(top.contains(&format!("nccl-scorep\\-{sub}(1)")), "{sub} in\n{top}");
+        assert!(
+            top.contains(&format!("nccl\\-scorep\\-{sub}(1)")),
+            "{sub} in\n{top}"
+        );
     }
     assert!(!top.contains("generate"), "{top}");
 
     let doctor = std::fs::read_to_string(man1.join("nccl-scorep-doctor.1")).unwrap();
-    assert!(doctor.contains(".TH nccl-scorep-doctor 1 "), "{doctor}");
+    assert!(
+        doctor.contains(".TH nccl-scorep-doctor 1 2023-11-14 "),
+        "{doctor}"
+    );
     assert!(doctor.contains("\\-\\-variables"), "{doctor}");
     assert!(doctor.contains("NCCL_SCOREP_*"), "{doctor}");
 }
@@ -87,7 +93,7 @@ fn man_pages_one_per_visible_subcommand() {
 fn completions_under_the_names_each_shell_looks_for() {
     let dir = tempfile::tempdir().unwrap();
     for (shell, name, marker) in [
-        ("bash", "nccl-scorep", "complete -F _nccl-scorep"),
+        ("bash", "nccl-scorep", "complete -F _nccl__scorep"),
         ("zsh", "_nccl-scorep", "#compdef nccl-scorep"),
         ("fish", "nccl-scorep.fish", "complete -c nccl-scorep"),
     ] {
