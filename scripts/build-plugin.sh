@@ -8,7 +8,10 @@
 # libnccl-profiler.so points to it (found with NCCL_PROFILER_PLUGIN unset), and so does
 # libnccl_scorep.so (the Score-P metric plugin SCOREP_METRIC_PLUGINS=nccl_scorep loads). The
 # nccl-scorep tool is built beside them (the plugin runs it to merge a job's trace). With
-# --prefix, the libraries go to DIR/lib and the tool to DIR/bin.
+# --prefix, scripts/install-tree.sh installs everything in DIR: the libraries in DIR/lib
+# (stripped in a release build, debug information in DIR/lib/.debug), the tool in DIR/bin,
+# manual pages, completions, documentation, the CMake and pkg-config files and the
+# modulefiles (docs/install.md).
 set -euo pipefail
 
 usage() {
@@ -93,14 +96,14 @@ ln -sfn "$plugin_name" "$out_dir/$default_name"
 ln -sfn "$plugin_name" "$out_dir/$metric_plugin_name"
 plugin="$out_dir/$plugin_name"
 
+# The install layout is scripts/install-tree.sh's, the same CMake's install step uses.
 if [[ -n "$prefix" ]]; then
-    install -d "$prefix/lib" "$prefix/bin"
-    install -m 0755 "$built" "$prefix/lib/$plugin_name"
-    ln -sfn "$plugin_name" "$prefix/lib/$default_name"
-    ln -sfn "$plugin_name" "$prefix/lib/$metric_plugin_name"
-    install -m 0755 "$out_dir/nccl-scorep" "$prefix/bin/nccl-scorep"
+    install_args=(--build-dir "$out_dir" --prefix "$prefix")
+    if [[ "$profile" == release ]]; then
+        install_args+=(--strip)
+    fi
+    bash "$repo_root/scripts/install-tree.sh" "${install_args[@]}"
     plugin="$prefix/lib/$plugin_name"
-    echo "installed: $prefix/lib/$plugin_name, $prefix/lib/$default_name -> $plugin_name, $prefix/bin/nccl-scorep"
 fi
 
 echo "plugin: $plugin"

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 # Debian packages the tests need. Add a package here when a test starts to use it.
-DEBIAN_PACKAGES=(valgrind openmpi-bin libotf2-trace-dev otf2-tools python3-otf2 libclang-dev)
+DEBIAN_PACKAGES=(valgrind openmpi-bin libotf2-trace-dev otf2-tools python3-otf2 libclang-dev
+    cmake pkg-config man-db)
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -60,6 +61,12 @@ NCCL_SCOREP_OUTPUT_DIR="$sim_out" NCCL_SCOREP_EVENTS=all \
     --plugin "$PWD/target/release/libnccl_profiler_scorep.so" \
     --ranks 2 --iterations 2 --speedup 50
 rm -rf "$sim_out"
+
+# The install as a site makes it: CMake build and install into a temporary prefix (reusing
+# the release build above), then find_package, pkg-config, the modulefiles with nccl-sim,
+# man pages, and the same tree from scripts/build-plugin.sh --prefix.
+step "install: cmake build, ctest, install, and use the installed tree"
+bash scripts/test-install.sh
 
 # nextest does not run doc tests.
 step "cargo test --workspace --doc"

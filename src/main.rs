@@ -2,6 +2,7 @@
 
 mod compare;
 mod doctor;
+mod generate;
 mod launch;
 mod libsearch;
 mod nccl_ops;
@@ -168,6 +169,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write the manual pages or a shell's completions (used when installing).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: generate::What,
+    },
 }
 
 /// What `run` and `exec` share.
@@ -198,6 +205,11 @@ impl LaunchArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Generate { what } => generate::run(
+            what,
+            <Cli as clap::CommandFactory>::command(),
+            &version_text(),
+        ),
         Command::Run { launch, command } => {
             return match launch::run(&launch.settings(), &command) {
                 Ok(code) => code,
