@@ -424,15 +424,39 @@ fn is_usable_hostname(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// The system's host name, made safe for file names (it becomes part of a part's
+/// directory name): see [`file_name_safe_host`].
 fn system_hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is writable for its whole length.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     if rc == 0 && end > 0 {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
+        file_name_safe_host(&String::from_utf8_lossy(&buf[..end]))
     } else {
         "unknown-host".into()
+    }
+}
+
+/// `name` with every character outside `[A-Za-z0-9._-]` replaced by `-`, without leading
+/// dots, at most 64 characters: a host name a container or a hostile node gave cannot put
+/// `/` or `..` into a path.
+fn file_name_safe_host(name: &str) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let safe: String = safe.trim_start_matches('.').chars().take(64).collect();
+    if safe.is_empty() {
+        "unknown-host".into()
+    } else {
+        safe
     }
 }
 
@@ -440,6 +464,16 @@ fn system_hostname() -> String {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn a_system_host_name_is_made_safe_for_paths() {
+        assert_eq!(file_name_safe_host("node-7.cluster"), "node-7.cluster");
+        assert_eq!(file_name_safe_host("../../etc/x"), "-..-etc-x");
+        assert_eq!(file_name_safe_host("..."), "unknown-host");
+        assert_eq!(file_name_safe_host("höst name"), "h-st-name");
+        assert_eq!(file_name_safe_host(&"a".repeat(100)).len(), 64);
+        assert!(is_usable_hostname(&file_name_safe_host("a/b\0c")));
+    }
 
     fn job(vars: &[(&str, &str)]) -> Result<Job, JobError> {
         let map: HashMap<String, String> = vars
