@@ -69,3 +69,33 @@ fn planted_links_in_the_output_directory_are_refused_not_followed() {
     let part = parts[0].as_ref().unwrap().path();
     assert!(part.join("traces.otf2").is_file());
 }
+
+/// Two jobs in one output directory: the second job's automatic merge replaces the first
+/// one's trace, and says so.
+#[test]
+fn a_second_job_in_the_same_directory_says_that_it_replaces_the_first_ones_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shared");
+    let mut said = Vec::new();
+    for _ in 0..2 {
+        let output = Command::new(nccl_sim::binary_for_tests())
+            .arg("run")
+            .arg("--plugin")
+            .arg(nccl_sim::our_plugin_for_tests())
+            .args(["--scenario", "single"])
+            .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+            .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+            .env_remove("NCCL_DEBUG")
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        said.push(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    assert!(!said[0].contains("held the merged trace"), "{}", said[0]);
+    assert!(
+        said[1].contains("held the merged trace of another job"),
+        "{}",
+        said[1]
+    );
+    assert!(out.join("traces.otf2").is_file());
+}

@@ -871,6 +871,39 @@ impl Drop for TempDir {
     }
 }
 
+/// Removes what merges killed before they could clean up left in `dir`: the
+/// `.traces.<doing>.<pid>` directories of processes that are gone (a killed merge's copy
+/// of the trace can be as large as the trace). Those of running merges are left alone.
+fn remove_leftovers_of_killed_merges(dir: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(".traces.")
+            .and_then(|rest| rest.rsplit_once('.'))
+            .and_then(|(_, pid)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || pid as u32 == std::process::id() || process_exists(pid) {
+            continue;
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+/// Whether a process `pid` exists (on this node).
+fn process_exists(pid: i32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
+}
+
 /// Merges the parts of `run_dir` into `<output>/traces.otf2` (`output` defaults to
 /// `run_dir`), replacing an earlier merged archive there.
 pub fn merge(run_dir: &Path, output: Option<&Path>) -> Result<Report, String> {
@@ -920,6 +953,10 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     // Where the parts of killed processes are put together for reading (removed at the end).
     let scratch = run_dir.join(format!(".traces.recovering.{}", std::process::id()));
     let _scratch_guard = TempDir(scratch.clone());
+    let mut leftovers = remove_leftovers_of_killed_merges(run_dir);
+    if let Some(out) = options.output.filter(|out| *out != run_dir) {
+        leftovers.extend(remove_leftovers_of_killed_merges(out));
+    }
     let mut candidates = part_dirs(run_dir)?;
     if let Some(only) = options.only_parts {
         candidates.retain(|(name, _)| only.contains(name));
@@ -1000,6 +1037,9 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         renumbered,
         mut notes,
     } = unify(&parts, &names)?;
+    for name in leftovers {
+        notes.push(format!("removed {name}, left by a merge that was killed"));
+    }
     unified.machine = host_of(&names[0]).to_owned();
 
     let out = options.output.unwrap_or(run_dir);
@@ -1184,6 +1224,25 @@ pub fn render(report: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_killed_merges_leftovers_are_removed_and_a_running_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // No process has pid 2^22 + 1 here (pids stay below /proc/sys/kernel/pid_max).
+        let dead = dir.path().join(".traces.merging.4194305");
+        let running = dir
+            .path()
+            .join(format!(".traces.merging.{}", std::process::id()));
+        let other = dir.path().join(".traces.recovering.1");
+        for d in [&dead, &running, &other] {
+            std::fs::create_dir_all(d.join("traces")).unwrap();
+        }
+        let removed = super::remove_leftovers_of_killed_merges(dir.path());
+        assert_eq!(removed, [".traces.merging.4194305"]);
+        assert!(!dead.exists());
+        assert!(running.exists(), "this process's own");
+        assert!(other.exists(), "pid 1 is alive");
+    }
+
     #[test]
     fn missing_ranks_are_counted_not_enumerated() {
         assert_eq!(

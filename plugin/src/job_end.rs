@@ -174,6 +174,19 @@ pub fn record_done_and_merge(
         if entries.parts.len() <= entries.merged_parts {
             return Ok(());
         }
+        let this_job = ledger::field(&job.job_id);
+        if let Some(other) = ledger::jobs(&text)
+            .into_iter()
+            .filter(|id| *id != this_job)
+            .rfind(|id| JobEntries::read(&text, id).merged_parts > 0)
+        {
+            log::warn(&format!(
+                "{} held the merged trace of another job ({other}); this job's merge replaces \
+                 it (give every run a directory of its own: `nccl-scorep run`, or one \
+                 NCCL_SCOREP_OUTPUT_DIR per job)",
+                run_dir.root().display()
+            ));
+        }
         merged = merge_job(run_dir, &job.job_id, entries.parts.len(), settings);
         if merged.is_ok() {
             append(
