@@ -77,14 +77,24 @@ enum Command {
         #[arg(long)]
         variables: bool,
     },
-    /// Where NCCL time went and which rank was late, from a run directory's event logs:
-    /// per communicator and collective, calls, bytes, time, bandwidth and arrival skew.
+    /// Where NCCL time went and which rank was late, from a job's trace (or, without one,
+    /// its processes' parts or event logs): per communicator and operation, the costliest
+    /// first, totals, share of the run, bandwidth and the wait for the last rank, per size
+    /// bucket; each rank's time, wait and bandwidth; stragglers (docs/summary.md).
+    ///
+    /// Exit status: 0 with a summary, 2 when the path cannot be opened (or holds neither a
+    /// trace nor event logs), 1 for other failures. Parts of a run directory that its
+    /// merged traces.otf2 lacks are warned about on stderr.
     Summary {
-        /// The directory the processes wrote their event logs to (NCCL_SCOREP_OUTPUT_DIR).
+        /// A run directory (NCCL_SCOREP_OUTPUT_DIR): its merged traces.otf2, else its
+        /// parts/*/traces.otf2, else its *.jsonl event logs; or an archive's anchor file.
         run_dir: std::path::PathBuf,
-        /// Print JSON instead of tables.
-        #[arg(long)]
+        /// Print JSON (schema nccl-scorep-summary/2) instead of tables.
+        #[arg(long, conflicts_with = "csv")]
         json: bool,
+        /// Print the operations table as CSV, one row per operation and size bucket.
+        #[arg(long)]
+        csv: bool,
     },
     /// Join the trace parts of a run's processes (<run-dir>/parts/*/traces.otf2) into one
     /// OTF2 archive, <run-dir>/traces.otf2, that Vampir opens.
@@ -234,23 +244,14 @@ fn main() -> ExitCode {
             }
             .and_then(|()| out.flush())
         }
-        Command::Summary { run_dir, json } => match summary::summarize(&run_dir) {
-            Ok(report) => {
-                let text = if json {
-                    serde_json::to_string_pretty(&report).map_err(io::Error::from)
-                } else {
-                    Ok(summary::render(&report))
-                };
-                text.and_then(|text| {
-                    let mut out = io::stdout().lock();
-                    writeln!(out, "{text}").and_then(|()| out.flush())
-                })
-            }
-            Err(error) => {
-                eprintln!("nccl-scorep summary: {error}");
-                return ExitCode::FAILURE;
-            }
-        },
+        Command::Summary { run_dir, json, csv } => {
+            let format = match (json, csv) {
+                (true, _) => summary::Format::Json,
+                (_, true) => summary::Format::Csv,
+                _ => summary::Format::Text,
+            };
+            return summary::main(&run_dir, format);
+        }
         Command::Merge {
             run_dir,
             output,

@@ -1,7 +1,7 @@
 //! `nccl-scorep summary <run-dir or archive>`: where NCCL time went and which rank was
 //! late, from a job's OTF2 trace (the merged `traces.otf2` of a run directory, any
 //! archive, or else each process's part) or, without one, from the processes' JSON-lines
-//! event logs.
+//! event logs. What every table and column means: docs/summary.md.
 //!
 //! Collectives are matched across ranks (and processes) by `(comm_hash, seq, func)`. A
 //! rank's **arrival** is when it called the collective (its CollApi call in the event
@@ -10,15 +10,27 @@
 //! different processes are on one clock: the trace's own time base (clock offsets applied)
 //! or, for event logs, each process's (monotonic, real-time) reading from its log header.
 
-use crate::nccl_ops::size_and_factor;
 use nccl_scorep_common::{PartDir, RunDir};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 mod archive;
+mod hygiene;
+mod render;
+mod straggler;
+mod tables;
+
+pub use render::{render, render_csv};
+use straggler::{Lateness, Rule};
+use tables::{CommRanks, OperationRow};
+
+/// The JSON output's schema and version (docs/summary.md). A change of a field's name,
+/// unit or meaning gives a new version.
+pub const SCHEMA: &str = "nccl-scorep-summary/2";
 
 /// One rank's part in one collective or transfer.
 #[derive(Clone, Debug)]
@@ -56,18 +68,36 @@ struct Collected {
     pxn_linked: u64,
 }
 
-/// The summary of one run directory.
+/// The summary of one run directory or archive.
 #[derive(Debug, Serialize)]
 pub struct Summary {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// The path given.
+    pub input: String,
     /// What was read: `trace` (an OTF2 archive or the processes' parts) or `event logs`.
     pub source: String,
     pub processes: usize,
     /// Processes whose log has no final summary line, or parts without their definitions
     /// (killed, or still running).
     pub incomplete: Vec<String>,
-    pub collectives: Vec<CollectiveRow>,
-    pub point_to_point: Vec<TransferRow>,
-    pub late_ranks: Vec<LateRank>,
+    /// What the reader should know before trusting the figures (parts newer than the
+    /// merged trace, …); also printed on stderr.
+    pub warnings: Vec<String>,
+    /// The time all ranks spent in the operations below, ms: the whole of every `share`.
+    pub total_time_ms: f64,
+    /// Per communicator and operation, the costliest first.
+    pub operations: Vec<OperationRow>,
+    /// Per communicator, its ranks.
+    pub ranks: Vec<CommRanks>,
+    /// Ranks the straggler rule names.
+    pub stragglers: Vec<Lateness>,
+    /// Per communicator and collective, its latest rank on median, named or not, and why.
+    pub latest_ranks: Vec<Lateness>,
+    pub straggler_rule: Rule,
+    /// How the trace was made, from its OTF2 properties (docs/launcher.md: NCCL version,
+    /// profiler API, settings, command, job, times); null for event logs.
+    pub provenance: Value,
     /// Counters of data dropped, refused or repaired, summed over processes (event logs;
     /// a trace has `lost_records`).
     pub losses: BTreeMap<String, u64>,
@@ -80,110 +110,161 @@ pub struct Summary {
     pub pxn_linked_ops: u64,
 }
 
-/// One communicator and collective function.
-#[derive(Debug, Serialize)]
-pub struct CollectiveRow {
-    pub comm: String,
-    pub comm_hash: String,
-    pub func: String,
-    pub nranks: i64,
-    /// Collectives seen on every rank.
-    pub calls: usize,
-    /// Collectives some rank's log lacks (dropped events, or a killed process).
-    pub incomplete_calls: usize,
-    /// Mean bytes per call, as NCCL's performance tests count them.
-    pub bytes: u64,
-    /// Mean per rank of arrival → completion.
-    pub mean_time_us: f64,
-    /// Mean of last arrival → last completion: the collective itself.
-    pub mean_execution_us: f64,
-    /// All calls' bytes / all calls' execution time, and the bus bandwidth NCCL's tests
-    /// derive from it.
-    pub algbw_gbs: f64,
-    pub busbw_gbs: f64,
-    /// Mean spread of the ranks' arrivals.
-    pub mean_skew_us: f64,
+/// Why there is no summary.
+#[derive(Debug)]
+pub enum Error {
+    /// The path does not exist, cannot be read, or holds neither a trace nor event logs
+    /// (exit status 2).
+    CannotOpen(String),
+    /// The input was found but could not be summarised (exit status 1).
+    Failed(String),
 }
 
-/// One communicator's sends or receives.
-#[derive(Debug, Serialize)]
-pub struct TransferRow {
-    pub comm: String,
-    pub comm_hash: String,
-    pub func: String,
-    /// Operations, over all ranks.
-    pub calls: usize,
-    /// Distinct (rank, peer) pairs.
-    pub pairs: usize,
-    /// Mean bytes per operation.
-    pub bytes: u64,
-    /// Mean call → completion.
-    pub mean_time_us: f64,
-    /// All bytes / all operations' time.
-    pub bandwidth_gbs: f64,
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::CannotOpen(message) | Error::Failed(message) => f.write_str(message),
+        }
+    }
 }
 
-/// A rank that arrived last more often than its share.
-#[derive(Debug, Serialize)]
-pub struct LateRank {
-    pub comm: String,
-    pub func: String,
-    pub rank: i64,
-    /// Share of the calls in which this rank arrived last.
-    pub last_share: f64,
-    pub last_calls: usize,
-    pub calls: usize,
-    /// Time the earliest rank waited for it, summed over those calls.
-    pub cost_ms: f64,
+/// The output's form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Csv,
+}
+
+/// `nccl-scorep summary`: prints the summary of `path` in `format`, its warnings on
+/// stderr; the exit status is 0, 1 when the summary failed, 2 when `path` cannot be opened.
+pub fn main(path: &Path, format: Format) -> ExitCode {
+    let summary = match summarize(path) {
+        Ok(summary) => summary,
+        Err(error) => {
+            eprintln!("nccl-scorep summary: {error}");
+            return match error {
+                Error::CannotOpen(_) => ExitCode::from(2),
+                Error::Failed(_) => ExitCode::FAILURE,
+            };
+        }
+    };
+    for warning in &summary.warnings {
+        eprintln!("nccl-scorep summary: warning: {warning}");
+    }
+    let text = match format {
+        Format::Text => render(&summary),
+        Format::Csv => render_csv(&summary),
+        Format::Json => match serde_json::to_string_pretty(&summary) {
+            Ok(json) => json + "\n",
+            Err(error) => {
+                eprintln!("nccl-scorep summary: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        // `| head` stopped reading: not a failure.
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => {
+            eprintln!("nccl-scorep summary: cannot write the report: {error}");
+            ExitCode::FAILURE
+        }
+        _ => ExitCode::SUCCESS,
+    }
 }
 
 /// Summarises `path`: an archive's anchor file, a directory holding `traces.otf2`, or a
 /// run directory (its parts' archives, or else its `*.jsonl` event logs).
-pub fn summarize(path: &Path) -> io::Result<Summary> {
-    let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
+pub fn summarize(path: &Path) -> Result<Summary, Error> {
+    let cannot_open =
+        |e: io::Error| Error::CannotOpen(format!("cannot open {}: {e}", path.display()));
+    let metadata = std::fs::metadata(path).map_err(cannot_open)?;
     let mut collected = Collected::default();
+    let mut warnings = Vec::new();
     let source;
-    if path.is_file() {
-        archive::read(path, &mut collected).map_err(invalid)?;
+    let mut provenance = Value::Null;
+    if metadata.is_file() {
+        read_archive(path, &mut collected)?;
+        provenance = provenance_of(path);
+        // The merged trace of a run directory, named by its anchor file.
+        if let Some(dir) = path.parent().filter(|_| {
+            path.file_name()
+                .is_some_and(|n| n == nccl_scorep_common::run_dir::ANCHOR_FILE)
+        }) {
+            warnings.extend(hygiene::unmerged_parts(&RunDir::new(dir)));
+        }
         source = "trace";
     } else if RunDir::new(path).archive().is_file() {
-        archive::read(&RunDir::new(path).archive(), &mut collected).map_err(invalid)?;
+        read_archive(&RunDir::new(path).archive(), &mut collected)?;
+        provenance = provenance_of(&RunDir::new(path).archive());
         incomplete_parts(path, &mut collected);
+        warnings.extend(hygiene::unmerged_parts(&RunDir::new(path)));
         source = "trace";
-    } else if has_logs(path)? {
-        read_logs(path, &mut collected)?;
+    } else if has_logs(path).map_err(cannot_open)? {
+        read_logs(path, &mut collected)
+            .map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
         source = "event logs";
     } else {
         let anchors = part_anchors(path);
         if anchors.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "no trace (traces.otf2, parts/*/traces.otf2) and no event log (*.jsonl) in {}",
-                    path.display()
-                ),
-            ));
+            return Err(Error::CannotOpen(format!(
+                "no trace (traces.otf2, parts/*/traces.otf2) and no event log (*.jsonl) in {}",
+                path.display()
+            )));
         }
+        provenance = provenance_of(&anchors[0]);
         for anchor in anchors {
-            archive::read(&anchor, &mut collected)
-                .map_err(|e| invalid(format!("{}: {e}", anchor.display())))?;
+            read_archive(&anchor, &mut collected)?;
         }
         incomplete_parts(path, &mut collected);
         source = "trace";
     }
-    let (collectives, late_ranks) = aggregate(&collected.instances, &collected.comm_names);
-    let point_to_point = aggregate_transfers(&collected.transfers, &collected.comm_names);
+    let collectives = tables::collectives(&collected.instances);
+    let (stragglers, latest_ranks) = straggler::assess(&collectives, &collected.comm_names);
+    let (operations, total_time_ms) =
+        tables::operations(&collectives, &collected.transfers, &collected.comm_names);
+    let ranks = tables::ranks(&collectives, &collected.transfers, &collected.comm_names);
     Ok(Summary {
+        schema: SCHEMA,
+        input: path.display().to_string(),
         source: source.to_owned(),
         processes: collected.processes,
         incomplete: collected.incomplete,
-        collectives,
-        point_to_point,
-        late_ranks,
+        warnings,
+        total_time_ms,
+        operations,
+        ranks,
+        stragglers,
+        latest_ranks,
+        straggler_rule: Rule::default(),
+        provenance,
         losses: collected.losses,
         lost_records: collected.lost_records,
         pxn_foreign_ops: collected.pxn_ops,
         pxn_linked_ops: collected.pxn_linked,
+    })
+}
+
+/// Reads one archive: an anchor OTF2 cannot open is "cannot open", anything after that a
+/// failure.
+/// The provenance the archive's properties record (null when it has none).
+fn provenance_of(anchor: &Path) -> Value {
+    let properties = otf2_sys::read::Reader::open(anchor)
+        .and_then(|reader| reader.properties())
+        .unwrap_or_default();
+    if properties.is_empty() {
+        return Value::Null;
+    }
+    nccl_scorep_merge::provenance_as_json(&properties)
+}
+
+fn read_archive(anchor: &Path, collected: &mut Collected) -> Result<(), Error> {
+    archive::read(anchor, collected).map_err(|e| match e {
+        archive::Error::Open(message) => {
+            Error::CannotOpen(format!("cannot open {}: {message}", anchor.display()))
+        }
+        archive::Error::Read(message) => Error::Failed(format!("{}: {message}", anchor.display())),
     })
 }
 
@@ -344,317 +425,5 @@ fn collect(lines: &[Value], to_real: i128, collected: &mut Collected) {
                 .or_default()
                 .push(part);
         }
-    }
-}
-
-#[derive(Default)]
-struct Acc {
-    nranks: i64,
-    calls: usize,
-    incomplete: usize,
-    bytes: u64,
-    time_ns: f64,
-    time_parts: usize,
-    execution_ns: f64,
-    skew_ns: f64,
-    /// rank → (times last, wait it caused)
-    last: BTreeMap<i64, (usize, f64)>,
-}
-
-fn aggregate(
-    instances: &HashMap<(String, u64, String), Vec<Part>>,
-    comm_names: &HashMap<String, String>,
-) -> (Vec<CollectiveRow>, Vec<LateRank>) {
-    let mut groups: BTreeMap<(String, String), Acc> = BTreeMap::new();
-    for ((hash, _seq, func), parts) in instances {
-        let acc = groups.entry((hash.clone(), func.clone())).or_default();
-        let nranks = parts.iter().map(|p| p.nranks).max().unwrap_or(0);
-        acc.nranks = acc.nranks.max(nranks);
-        let mut ranks: Vec<i64> = parts.iter().map(|p| p.rank).collect();
-        ranks.sort_unstable();
-        ranks.dedup();
-        if (ranks.len() as i64) < nranks {
-            acc.incomplete += 1;
-            continue;
-        }
-        acc.calls += 1;
-        let (size, _) = size_and_factor(
-            func,
-            parts.iter().map(|p| p.bytes).max().unwrap_or(0),
-            nranks,
-        );
-        acc.bytes += size;
-        for p in parts {
-            acc.time_ns += (p.completion_ns - p.arrival_ns) as f64;
-            acc.time_parts += 1;
-        }
-        let first = parts.iter().map(|p| p.arrival_ns).min().unwrap_or(0);
-        let last_part = parts
-            .iter()
-            .max_by_key(|p| p.arrival_ns)
-            .expect("a complete collective has parts");
-        let end = parts.iter().map(|p| p.completion_ns).max().unwrap_or(0);
-        acc.execution_ns += (end - last_part.arrival_ns).max(0) as f64;
-        let spread = (last_part.arrival_ns - first) as f64;
-        acc.skew_ns += spread;
-        let entry = acc.last.entry(last_part.rank).or_default();
-        entry.0 += 1;
-        entry.1 += spread;
-    }
-    let mut rows = Vec::new();
-    let mut late = Vec::new();
-    for ((hash, func), acc) in groups {
-        let comm = comm_names
-            .get(&hash)
-            .cloned()
-            .unwrap_or_else(|| hash.clone());
-        let calls = acc.calls.max(1) as f64;
-        let execution_ns = acc.execution_ns / calls;
-        let (_, factor) = size_and_factor(&func, 0, acc.nranks);
-        let algbw = if acc.execution_ns > 0.0 {
-            acc.bytes as f64 / acc.execution_ns
-        } else {
-            0.0
-        };
-        rows.push(CollectiveRow {
-            comm: comm.clone(),
-            comm_hash: hash.clone(),
-            func: func.clone(),
-            nranks: acc.nranks,
-            calls: acc.calls,
-            incomplete_calls: acc.incomplete,
-            bytes: (acc.bytes as f64 / calls) as u64,
-            mean_time_us: acc.time_ns / acc.time_parts.max(1) as f64 / 1e3,
-            mean_execution_us: execution_ns / 1e3,
-            algbw_gbs: algbw,
-            busbw_gbs: algbw * factor,
-            mean_skew_us: acc.skew_ns / calls / 1e3,
-        });
-        // A rank is worth naming when it is last clearly more often than its share.
-        let share = 1.0 / acc.nranks.max(1) as f64;
-        for (rank, (times, cost)) in acc.last {
-            let last_share = times as f64 / calls;
-            if acc.calls >= 2 && last_share > (2.0 * share).min(0.5) {
-                late.push(LateRank {
-                    comm: comm.clone(),
-                    func: func.clone(),
-                    rank,
-                    last_share,
-                    last_calls: times,
-                    calls: acc.calls,
-                    cost_ms: cost / 1e6,
-                });
-            }
-        }
-    }
-    late.sort_by(|a, b| b.cost_ms.total_cmp(&a.cost_ms));
-    (rows, late)
-}
-
-/// Sends and receives per communicator and direction.
-fn aggregate_transfers(
-    transfers: &[Transfer],
-    comm_names: &HashMap<String, String>,
-) -> Vec<TransferRow> {
-    #[derive(Default)]
-    struct Acc {
-        calls: usize,
-        pairs: std::collections::BTreeSet<(i64, i64)>,
-        bytes: u64,
-        time_ns: f64,
-    }
-    let mut groups: BTreeMap<(String, String), Acc> = BTreeMap::new();
-    for t in transfers {
-        let acc = groups
-            .entry((t.comm_hash.clone(), t.func.clone()))
-            .or_default();
-        acc.calls += 1;
-        acc.pairs.insert((t.part.rank, t.peer));
-        acc.bytes += t.part.bytes;
-        acc.time_ns += (t.part.completion_ns - t.part.arrival_ns).max(0) as f64;
-    }
-    groups
-        .into_iter()
-        .map(|((hash, func), acc)| TransferRow {
-            comm: comm_names
-                .get(&hash)
-                .cloned()
-                .unwrap_or_else(|| hash.clone()),
-            comm_hash: hash,
-            func,
-            calls: acc.calls,
-            pairs: acc.pairs.len(),
-            bytes: acc.bytes / acc.calls.max(1) as u64,
-            mean_time_us: acc.time_ns / acc.calls.max(1) as f64 / 1e3,
-            bandwidth_gbs: if acc.time_ns > 0.0 {
-                acc.bytes as f64 / acc.time_ns
-            } else {
-                0.0
-            },
-        })
-        .collect()
-}
-
-/// The human-readable report.
-pub fn render(summary: &Summary) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "{} process(es), from the {}{}\n\n",
-        summary.processes,
-        summary.source,
-        if summary.incomplete.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; incomplete (no final summary, e.g. killed): {}",
-                summary.incomplete.join(", ")
-            )
-        }
-    ));
-    out.push_str(
-        "comm          func           ranks  calls      bytes  time/rank us  exec us  algbw GB/s  busbw GB/s  skew us\n",
-    );
-    for r in &summary.collectives {
-        out.push_str(&format!(
-            "{:<13} {:<14} {:>5}  {:>5}  {:>9}  {:>12.1}  {:>7.1}  {:>10.2}  {:>10.2}  {:>7.1}{}\n",
-            r.comm,
-            r.func,
-            r.nranks,
-            r.calls,
-            r.bytes,
-            r.mean_time_us,
-            r.mean_execution_us,
-            r.algbw_gbs,
-            r.busbw_gbs,
-            r.mean_skew_us,
-            if r.incomplete_calls > 0 {
-                format!("  (+{} incomplete)", r.incomplete_calls)
-            } else {
-                String::new()
-            }
-        ));
-    }
-    if !summary.point_to_point.is_empty() {
-        out.push_str(
-            "\ncomm          p2p            pairs  calls      bytes  time/call us  GB/s\n",
-        );
-        for r in &summary.point_to_point {
-            out.push_str(&format!(
-                "{:<13} {:<14} {:>5}  {:>5}  {:>9}  {:>12.1}  {:>4.2}\n",
-                r.comm, r.func, r.pairs, r.calls, r.bytes, r.mean_time_us, r.bandwidth_gbs
-            ));
-        }
-    }
-    out.push('\n');
-    if summary.late_ranks.is_empty() {
-        out.push_str("no rank was last markedly more often than the others\n");
-    }
-    for l in &summary.late_ranks {
-        out.push_str(&format!(
-            "rank {} was last in {:.0}% of {} on comm {} ({} of {} calls), costing {:.3} ms\n",
-            l.rank,
-            l.last_share * 100.0,
-            l.func,
-            l.comm,
-            l.last_calls,
-            l.calls,
-            l.cost_ms
-        ));
-    }
-    if summary.pxn_foreign_ops > 0 {
-        out.push_str(&format!(
-            "{} proxy operations were progressed for another process (PXN)",
-            summary.pxn_foreign_ops
-        ));
-        if summary.source == "trace" {
-            out.push_str(&format!(
-                "; {} of them linked to their operation in the originating process",
-                summary.pxn_linked_ops
-            ));
-        }
-        out.push('\n');
-    }
-    if summary.lost_records > 0 {
-        out.push_str(&format!(
-            "{} records were lost before they reached the trace (its gaps)\n",
-            summary.lost_records
-        ));
-    }
-    if summary.losses.is_empty() && summary.lost_records == 0 {
-        out.push_str("nothing dropped or refused\n");
-    } else if !summary.losses.is_empty() {
-        let list: Vec<String> = summary
-            .losses
-            .iter()
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        out.push_str(&format!(
-            "dropped, refused or repaired: {}\n",
-            list.join(", ")
-        ));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn part(rank: i64, arrival: i128, completion: i128) -> Part {
-        Part {
-            rank,
-            nranks: 3,
-            bytes: 3_000_000,
-            arrival_ns: arrival,
-            completion_ns: completion,
-        }
-    }
-
-    #[test]
-    fn the_late_rank_is_named_with_its_cost() {
-        let mut instances = HashMap::new();
-        for seq in 0..10u64 {
-            let t = seq as i128 * 1_000_000;
-            instances.insert(
-                ("0xabc".to_owned(), seq, "AllReduce".to_owned()),
-                vec![
-                    part(0, t, t + 600_000),
-                    part(1, t + 10_000, t + 600_000),
-                    part(2, t + 500_000, t + 600_000),
-                ],
-            );
-        }
-        // One collective lacks rank 2: incomplete.
-        instances.insert(
-            ("0xabc".to_owned(), 99, "AllReduce".to_owned()),
-            vec![part(0, 0, 1), part(1, 0, 1)],
-        );
-        let names = HashMap::from([("0xabc".to_owned(), "world".to_owned())]);
-        let (rows, late) = aggregate(&instances, &names);
-        assert_eq!(rows.len(), 1);
-        let row = &rows[0];
-        assert_eq!((row.calls, row.incomplete_calls), (10, 1));
-        assert!((row.mean_skew_us - 500.0).abs() < 1e-9);
-        assert!((row.mean_execution_us - 100.0).abs() < 1e-9);
-        // 3 MB in 100 µs: 30 GB/s; AllReduce bus factor 2(n-1)/n = 4/3.
-        assert!((row.algbw_gbs - 30.0).abs() < 1e-9);
-        assert!((row.busbw_gbs - 40.0).abs() < 1e-9);
-        assert_eq!(late.len(), 1);
-        assert_eq!(late[0].rank, 2);
-        assert_eq!(late[0].last_calls, 10);
-        assert!((late[0].cost_ms - 5.0).abs() < 1e-9);
-        assert!(render(&Summary {
-            source: "trace".into(),
-            processes: 1,
-            incomplete: vec![],
-            collectives: rows,
-            point_to_point: vec![],
-            late_ranks: late,
-            losses: BTreeMap::new(),
-            lost_records: 0,
-            pxn_foreign_ops: 0,
-            pxn_linked_ops: 0,
-        })
-        .contains("rank 2 was last in 100% of AllReduce on comm world"));
     }
 }

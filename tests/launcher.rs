@@ -109,6 +109,12 @@ fn two_runs_get_two_directories_each_with_its_trace_summary_and_run_json() {
             stdout.contains("AllReduce"),
             "the summary follows: {stdout}"
         );
+        // Its header says how the trace was made.
+        assert!(
+            stdout.contains("NCCL 2.32.0, profiler API v7, nccl-scorep "),
+            "{stdout}"
+        );
+        assert!(stdout.contains("\ncommand: "), "{stdout}");
     }
     assert_ne!(dirs[0], dirs[1]);
 

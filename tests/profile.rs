@@ -175,10 +175,11 @@ fn a_job_s_profile_agrees_with_its_trace_and_shows_who_waited_for_the_late_rank(
             .stdout,
     )
     .unwrap();
-    let calls: f64 = summary["collectives"]
+    let calls: f64 = summary["operations"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|row| row["kind"] == "collective")
         .map(|row| row["calls"].as_f64().unwrap())
         .sum();
     assert_eq!(calls, 8.0, "8 iterations");

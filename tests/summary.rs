@@ -43,19 +43,44 @@ fn summary_names_the_late_rank_and_counts_every_collective() {
     // The run directory holds the merged trace (the plugin merged it at the last
     // finalize), which the summary prefers to the event logs.
     assert_eq!(summary["source"], "trace");
-    let rows = summary["collectives"].as_array().unwrap();
+    assert_eq!(summary["schema"], "nccl-scorep-summary/2");
+    assert_eq!(
+        summary["warnings"].as_array().unwrap().len(),
+        0,
+        "{summary:#}"
+    );
+    let rows = summary["operations"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert_eq!(rows[0]["func"], "AllReduce");
+    assert_eq!(rows[0]["kind"], "collective");
     assert_eq!(rows[0]["nranks"], 3);
     assert_eq!(rows[0]["calls"], 6);
     assert_eq!(rows[0]["incomplete_calls"], 0);
-    assert_eq!(rows[0]["bytes"], 1 << 20);
+    assert_eq!(rows[0]["bytes_per_call"], 1 << 20);
+    assert_eq!(rows[0]["share"], 1.0);
+    assert_eq!(rows[0]["sizes"][0]["bucket"], "1-4 MiB");
+    assert_eq!(rows[0]["sizes"][0]["calls"], 6);
     let skew = rows[0]["mean_skew_us"].as_f64().unwrap();
     assert!(skew >= 8000.0, "{skew}");
-    let late = &summary["late_ranks"][0];
-    assert_eq!(late["rank"], 1);
+    // Ranks 0 and 2 wait about 10 ms in each of the 6 calls; rank 1 hardly.
+    let wait = rows[0]["wait_ms"].as_f64().unwrap();
+    assert!(wait >= 2.0 * 6.0 * 8.0, "{wait}");
+    let ranks = &summary["ranks"][0];
+    assert_eq!(ranks["ranks"].as_array().unwrap().len(), 3);
+    assert_eq!(ranks["wait_ms"]["min_rank"], 1, "{ranks:#}");
+    let late = &summary["stragglers"][0];
+    assert_eq!(late["rank"], 1, "{summary:#}");
+    assert_eq!(late["instances"], 6);
     assert!(late["last_calls"].as_u64().unwrap() >= 5, "{late}");
-    assert!(late["cost_ms"].as_f64().unwrap() >= 5.0 * 8.0, "{late}");
+    assert!(
+        late["median_lateness_us"].as_f64().unwrap() >= 8000.0,
+        "{late}"
+    );
+    // Two other ranks waited about 10 ms for it in each call.
+    assert!(
+        late["cost_ms"].as_f64().unwrap() >= 2.0 * 5.0 * 8.0,
+        "{late}"
+    );
 
     let text = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
         .arg("summary")
@@ -63,10 +88,8 @@ fn summary_names_the_late_rank_and_counts_every_collective() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(
-        text.contains("rank 1 was last in ") && text.contains("% of AllReduce on comm"),
-        "{text}"
-    );
+    assert!(text.contains("rank 1 in AllReduce on comm "), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 
     // The event logs alone say the same.
     std::fs::remove_file(out.join("traces.otf2")).unwrap();
@@ -78,7 +101,7 @@ fn summary_names_the_late_rank_and_counts_every_collective() {
     let from_logs = String::from_utf8_lossy(&from_logs.stdout);
     assert!(from_logs.contains("from the event logs"), "{from_logs}");
     assert!(
-        from_logs.contains("rank 1 was last in ") && from_logs.contains("% of AllReduce"),
+        from_logs.contains("rank 1 in AllReduce on comm "),
         "{from_logs}"
     );
 }
@@ -120,19 +143,30 @@ fn summary_of_a_merged_job_names_the_late_rank_and_links_pxn_operations() {
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["source"], "trace");
     assert_eq!(summary["processes"], 4);
-    let rows = summary["collectives"].as_array().unwrap();
-    assert_eq!(rows.len(), 1, "{rows:#?}");
+    let rows = summary["operations"].as_array().unwrap();
+    let collectives: Vec<&Value> = rows.iter().filter(|r| r["kind"] == "collective").collect();
+    assert_eq!(collectives.len(), 1, "{rows:#?}");
     assert_eq!(
-        (rows[0]["nranks"].as_u64(), rows[0]["calls"].as_u64()),
+        (
+            collectives[0]["nranks"].as_u64(),
+            collectives[0]["calls"].as_u64()
+        ),
         (Some(4), Some(8))
     );
-    let late = &summary["late_ranks"][0];
+    // The costliest first, and the shares make the whole.
+    let times: Vec<f64> = rows
+        .iter()
+        .map(|r| r["time_ms"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+    let shares: f64 = rows.iter().map(|r| r["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{shares}");
+    let late = &summary["stragglers"][0];
     assert_eq!(late["rank"], 3, "{summary:#}");
     assert!(late["last_share"].as_f64().unwrap() >= 0.75, "{summary:#}");
-    let p2p: Vec<(&str, u64)> = summary["point_to_point"]
-        .as_array()
-        .unwrap()
+    let p2p: Vec<(&str, u64)> = rows
         .iter()
+        .filter(|r| r["kind"] == "p2p")
         .map(|r| (r["func"].as_str().unwrap(), r["calls"].as_u64().unwrap()))
         .collect();
     assert_eq!(p2p.len(), 2, "{p2p:?}");
@@ -150,6 +184,134 @@ fn summary_of_an_empty_directory_is_a_clear_error() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no event log"));
+    // A path that does not exist is named.
+    let missing = dir.path().join("nonexistent");
+    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .arg("summary")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains(&*missing.to_string_lossy()), "{said}");
+    assert!(output.stdout.is_empty());
+}
+
+/// The demo's job (4 processes, groups of collectives and send/receive rounds in three
+/// sizes, PXN, rank 2 late): its text fits a terminal of 100 columns, its CSV is the
+/// operations table, and a part newer than the merged trace is warned about.
+#[test]
+fn summary_of_the_demo_job_fits_100_columns_and_warns_of_unmerged_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let status = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "group", "--scenario", "p2p"])
+        .args([
+            "--iterations",
+            "8",
+            "--sizes",
+            "64K,1M,8M",
+            "--speedup",
+            "10",
+        ])
+        .args([
+            "--procs",
+            "4",
+            "--pxn",
+            "--late-rank",
+            "2",
+            "--late-us",
+            "5000",
+        ])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_PROFILE", "0")
+        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let summary = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+            .arg("summary")
+            .args(args)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        (
+            String::from_utf8(output.stdout).unwrap(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
+    };
+    let (text, warned) = summary(&[]);
+    assert!(warned.is_empty(), "{warned}");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.len()
+        );
+    }
+    for label in [
+        "bytes/call",
+        "time ms",
+        "share %",
+        "us/call",
+        "busbw GB/s",
+        "wait %",
+    ] {
+        assert!(text.contains(label), "{label}: {text}");
+    }
+    // Three sizes: a row per size bucket under each collective.
+    for bucket in ["16-64 KiB", "256 KiB-1 MiB", "1-4 MiB"] {
+        assert!(text.contains(bucket), "{bucket}: {text}");
+    }
+    assert!(text.contains("rank 2 in "), "{text}");
+
+    let (csv, _) = summary(&["--csv"]);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(
+        header[..5],
+        ["comm", "comm_hash", "func", "kind", "size_bucket"]
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == header.len()), "{csv}");
+    let (json, _) = summary(&["--json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let operations = json["operations"].as_array().unwrap();
+    let expected: usize = operations
+        .iter()
+        .map(|o| 1 + o["sizes"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(rows.len(), expected, "{csv}");
+    assert_eq!(rows[0][4], "all");
+    assert_eq!(rows[0][2], operations[0]["func"].as_str().unwrap());
+
+    // A part written after the merge is not in the trace.
+    std::thread::sleep(Duration::from_millis(20));
+    let parts = out.join("parts");
+    let first = std::fs::read_dir(&parts)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let late = parts.join("node.99");
+    std::fs::create_dir(&late).unwrap();
+    for file in ["traces.otf2", "traces.def"] {
+        std::fs::copy(first.join(file), late.join(file)).unwrap();
+    }
+    let (_, warned) = summary(&[]);
+    assert!(warned.contains("node.99"), "{warned}");
+    assert!(warned.contains("nccl-scorep merge"), "{warned}");
+    let (json, _) = summary(&["--json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let warnings = json["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{json:#}");
+    assert!(warnings[0].as_str().unwrap().contains("node.99"));
 }

@@ -46,6 +46,7 @@ use serde::Serialize;
 
 mod otf2;
 mod provenance;
+pub use provenance::as_json as provenance_as_json;
 mod recover;
 pub mod scorep;
 

@@ -53,7 +53,7 @@ pub(crate) fn merged_properties(parts: &[&[(String, String)]]) -> Vec<(String, S
 
 /// The properties as `run.json`'s `provenance` object: our names without the namespace,
 /// in lower case, and the recorded variables under `environment`.
-pub(crate) fn as_json(properties: &[(String, String)]) -> Value {
+pub fn as_json(properties: &[(String, String)]) -> Value {
     let mut object = Map::new();
     let mut environment = Map::new();
     let prefix = property("");

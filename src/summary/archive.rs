@@ -32,14 +32,22 @@ struct AttributeIds {
     lost_records: Option<u32>,
 }
 
+/// Why an archive gave nothing.
+pub(super) enum Error {
+    /// OTF2 cannot open the anchor file.
+    Open(String),
+    /// It opened, but is not a readable trace of nccl-scorep.
+    Read(String),
+}
+
 /// Reads the archive whose anchor file is `anchor`.
-pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
+pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     drop(otf2_sys::error::drain_thread_error_reports());
-    let mut archive = Reader::open(anchor).map_err(|e| e.to_string())?;
+    let mut archive = Reader::open(anchor).map_err(|e| Error::Open(e.to_string()))?;
     let defs = archive
         .global_definitions()
-        .map_err(|e| format!("cannot read the definitions: {e}"))?;
+        .map_err(|e| Error::Read(format!("cannot read the definitions: {e}")))?;
     // What OTF2 reported while reading them does not stop a summary.
     drop(otf2_sys::error::drain_thread_error_reports());
     let string = |id: u32| -> &str { defs.string(id).unwrap_or("") };
@@ -64,11 +72,11 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), String> {
         *slot = Some(id);
     }
     if ids.seq.is_none() || ids.func.is_none() {
-        return Err(
+        return Err(Error::Read(
             "the archive has no nccl.seq or nccl.func attribute: not an NCCL trace \
-                    of nccl-scorep"
+             of nccl-scorep"
                 .into(),
-        );
+        ));
     }
     // Times in the archive's ticks; the summary works in nanoseconds.
     let ns_per_tick = defs

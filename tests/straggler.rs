@@ -1,0 +1,153 @@
+//! The summary's straggler rule on many nccl-sim jobs: never a rank named when none was
+//! planted late, always the planted one when a rank arrives 100 µs late.
+//!
+//! nccl-sim plants no arrival jitter of its own: the seed varies the simulated GPU times
+//! (±5 % per operation and rank), so a rank's collective completes, and its next call
+//! comes, a little earlier or later at random; the rest of the noise in the arrivals is
+//! real, the scheduling of 2 to 8 processes on a busy host. A planted late rank sleeps
+//! before each collective (real time, not divided by the speedup).
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs a job of `procs` ranks and 16 AllReduces with `seed` (rank `late` 100 µs
+/// late at every collective, if any) and gives its summary as JSON.
+fn job(dir: &Path, procs: usize, seed: u64, late: Option<usize>) -> Value {
+    let out = dir.join(format!("run-{procs}-{seed}-{late:?}"));
+    let mut command = Command::new(nccl_sim::binary_for_tests());
+    // One process, a thread per rank, one channel: little work per call, so that 8 ranks
+    // on 2 busy cores are not late by their own scheduling alone.
+    command
+        .args(["run", "--scenario", "single", "--iterations", "16"])
+        .args(["--sizes", "64K,1M", "--speedup", "10", "--channels", "1"])
+        .args(["--ranks", &procs.to_string(), "--seed", &seed.to_string()])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_PROFILE", "0")
+        .stderr(std::process::Stdio::null());
+    if let Some(rank) = late {
+        command.args(["--late-rank", &rank.to_string(), "--late-us", "100"]);
+    }
+    assert!(command.status().unwrap().success(), "{}", out.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["summary", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Every collective of the job is in it, or the test would judge a part of it.
+    assert_eq!(summary["source"], "trace");
+    assert_eq!(summary["operations"][0]["calls"], 16, "{summary:#}");
+    assert_eq!(summary["operations"][0]["nranks"], procs);
+    std::fs::remove_dir_all(&out).unwrap();
+    summary
+}
+
+/// The latest rank on median of the job's one collective: (rank, median lateness µs).
+fn latest(summary: &Value) -> (u64, f64) {
+    let l = &summary["latest_ranks"][0];
+    (
+        l["rank"].as_u64().unwrap(),
+        l["median_lateness_us"].as_f64().unwrap(),
+    )
+}
+
+const SEEDS: u64 = 20;
+
+/// One test, so that its jobs run one after the other.
+///
+/// Ignored by default: on a host of 2 cores busy with other work, a rank that nothing
+/// delays is at times late by 120-300 us in most of a job's calls, through the scheduling
+/// of its threads alone, and the rule names it (as it should name any rank that late); the
+/// test holds only on a host with a core to spare. `cargo test --test straggler --
+/// --ignored --nocapture` runs it and prints what it found.
+#[test]
+#[ignore = "needs a host whose scheduling delays stay under 50 us (docs/summary.md)"]
+fn no_rank_is_named_without_a_late_rank_and_the_late_rank_always_is() {
+    let falsely = without_a_late_rank_no_rank_is_named();
+    let missed = a_rank_late_by_100_us_is_named_every_time();
+    assert!(
+        falsely.is_empty() && missed.is_empty(),
+        "{falsely:#?}\n{missed:#?}"
+    );
+}
+
+/// The ranks named in jobs without a late rank.
+fn without_a_late_rank_no_rank_is_named() -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = 0;
+    let mut falsely: Vec<String> = Vec::new();
+    let mut worst = (0, 0, 0, f64::MIN);
+    for procs in [2, 4, 8] {
+        for seed in 1..=SEEDS {
+            let summary = job(dir.path(), procs, seed, None);
+            runs += 1;
+            for l in summary["stragglers"].as_array().unwrap() {
+                falsely.push(format!(
+                    "{procs} ranks, seed {seed}: rank {} late by {:.1} us, p = {:.1e}",
+                    l["rank"],
+                    l["median_lateness_us"].as_f64().unwrap(),
+                    l["p_value"].as_f64().unwrap()
+                ));
+            }
+            let (rank, lateness) = latest(&summary);
+            if lateness > worst.3 {
+                worst = (procs, seed, rank, lateness);
+            }
+        }
+    }
+    assert_eq!(runs, 3 * SEEDS);
+    // What the noise came to: `--nocapture` shows it.
+    println!(
+        "{runs} jobs without a late rank, {} rank(s) named; the latest on median: {} ranks, \
+         seed {}, rank {}, {:.1} us",
+        falsely.len(),
+        worst.0,
+        worst.1,
+        worst.2,
+        worst.3
+    );
+    falsely
+}
+
+/// The jobs whose late rank was not named, or not alone.
+fn a_rank_late_by_100_us_is_named_every_time() -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut missed = Vec::new();
+    let mut least = f64::MAX;
+    for seed in 1..=SEEDS {
+        let procs = [2, 4, 8][seed as usize % 3];
+        let late = seed as usize % procs;
+        let summary = job(dir.path(), procs, seed, Some(late));
+        let named: Vec<u64> = summary["stragglers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["rank"].as_u64().unwrap())
+            .collect();
+        if named != [late as u64] {
+            missed.push(format!(
+                "{procs} ranks, seed {seed}, rank {late} late: named {named:?}, the latest {}",
+                summary["latest_ranks"][0]
+            ));
+            continue;
+        }
+        let l = &summary["stragglers"][0];
+        assert!(l["p_value"].as_f64().unwrap() < 0.01 / procs as f64, "{l}");
+        least = least.min(l["median_lateness_us"].as_f64().unwrap());
+    }
+    println!(
+        "{SEEDS} jobs with a rank 100 us late, {} named it alone; the least median lateness \
+         of a named one {least:.1} us",
+        SEEDS as usize - missed.len()
+    );
+    missed
+}
