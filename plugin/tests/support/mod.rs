@@ -80,6 +80,14 @@ impl Plugin {
         if !env.iter().any(|(k, _)| k == "NCCL_SCOREP_JSONL") {
             env.push(("NCCL_SCOREP_JSONL".into(), "1".into()));
         }
+        // The copy has no nccl-scorep tool beside it: without one named, no automatic
+        // merge (which would only warn that it cannot find the tool).
+        if !env
+            .iter()
+            .any(|(k, _)| k == "NCCL_SCOREP_AUTO_MERGE" || k == "NCCL_SCOREP_TOOL")
+        {
+            env.push(("NCCL_SCOREP_AUTO_MERGE".into(), "0".into()));
+        }
         if !env.iter().any(|(k, _)| k == "NCCL_SCOREP_OUTPUT_DIR") {
             env.push((
                 "NCCL_SCOREP_OUTPUT_DIR".into(),
