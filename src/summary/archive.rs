@@ -109,7 +109,22 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
     // Problems on the way show as an incomplete read, below.
     drop(archive.close());
     drop(otf2_sys::error::drain_thread_error_reports());
-    collector.out.lost_records += collector.lost.values().sum::<u64>();
+    // `nccl.lost_records` counts what a thread dropped so far: its largest value per
+    // thread (per process and thread, over the lanes and parts of that thread) is what
+    // the thread lost.
+    let mut lost_per_thread: HashMap<(u64, &str), u64> = HashMap::new();
+    for (&location, &lost) in &collector.lost {
+        let name = defs
+            .locations
+            .get(&location)
+            .map_or("", |l| string(l.name));
+        let thread = name.split(" (lane ").next().unwrap_or(name);
+        let slot = lost_per_thread
+            .entry((location & 0xffff_ffff, thread))
+            .or_default();
+        *slot = (*slot).max(lost);
+    }
+    collector.out.lost_records += lost_per_thread.values().sum::<u64>();
     // A PXN proxy operation names its task by the originating pid and task handle; the
     // ops streams carry both for each of their operations.
     let linked = collector
