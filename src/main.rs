@@ -43,9 +43,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a job traced, in a new experiment directory: `nccl-scorep run -- mpirun -np 8
-    /// ./app` (or srun, torchrun, a plain program). At the end, where the trace is and its
-    /// summary; for a job that ended without merging, the command that merges it.
+    /// Run a job traced, in a new experiment directory, and print its summary.
+    ///
+    /// `nccl-scorep run -- mpirun -np 8 ./app` (or srun, torchrun, a plain program). At the
+    /// end, where the trace is and its summary; for a job that ended without merging, the
+    /// command that merges it.
     ///
     /// Sets NCCL_PROFILER_PLUGIN to the library installed beside the tool and the
     /// NCCL_SCOREP_* variables (forwarded with -x to Open MPI's ranks), and writes run.json
@@ -58,6 +60,7 @@ enum Command {
         command: Vec<std::ffi::OsString>,
     },
     /// The per-rank form of `run`, like tau_exec: `mpirun -np 8 nccl-scorep exec -- ./app`.
+    ///
     /// Every rank of a job finds the same experiment directory (by the launcher's job id),
     /// sets the plugin's variables and becomes the program.
     Exec {
@@ -77,8 +80,10 @@ enum Command {
         #[arg(long)]
         variables: bool,
     },
-    /// Where NCCL time went and which rank was late, from a job's trace (or, without one,
-    /// its processes' parts or event logs): per communicator and operation, the costliest
+    /// Where NCCL time went and which rank was late.
+    ///
+    /// From a job's trace (or, without one, its processes' parts or event logs): per
+    /// communicator and operation, the costliest
     /// first, totals, share of the run, bandwidth and the wait for the last rank, per size
     /// bucket; each rank's time, wait and bandwidth; stragglers (docs/summary.md).
     ///

@@ -114,10 +114,7 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
     // the thread lost.
     let mut lost_per_thread: HashMap<(u64, &str), u64> = HashMap::new();
     for (&location, &lost) in &collector.lost {
-        let name = defs
-            .locations
-            .get(&location)
-            .map_or("", |l| string(l.name));
+        let name = defs.locations.get(&location).map_or("", |l| string(l.name));
         let thread = name.split(" (lane ").next().unwrap_or(name);
         let slot = lost_per_thread
             .entry((location & 0xffff_ffff, thread))
