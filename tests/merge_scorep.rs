@@ -216,8 +216,9 @@ struct Experiment {
     parts: Vec<Part>,
     clocks: [RankClock; 2],
     pids: [u64; 2],
-    /// ns of the two "NCCL clock sync" Enters of each rank.
-    sync_ns: [u64; 2],
+    /// ns of the "NCCL clock sync" Enters of each rank's two init/finalize cycles (the
+    /// parts `<host>.<pid>` and `<host>.<pid>.1`): two per cycle, four in Score-P's trace.
+    sync_ns: [[u64; 2]; 2],
     /// ns of the two metric-plugin pairs.
     pair_ns: [u64; 2],
 }
@@ -237,7 +238,10 @@ fn set_up(dir: &Path, job: &Job) -> Experiment {
     let at = |ns: u64| origin_ns + (ns - origin_ns) / 5 * 5;
     let begin_ns = at(low - 2_000_000_000);
     let end_ns = at(high + 2_000_000_000);
-    let sync_ns = [at(low - 1_000_000_000), at(high + 1_000_000_000)];
+    let sync_ns = [
+        [at(low - 1_000_000_000), at(low - 700_000_000)],
+        [at(high + 600_000_000), at(high + 1_000_000_000)],
+    ];
     let pair_ns = [at(low - 1_500_000_000), at(high + 1_500_000_000)];
     let clock = |rank: u64| {
         let mut c = RankClock {
@@ -266,7 +270,7 @@ fn set_up(dir: &Path, job: &Job) -> Experiment {
                 pid: pids[r],
                 program_begin: c.raw(begin_ns),
                 program_end: c.raw(end_ns),
-                sync_enters: sync_ns.iter().map(|&ns| c.raw(ns)).collect(),
+                sync_enters: sync_ns.iter().flatten().map(|&ns| c.raw(ns)).collect(),
                 allreduce: c.raw(at((low + high) / 2)),
                 clock_offsets: c.offsets,
             }
@@ -308,11 +312,17 @@ fn metric_plugin_clock(e: &Experiment, part: &Part) -> Value {
     })
 }
 
+/// Which init/finalize cycle of its process a part is (`<host>.<pid>` 0, `….1` 1).
+fn cycle_of(part: &Part) -> usize {
+    let name = part.dir.file_name().unwrap().to_string_lossy().into_owned();
+    usize::from(!name.ends_with(&format!(".{}", part.pid)))
+}
+
 fn sync_regions_clock(e: &Experiment, part: &Part, rank: Option<u32>) -> Value {
     json!({
         "format": 1, "pid": part.pid, "launcher_rank": rank, "hostname": "node1",
         "source": "sync-regions", "pairs": [],
-        "sync_region": "NCCL clock sync", "sync_ns": e.sync_ns,
+        "sync_region": "NCCL clock sync", "sync_ns": e.sync_ns[cycle_of(part)],
     })
 }
 

@@ -189,6 +189,33 @@ pub struct ClockFit {
 }
 
 /// Fits ticks = a·ns + b to the pairs (least squares); one pair takes the nominal rate.
+/// The largest relative difference between the fitted and the nominal rate of Score-P's
+/// clock that is accepted (5 %; real clocks differ by ppm).
+const MAX_RATE_DEVIATION: f64 = 0.05;
+
+/// The pairs of a part whose clock comes from the "NCCL clock sync" regions: its sync times
+/// in order against the process's Enters of the region (sorted), after the first `used`
+/// of them, which earlier parts of the same process (earlier init/finalize cycles) took.
+/// A note when fewer Enters are left than the part has sync times.
+fn sync_pairs(sync_ns: &[u64], enters: &[u64], used: usize) -> (Vec<ClockPair>, Option<String>) {
+    let available = enters.get(used..).unwrap_or_default();
+    let pairs: Vec<ClockPair> = sync_ns
+        .iter()
+        .zip(available)
+        .map(|(&ns, &scorep)| ClockPair { ns, scorep })
+        .collect();
+    let note = (available.len() < sync_ns.len()).then(|| {
+        format!(
+            "{} sync times against {} Enters left after the {used} of earlier parts of the \
+             process: the first {} are paired in order",
+            sync_ns.len(),
+            available.len(),
+            pairs.len()
+        )
+    });
+    (pairs, note)
+}
+
 fn fit(
     pairs: &[ClockPair],
     nominal_rate: f64,
@@ -223,6 +250,17 @@ fn fit(
         return Err(format!(
             "the clock pairs give a rate of {rate} Score-P ticks per ns: Score-P's clock must \
              advance with ours"
+        ));
+    }
+    // Two clocks of one machine differ by a few ppm; pairs that disagree by percents were
+    // paired wrongly, and the part's times would be wrong by as much.
+    let deviation = rate / nominal_rate - 1.0;
+    if nominal_rate > 0.0 && deviation.abs() > MAX_RATE_DEVIATION {
+        return Err(format!(
+            "the {source} clock pairs give {rate:.6} Score-P ticks per ns, {:+.0} ppm from \
+             Score-P's nominal {nominal_rate:.6}: they do not belong together, and the part \
+             would be misplaced in time",
+            deviation * 1e6
         ));
     }
     let map = LinearMap {
@@ -840,6 +878,9 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
     // Match, place on the clock, check the event files.
     let matches = match_parts(&candidates, &processes, &mut notes);
     let mut accepted: Vec<Accepted> = Vec::new();
+    // Per Score-P process, the sync Enters its earlier parts (cycles) took: the parts come
+    // in cycle order (`<host>.<pid>` before `<host>.<pid>.1`).
+    let mut sync_enters_used: HashMap<usize, usize> = HashMap::new();
     for (candidate, matched) in candidates.into_iter().zip(matches) {
         let skip = |reason: String| SkippedPart {
             part: candidate.name.clone(),
@@ -870,7 +911,8 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
                 .map(|(_, time)| *time)
                 .collect();
             enters.sort_unstable();
-            if enters.is_empty() {
+            let used = sync_enters_used.entry(process).or_insert(0);
+            if enters.len() <= *used {
                 skipped.push(skip(format!(
                     "its clock source is sync-regions, but Score-P recorded no Enter of region \
                      {region:?} on {}",
@@ -878,24 +920,15 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
                 )));
                 continue;
             }
-            if enters.len() != candidate.clock.sync_ns.len() {
+            let (pairs, note) = sync_pairs(&candidate.clock.sync_ns, &enters, *used);
+            *used += candidate.clock.sync_ns.len();
+            if let Some(note) = note {
                 notes.push(format!(
-                    "part {}: {} sync times against {} Enters of {region:?} on {}: the first {} \
-                     are paired in order",
-                    candidate.name,
-                    candidate.clock.sync_ns.len(),
-                    enters.len(),
-                    proc.name,
-                    enters.len().min(candidate.clock.sync_ns.len())
+                    "part {}: {note} (region {region:?} on {})",
+                    candidate.name, proc.name
                 ));
             }
-            candidate
-                .clock
-                .sync_ns
-                .iter()
-                .zip(enters)
-                .map(|(&ns, scorep)| ClockPair { ns, scorep })
-                .collect()
+            pairs
         } else {
             candidate.clock.pairs.clone()
         };
@@ -1459,13 +1492,41 @@ mod tests {
                 scorep: 9_800_000_000,
             },
         ];
-        let (map, fit_) = fit(&pairs, 2.0, "metric-plugin").unwrap();
+        let (map, fit_) = fit(&pairs, 2.39, "metric-plugin").unwrap();
         assert!((fit_.ticks_per_ns - 2.4).abs() < 1e-12);
+        // Pairs that do not belong together: refused, not placed percents off.
+        let refused = fit(&pairs, 2.0, "sync-regions").unwrap_err();
+        assert!(refused.contains("+200000 ppm"), "{refused}");
         assert_eq!(map.ticks(2_000_000_000), 7_400_000_000);
         assert_eq!(fit_.estimated_error_ns, Some(0.0));
         let (map, fit_) = fit(&pairs[..1], 2.0, "sync-regions").unwrap();
         assert_eq!(map.ticks(2_000_000_000), 7_000_000_000);
         assert_eq!(fit_.estimated_error_ns, None);
+    }
+
+    #[test]
+    fn a_second_cycle_pairs_its_sync_times_with_the_enters_after_the_first_ones() {
+        // Cycle 1 synced at ns 100 and 200, cycle 2 at 1000 and 1100; Score-P saw four
+        // Enters, 2 ticks per ns.
+        let enters = [200, 400, 2000, 2200];
+        let (first, note) = sync_pairs(&[100, 200], &enters, 0);
+        assert_eq!(note, None);
+        assert_eq!(
+            first.iter().map(|p| p.scorep).collect::<Vec<_>>(),
+            [200, 400]
+        );
+        let (second, note) = sync_pairs(&[1000, 1100], &enters, 2);
+        assert_eq!(note, None);
+        assert_eq!(
+            second.iter().map(|p| p.scorep).collect::<Vec<_>>(),
+            [2000, 2200]
+        );
+        let (map, fit_) = fit(&second, 2.0, "sync-regions").unwrap();
+        assert_eq!(map.ticks(1050), 2100);
+        assert!(fit_.rate_deviation_ppm.abs() < 1e-6);
+        let (short, note) = sync_pairs(&[1000, 1100, 1200], &enters, 2);
+        assert_eq!(short.len(), 2);
+        assert!(note.unwrap().contains("3 sync times against 2 Enters left"));
     }
 
     #[test]
