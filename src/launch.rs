@@ -356,6 +356,13 @@ pub fn run(settings: &Settings, command: &[OsString]) -> Result<ExitCode, Launch
         ));
     }
     let plugin = find_plugin(settings.plugin.as_deref())?;
+    if let Some(set) = std::env::var_os("NCCL_SCOREP_OUTPUT_DIR").filter(|d| !d.is_empty()) {
+        eprintln!(
+            "nccl-scorep run: NCCL_SCOREP_OUTPUT_DIR={} is not used: every run gets a \
+             directory of its own (name it with -o)",
+            set.to_string_lossy()
+        );
+    }
     let now = Local::now();
     let slurm_job_id = std::env::var("SLURM_JOB_ID")
         .ok()
