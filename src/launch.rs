@@ -323,6 +323,48 @@ struct RunRecord {
     provenance: Option<serde_json::Value>,
 }
 
+impl RunRecord {
+    /// The record of a run that starts now.
+    fn begun(
+        command: &[OsString],
+        started: &[OsString],
+        launcher: Launcher,
+        plugin: &Path,
+        environment: std::collections::BTreeMap<String, String>,
+        now: &DateTime<Local>,
+    ) -> RunRecord {
+        RunRecord {
+            schema: RUN_JSON_SCHEMA,
+            tool: format!("nccl-scorep {}", crate::version_text()),
+            command: lossy(command),
+            started: lossy(started),
+            launcher,
+            working_directory: std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+            host: nccl_scorep_common::job::hostname(),
+            slurm_job_id: None,
+            job_id: None,
+            plugin: plugin.display().to_string(),
+            environment,
+            start: timestamp(now),
+            end: None,
+            exit_status: None,
+            signal: None,
+            trace: None,
+            profile: None,
+            provenance: None,
+        }
+    }
+}
+
+/// Slurm's job id, inside an allocation.
+fn slurm_job_id() -> Option<String> {
+    std::env::var("SLURM_JOB_ID")
+        .ok()
+        .filter(|id| !id.is_empty())
+}
+
 fn lossy(args: &[OsString]) -> Vec<String> {
     args.iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -380,28 +422,8 @@ pub fn run(settings: &Settings, command: &[OsString]) -> Result<ExitCode, Launch
     for (name, value) in &variables {
         environment.insert((*name).to_owned(), value.to_string_lossy().into_owned());
     }
-    let mut record = RunRecord {
-        schema: RUN_JSON_SCHEMA,
-        tool: format!("nccl-scorep {}", crate::version_text()),
-        command: lossy(command),
-        started: lossy(&started),
-        launcher,
-        working_directory: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
-        host: nccl_scorep_common::job::hostname(),
-        slurm_job_id,
-        job_id: None,
-        plugin: plugin.display().to_string(),
-        environment,
-        start: timestamp(&now),
-        end: None,
-        exit_status: None,
-        signal: None,
-        trace: None,
-        profile: None,
-        provenance: None,
-    };
+    let mut record = RunRecord::begun(command, &started, launcher, &plugin, environment, &now);
+    record.slurm_job_id = slurm_job_id;
     if let Err(e) = write_run_json(&dir, &mut record) {
         eprintln!(
             "nccl-scorep run: cannot write {}: {e}",
@@ -541,30 +563,16 @@ fn prepare_exec(settings: &Settings, command: &[OsString]) -> Result<Command, La
     };
     if job.rank == 0 {
         let now = Local::now();
-        let mut record = RunRecord {
-            schema: RUN_JSON_SCHEMA,
-            tool: format!("nccl-scorep {}", crate::version_text()),
-            command: lossy(command),
-            started: lossy(command),
-            launcher: Launcher::Program,
-            working_directory: std::env::current_dir()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default(),
-            host: nccl_scorep_common::job::hostname(),
-            slurm_job_id: std::env::var("SLURM_JOB_ID")
-                .ok()
-                .filter(|id| !id.is_empty()),
-            job_id: Some(format!("{}:{}", job.launcher, job.job_id)),
-            plugin: plugin.display().to_string(),
-            environment: provenance::recorded_environment_of_process(),
-            start: timestamp(&now),
-            end: None,
-            exit_status: None,
-            signal: None,
-            trace: None,
-            profile: None,
-            provenance: None,
-        };
+        let mut record = RunRecord::begun(
+            command,
+            command,
+            Launcher::Program,
+            &plugin,
+            provenance::recorded_environment_of_process(),
+            &now,
+        );
+        record.slurm_job_id = slurm_job_id();
+        record.job_id = Some(job.job_id.clone());
         // Under `run`, run.json is run's.
         if !dir.join(RUN_JSON_FILE).exists() {
             if let Err(e) = write_run_json(&dir, &mut record) {

@@ -285,7 +285,11 @@ fn exec_ranks_agree_on_one_directory() {
     let job_id = record["job_id"].as_str().unwrap();
     assert!(job_id.starts_with("openmpi:"), "{record}");
     let ledger = std::fs::read_to_string(dirs[0].join("merge.ledger")).unwrap();
-    assert!(ledger.contains("merged\t"), "{ledger}");
+    // The job id the ranks agreed on is the one the plugin merged the job by.
+    assert!(
+        ledger.contains(&format!("merged\t{job_id}\t3\n")),
+        "{job_id}: {ledger}"
+    );
     assert!(dirs[0].join("traces.otf2").is_file());
 }
 
