@@ -1,7 +1,23 @@
 //! The plugin never ends the job: a file size limit (`ulimit -f`) smaller than the trace
 //! makes the trace incomplete, says so once on stderr, and the application exits normally.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A one-process nccl-sim job (one AllReduce scenario) writing into `out`, merged at its
+/// end by this tool, with the plugin's messages as a user sees them (no `NCCL_DEBUG`).
+fn single_job(out: &Path) -> Output {
+    Command::new(nccl_sim::binary_for_tests())
+        .arg("run")
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .args(["--scenario", "single"])
+        .env("NCCL_SCOREP_OUTPUT_DIR", out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env_remove("NCCL_DEBUG")
+        .output()
+        .unwrap()
+}
 
 #[test]
 fn a_file_size_limit_cuts_the_trace_not_the_job() {
@@ -46,16 +62,7 @@ fn planted_links_in_the_output_directory_are_refused_not_followed() {
     for name in ["merge.ledger", "merge.lock", "merge-report.txt"] {
         std::os::unix::fs::symlink(&victim, out.join(name)).unwrap();
     }
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .arg("run")
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .args(["--scenario", "single"])
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
-        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
-        .env_remove("NCCL_DEBUG")
-        .output()
-        .unwrap();
+    let output = single_job(&out);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
@@ -78,16 +85,7 @@ fn a_second_job_in_the_same_directory_says_that_it_replaces_the_first_ones_trace
     let out = dir.path().join("shared");
     let mut said = Vec::new();
     for _ in 0..2 {
-        let output = Command::new(nccl_sim::binary_for_tests())
-            .arg("run")
-            .arg("--plugin")
-            .arg(nccl_sim::our_plugin_for_tests())
-            .args(["--scenario", "single"])
-            .env("NCCL_SCOREP_OUTPUT_DIR", &out)
-            .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
-            .env_remove("NCCL_DEBUG")
-            .output()
-            .unwrap();
+        let output = single_job(&out);
         assert!(output.status.success());
         said.push(String::from_utf8_lossy(&output.stderr).into_owned());
     }
