@@ -10,7 +10,9 @@ pub fn size_and_factor(func: &str, bytes: u64, nranks: i64) -> (u64, f64) {
         "AllReduce" => (bytes, 2.0 * (n - 1.0) / n),
         // Coll AllGather reports each rank's part in bytes; ReduceScatter each rank's
         // result: the whole buffer is nranks of them.
-        "AllGather" | "ReduceScatter" => (bytes * nranks.max(1) as u64, (n - 1.0) / n),
+        "AllGather" | "ReduceScatter" => {
+            (bytes.saturating_mul(nranks.max(1) as u64), (n - 1.0) / n)
+        }
         _ => (bytes, 1.0),
     }
 }
@@ -32,5 +34,8 @@ mod tests {
         assert_eq!(size_and_factor("ReduceScatter", 100, 4), (400, 0.75));
         assert_eq!(size_and_factor("Broadcast", 100, 4), (100, 1.0));
         assert!(is_point_to_point("Recv") && !is_point_to_point("AllReduce"));
+        // A garbage byte count (a count of 2^64-1 elements) saturates instead of
+        // overflowing.
+        assert_eq!(size_and_factor("AllGather", u64::MAX, 4).0, u64::MAX);
     }
 }

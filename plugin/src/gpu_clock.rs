@@ -73,6 +73,12 @@ impl Estimate {
     }
 }
 
+/// `host_ns - gpu_ns`, saturating: a garbage GPU timestamp (NCCL's `pTimer` is not ours
+/// to trust) must not overflow.
+fn offset_bound(host_ns: u64, gpu_ns: u64) -> i64 {
+    (host_ns as i64).saturating_sub(gpu_ns as i64)
+}
+
 /// Collects bounds on one GPU clock's offset from the host clock.
 #[derive(Clone, Debug, Default)]
 pub struct GpuClockEstimator {
@@ -85,14 +91,14 @@ impl GpuClockEstimator {
     /// The host saw, at `host_ns`, something the GPU had stamped `gpu_ns` before.
     pub fn observed_after(&mut self, host_ns: u64, gpu_ns: u64) {
         self.roll(host_ns);
-        let bound = host_ns as i64 - gpu_ns as i64;
+        let bound = offset_bound(host_ns, gpu_ns);
         self.current.upper = min_opt(self.current.upper, Some(bound));
     }
 
     /// The GPU stamped `gpu_ns` after the host's moment `host_ns`.
     pub fn happened_before(&mut self, host_ns: u64, gpu_ns: u64) {
         self.roll(host_ns);
-        let bound = host_ns as i64 - gpu_ns as i64;
+        let bound = offset_bound(host_ns, gpu_ns);
         self.current.lower = max_opt(self.current.lower, Some(bound));
     }
 
@@ -120,7 +126,7 @@ impl GpuClockEstimator {
             // kernel ring reported a later work's times): trust the upper bound.
             Some(lower) if lower <= upper => Estimate {
                 offset_ns: upper,
-                error_ns: Some((upper - lower) as u64),
+                error_ns: Some(upper.abs_diff(lower)),
             },
             _ => Estimate {
                 offset_ns: upper,
@@ -163,6 +169,21 @@ mod tests {
         let estimate = clock.estimate().unwrap();
         assert_eq!(estimate.offset_ns, 1_200);
         assert_eq!(estimate.error_ns, None);
+    }
+
+    #[test]
+    fn garbage_timestamps_do_not_overflow() {
+        // One window: as i64, u64::MAX is -1 and 2^63 is i64::MIN.
+        let mut clock = GpuClockEstimator::default();
+        clock.happened_before(10, u64::MAX);
+        clock.observed_after(20, 1 << 63);
+        let estimate = clock.estimate().unwrap();
+        assert_eq!(estimate.offset_ns, i64::MAX, "saturated");
+        assert_eq!(estimate.error_ns, Some(i64::MAX as u64 - 11));
+        assert_eq!(estimate.to_host(5), i64::MAX as u64);
+        let mut clock = GpuClockEstimator::default();
+        clock.observed_after(1 << 62, u64::MAX - 5);
+        assert_eq!(clock.estimate().unwrap().offset_ns, (1 << 62) + 6);
     }
 
     #[test]

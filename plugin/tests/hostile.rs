@@ -567,3 +567,35 @@ fn v1_table_writes_the_mask_and_decodes_enum_numbers() {
         &[("events_written", 1), ("unknown_state", 1)],
     );
 }
+
+#[test]
+fn counts_whose_size_overflows_64_bits_are_written() {
+    // A count of 2^64−1 eight-byte elements once overflowed the byte counts of the event
+    // log and of the trace's collective (times the rank count): the collector thread
+    // panicked (debug builds) and the rest of the trace was lost.
+    let plugin = Plugin::load(&[("NCCL_SCOREP_MODE", "otf2"), ("NCCL_SCOREP_JSONL", "1")]);
+    let (ctx, _) = plugin.init_v7(HASH, None, 0, 4);
+    let api = plugin.start7(
+        ctx,
+        &mut coll_api7(NULL, c"AllGather", usize::MAX, c"ncclFloat32"),
+    );
+    let coll = plugin.start7(
+        ctx,
+        &mut coll7(api, NULL, 0, 1, c"AllGather", usize::MAX, c"ncclFloat64", 1),
+    );
+    plugin.stop7(coll);
+    plugin.stop7(api);
+    let after = plugin.start7(ctx, &mut group_api7(1));
+    plugin.stop7(after);
+    plugin.finalize7(ctx);
+
+    let events = plugin.events();
+    assert_eq!(events.len(), 3);
+    for handle in [api, coll] {
+        let event = by_id(&events, handle);
+        assert_eq!(event["count"], u64::MAX, "{event}");
+        assert_eq!(event["bytes"], u64::MAX, "saturated: {event}");
+    }
+    assert_eq!(by_id(&events, after)["closed"], "stop");
+    assert_counters(&plugin.counters(), &[("events_written", 3)]);
+}

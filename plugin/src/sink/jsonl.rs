@@ -332,9 +332,10 @@ fn write_event(buf: &mut Vec<u8>, e: &FinishedEvent) {
     line.end();
 }
 
-/// Bytes moved, where the element type is known.
+/// Bytes moved, where the element type is known; a count whose size does not fit in 64
+/// bits (a garbage count) saturates, as in the OTF2 attributes.
 fn bytes(count: u64, datatype: crate::event::DataType) -> Option<u64> {
-    datatype.size().map(|size| count * size)
+    datatype.size().map(|size| count.saturating_mul(size))
 }
 
 fn event_fields(line: &mut Obj, event: &Event) {

@@ -482,10 +482,12 @@ impl OpsStreams {
             Event::Coll(c) => {
                 let b = bytes_of(c.count, c.datatype);
                 let root_rank = u32::try_from(c.root).ok();
+                // Saturating: a garbage count or rank count must not overflow.
+                let bn = b.saturating_mul(n);
                 let (sent, received) = match c.func {
-                    Func::AllGather => (b, b * n),
-                    Func::ReduceScatter => (b * n, b),
-                    Func::AlltoAll | Func::Gather | Func::Scatter => (b * n, b * n),
+                    Func::AllGather => (b, bn),
+                    Func::ReduceScatter => (bn, b),
+                    Func::AlltoAll | Func::Gather | Func::Scatter => (bn, bn),
                     Func::Broadcast => {
                         if c.root == my_rank {
                             (b, b)
