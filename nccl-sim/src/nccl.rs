@@ -193,6 +193,26 @@ impl Nccl {
         Ok(())
     }
 
+    /// The latest `value` of all the job's ranks, `rank` giving this one's: how the
+    /// processes of a multi-process job agree on a common time (through the shared
+    /// rendezvous table, in a row no collective uses). Without other processes, `value`.
+    pub fn latest_across_processes(&self, rank: i32, value: u64) -> u64 {
+        let table = self
+            .shared_rendezvous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match table {
+            Some(table) => table.meet(
+                crate::rendezvous::AGREEMENT,
+                rank as usize,
+                value,
+                self.config.peer_patience,
+            ),
+            None => value,
+        }
+    }
+
     /// Turns PXN on for this process's communicators: `key` names this run's mailboxes
     /// (equal in every process of the job), `local_rank`/`local_size` place the process
     /// on its node. Sends go to local rank `local_rank + 1`.

@@ -3,8 +3,13 @@
 
 use crate::names::DataType;
 use crate::nccl::{self, Comm, CommOptions, Nccl, NetPluginKind, SimConfig, Transport};
-use std::sync::{Arc, Barrier};
+use crate::time::{host_ns, sleep_until, Rng};
+use std::sync::{Arc, Barrier, OnceLock};
 use std::time::Duration;
+
+/// How far ahead of the first rank ready the paced iterations start: time enough for the
+/// job's other ranks to learn the start ([`Nccl::latest_across_processes`]).
+const PACED_START_MARGIN: Duration = Duration::from_millis(5);
 
 /// Every scenario, with its name and what it reproduces.
 pub const SCENARIOS: &[(&str, &str)] = &[
@@ -37,6 +42,15 @@ pub struct Params {
     pub local_ranks: Vec<i32>,
     /// A rank that arrives late at every collective, and by how much.
     pub late: Option<(i32, Duration)>,
+    /// Paced iterations (`--interval-us`): every rank starts its i-th iteration at the
+    /// job's common start + i × this, as after compute of that length; the late rank that
+    /// much after it.
+    pub interval: Option<Duration>,
+    /// Paced: each rank's deadline of each iteration comes up to this much later, at
+    /// random (its compute took that much longer), drawn from `seed`.
+    pub jitter: Duration,
+    /// Seeds the pacing's jitter (the same in every process of a job).
+    pub seed: u64,
 }
 
 impl Params {
@@ -48,6 +62,9 @@ impl Params {
             comm_hash: 0x5eed_c0de_0000_0001,
             local_ranks: (0..ranks).collect(),
             late: None,
+            interval: None,
+            jitter: Duration::ZERO,
+            seed: 1,
         }
     }
 
@@ -55,11 +72,33 @@ impl Params {
         self.sizes[iteration % self.sizes.len().max(1)].max(4)
     }
 
+    /// How late `rank` is at every collective.
+    fn lateness(&self, rank: i32) -> Duration {
+        match self.late {
+            Some((late, by)) if late == rank => by,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Unpaced, the late rank sleeps before its call (paced, [`Params::pace`] delays it).
     fn delay(&self, rank: i32) {
-        if let Some((late, by)) = self.late {
-            if late == rank {
-                std::thread::sleep(by);
-            }
+        if self.interval.is_none() {
+            std::thread::sleep(self.lateness(rank));
+        }
+    }
+
+    /// Paced: sleeps until `rank`'s deadline for `iteration` (its lateness after the
+    /// common one), from the job's common start `start_ns` (host CLOCK_MONOTONIC). A
+    /// deadline already past is not waited for: the rank is behind schedule.
+    fn pace(&self, start_ns: u64, rank: i32, iteration: usize) {
+        if let Some(interval) = self.interval {
+            let offset = interval.as_nanos() as u64 * iteration as u64;
+            let jitter = self.jitter.as_nanos() as u64;
+            let mut rng = Rng::new(self.seed ^ (rank as u64) << 32 ^ iteration as u64);
+            // The generator's first output of adjacent seeds is not independent enough.
+            rng.next_u64();
+            let jitter = rng.below(jitter + 1);
+            sleep_until(start_ns + offset + jitter + self.lateness(rank).as_nanos() as u64);
         }
     }
 }
@@ -166,13 +205,30 @@ fn per_rank_with(
     body: impl Fn(&Comm, &Params, usize) + Sync,
 ) {
     let barrier = Barrier::new(params.local_ranks.len());
+    // The ranks of this process propose one start; those of other processes take the
+    // latest proposal of all.
+    let proposal = OnceLock::new();
     std::thread::scope(|scope| {
         for &rank in &params.local_ranks {
-            let (barrier, body) = (&barrier, &body);
+            let (barrier, body, proposal) = (&barrier, &body, &proposal);
             scope.spawn(move || {
                 let comm = nccl.comm_init(options(params, rank, name, blocking));
                 barrier.wait();
+                let start = match params.interval {
+                    Some(_) => {
+                        // Wake at the deadline, not up to the default 50 µs of timer
+                        // slack after it (an application's compute ends when it ends).
+                        // SAFETY: PR_SET_TIMERSLACK takes a value and changes only this
+                        // thread's timer slack.
+                        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+                        let mine = *proposal
+                            .get_or_init(|| host_ns() + PACED_START_MARGIN.as_nanos() as u64);
+                        nccl.latest_across_processes(rank, mine)
+                    }
+                    None => 0,
+                };
                 for iteration in 0..params.iterations {
+                    params.pace(start, rank, iteration);
                     body(&comm, params, iteration);
                     // The application waits for its step's communication, as training
                     // loops do; otherwise a late rank falls further behind every step.

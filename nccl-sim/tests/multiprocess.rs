@@ -293,3 +293,68 @@ fn a_late_process_holds_back_the_others() {
         "the rendezvous table is removed at the end"
     );
 }
+
+/// `--interval-us`: the ranks of different processes agree on one start and call their
+/// i-th collective at start + i × the interval; the late rank that much later than the
+/// others, not a lateness added up over the calls.
+#[test]
+fn paced_processes_call_at_common_deadlines() {
+    const INTERVAL_MS: u64 = 20;
+    const LATE_MS: u64 = 5;
+    // Wake-ups on a loaded host: how far after its deadline a rank may call.
+    const SLACK_MS: u64 = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let truth = dir.path().join("truth");
+    let status = Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args(["run", "--scenario", "single", "--iterations", "6"])
+        .args(["--interval-us", &(INTERVAL_MS * 1000).to_string()])
+        .args([
+            "--late-rank",
+            "2",
+            "--late-us",
+            &(LATE_MS * 1000).to_string(),
+        ])
+        .args(["--procs", "3", "--speedup", "20"])
+        .arg("--truth-dir")
+        .arg(&truth)
+        .arg("--plugin")
+        .arg(our_plugin())
+        .env("NCCL_SCOREP_OUTPUT_DIR", dir.path().join("out"))
+        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // arrivals[seq][rank], ms.
+    let mut arrivals = [[f64::NAN; 3]; 6];
+    for entry in std::fs::read_dir(&truth).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for record in text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        {
+            let (seq, rank) = (record["seq"].as_u64().unwrap(), record["rank"].as_u64());
+            arrivals[seq as usize][rank.unwrap() as usize] =
+                record["enqueue_start_ns"].as_u64().unwrap() as f64 / 1e6;
+        }
+    }
+    let first = |seq: usize| arrivals[seq][0].min(arrivals[seq][1]);
+    for (seq, of_seq) in arrivals.iter().enumerate() {
+        assert!(of_seq.iter().all(|a| a.is_finite()), "{arrivals:?}");
+        // Ranks 0 and 1 (two processes) at one deadline, INTERVAL_MS after the last.
+        assert!(
+            (of_seq[0] - of_seq[1]).abs() < SLACK_MS as f64,
+            "{arrivals:?}"
+        );
+        let since = first(seq) - first(0);
+        let due = (seq as u64 * INTERVAL_MS) as f64;
+        assert!(
+            since > due - SLACK_MS as f64 && since < due + 2.0 * SLACK_MS as f64,
+            "seq {seq}: {since} ms after the first call, not {due}: {arrivals:?}"
+        );
+        let late = of_seq[2] - first(seq);
+        assert!(
+            late > (LATE_MS - SLACK_MS / 2) as f64 && late < (LATE_MS + 2 * SLACK_MS) as f64,
+            "seq {seq}: rank 2 {late} ms late, not {LATE_MS}: {arrivals:?}"
+        );
+    }
+}
