@@ -1,19 +1,22 @@
 //! The summary's straggler rule on many nccl-sim jobs: never a rank named when none was
 //! planted late, always the planted one when a rank arrives 100 µs late.
 //!
-//! The jobs are paced as applications that compute between collectives are: every rank
-//! calls its i-th AllReduce at the job's start + i × 1.5 ms (`--interval-us`), plus up to
-//! 200 µs drawn at random per rank and call from the seed (`--jitter-us`: the ranks'
-//! compute does not take equally long). A planted late rank calls 100 µs after its
-//! deadline. The rest of the noise in the arrivals is real: waking 2 to 8 ranks' threads
-//! on a host of 2 cores busy with other work.
+//! The jobs are paced as applications that compute between collectives are
+//! (docs/nccl-sim.md, "Paced iterations"): every rank calls its next AllReduce 1.5 ms
+//! after the last rank arrived at the previous one (`--interval-us`), plus up to 200 µs
+//! drawn at random per rank and call from the seed (`--jitter-us`: the ranks' compute
+//! does not take equally long), each rank's thread on a CPU drawn at random per call
+//! (`--shuffle-cpus`). A planted late rank calls 100 µs after its deadline. The rest of
+//! the noise in the arrivals is real: waking 2 to 8 ranks' threads on a host of 2 cores
+//! busy with other work.
 //!
 //! Unpaced, with calls back to back, the ranks of a 2-core host queue behind each other
 //! for the CPU at every call, and one rank's threads are scheduled last in most calls by
-//! 100-350 µs: a straggler in the data, as repeatable as a planted one (docs/summary.md,
-//! "What it cannot do"). The jobs record the events the summary reads (`tasks`): with
-//! the proxy and kernel events too, the debug build's plugin spends enough of the shared
-//! cores at every call to make 8 ranks queue again.
+//! 100-350 µs; unshuffled, the ranks whose threads sit on a CPU busy with other work are
+//! late in most calls. Either is a straggler in the data, as repeatable as a planted one
+//! (docs/summary.md, "What it cannot do"). The jobs record the events the summary reads
+//! (`tasks`): with the proxy and kernel events too, the debug build's plugin spends
+//! enough of the shared cores at every call to make 8 ranks queue again.
 
 use serde_json::Value;
 use std::path::Path;
@@ -32,7 +35,13 @@ fn job(dir: &Path, procs: usize, seed: u64, late: Option<usize>) -> Value {
     command
         .args(["run", "--scenario", "single"])
         .args(["--iterations", &CALLS.to_string()])
-        .args(["--interval-us", "1500", "--jitter-us", "200"])
+        .args([
+            "--interval-us",
+            "1500",
+            "--jitter-us",
+            "200",
+            "--shuffle-cpus",
+        ])
         .args(["--sizes", "64K,1M", "--speedup", "10", "--channels", "1"])
         .args(["--ranks", &procs.to_string(), "--seed", &seed.to_string()])
         .arg("--plugin")

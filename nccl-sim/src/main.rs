@@ -102,6 +102,11 @@ struct RunArgs {
     /// later, at random from --seed (the ranks' compute does not take equally long).
     #[arg(long, value_name = "US", default_value_t = 0)]
     jitter_us: u64,
+    /// With --interval-us: each rank's thread moves to a CPU drawn at random at every
+    /// iteration, so that on a host with fewer cores than ranks no rank keeps a busy CPU
+    /// for the whole run (the ranks of a real job each have their own cores).
+    #[arg(long)]
+    shuffle_cpus: bool,
     /// Write ground truth (per operation and rank) to DIR/truth-<pid>.jsonl.
     #[arg(long, value_name = "DIR")]
     truth_dir: Option<PathBuf>,
@@ -309,6 +314,7 @@ fn run(args: RunArgs) -> ExitCode {
             interval: (args.interval_us > 0).then(|| Duration::from_micros(args.interval_us)),
             jitter: Duration::from_micros(args.jitter_us),
             seed: args.seed,
+            shuffle_cpus: args.shuffle_cpus,
         };
         scenario::run(name, &nccl, &params);
         nccl.finish_shared_rendezvous(job.rank == 0);

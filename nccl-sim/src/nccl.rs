@@ -319,6 +319,7 @@ impl Nccl {
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
             gpu_free: Arc::new(AtomicU64::new(0)),
+            met: Arc::new(AtomicU64::new(0)),
         }));
         self.attach_pxn(&comm);
         comm
@@ -374,6 +375,9 @@ struct CommInner {
     pxn: Mutex<Option<PxnRoute>>,
     /// When the simulated GPU stream is free again: kernels of one stream run in turn.
     gpu_free: Arc<AtomicU64>,
+    /// The latest last arrival of this rank's collectives so far (host ns, 0 before the
+    /// first): the same on every rank of a collective.
+    met: Arc<AtomicU64>,
 }
 
 /// A collective or point-to-point task waiting for its group's launch.
@@ -832,9 +836,17 @@ impl Comm {
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
             gpu_free: Arc::new(AtomicU64::new(0)),
+            met: Arc::new(AtomicU64::new(0)),
         }));
         nccl.attach_pxn(&child);
         child
+    }
+
+    /// When the last rank arrived at the latest of this rank's collectives so far (host
+    /// CLOCK_MONOTONIC ns; 0 before its first collective met): a time every rank of those
+    /// collectives knows. Complete once [`Comm::synchronize`] returned.
+    pub fn last_met_ns(&self) -> u64 {
+        self.0.met.load(Ordering::Acquire)
     }
 
     /// Waits until every operation enqueued so far has completed, like the
@@ -1132,6 +1144,7 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw) -> Work {
     Work {
         rendezvous,
         gpu_free: Arc::clone(&comm.0.gpu_free),
+        met: Arc::clone(&comm.0.met),
         task_handle: handle as usize,
         mask: task.mask,
         rank: comm.rank(),
@@ -1170,6 +1183,8 @@ struct Work {
     rendezvous: Option<Meet>,
     /// The comm's GPU stream, to push back when the collective waits for a late rank.
     gpu_free: Arc<AtomicU64>,
+    /// The comm's latest last arrival, to advance after the ranks met.
+    met: Arc<AtomicU64>,
 }
 
 /// A collective instance: (comm hash, function, seq).
@@ -1411,6 +1426,7 @@ fn schedule(nccl: &Nccl, batch: &mut [Work]) {
             let stop = work.gpu_stop.max(latest + 2_000 + own);
             work.gpu_stop = stop;
             work.gpu_free.fetch_max(stop, Ordering::AcqRel);
+            work.met.fetch_max(latest, Ordering::AcqRel);
         }
         STREAM_FREE.set(work.gpu_stop);
     }
