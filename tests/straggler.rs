@@ -18,8 +18,9 @@
 //! (docs/summary.md, "What it cannot do"). The jobs record the events the summary reads
 //! (`tasks`): with the proxy and kernel events too, the debug build's plugin spends
 //! enough of the shared cores at every call to make 8 ranks queue again. For the same
-//! reason the test runs alone under cargo-nextest (`.config/nextest.toml`); beside 4 or
-//! more busy processes on 2 cores it fails in about one job of 80 (8 ranks).
+//! reason the test runs alone under cargo-nextest (`.config/nextest.toml`); beside other
+//! tests and a busy process on 2 cores (a load of 4-5) one or two of its 80 jobs, of 8
+//! ranks, fail.
 
 use serde_json::Value;
 use std::path::Path;
