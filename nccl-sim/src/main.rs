@@ -92,6 +92,21 @@ struct RunArgs {
     /// … by this many microseconds.
     #[arg(long, default_value_t = 500)]
     late_us: u64,
+    /// Pace the iterations, as if the application computed between them: every rank
+    /// calls its i-th iteration's collectives at a start common to the job's ranks plus
+    /// i × this many microseconds of real time (--late-rank --late-us after it). The
+    /// scenarios with one thread per rank; 0 is unpaced, back to back.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    interval_us: u64,
+    /// With --interval-us: each rank's every deadline comes up to this many microseconds
+    /// later, at random from --seed (the ranks' compute does not take equally long).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    jitter_us: u64,
+    /// With --interval-us: each rank's thread moves to a CPU drawn at random at every
+    /// iteration, so that on a host with fewer cores than ranks no rank keeps a busy CPU
+    /// for the whole run (the ranks of a real job each have their own cores).
+    #[arg(long)]
+    shuffle_cpus: bool,
     /// Write ground truth (per operation and rank) to DIR/truth-<pid>.jsonl.
     #[arg(long, value_name = "DIR")]
     truth_dir: Option<PathBuf>,
@@ -296,6 +311,10 @@ fn run(args: RunArgs) -> ExitCode {
             late: args
                 .late_rank
                 .map(|rank| (rank, Duration::from_micros(args.late_us))),
+            interval: (args.interval_us > 0).then(|| Duration::from_micros(args.interval_us)),
+            jitter: Duration::from_micros(args.jitter_us),
+            seed: args.seed,
+            shuffle_cpus: args.shuffle_cpus,
         };
         scenario::run(name, &nccl, &params);
         nccl.finish_shared_rendezvous(job.rank == 0);

@@ -193,6 +193,26 @@ impl Nccl {
         Ok(())
     }
 
+    /// The latest `value` of all the job's ranks, `rank` giving this one's: how the
+    /// processes of a multi-process job agree on a common time (through the shared
+    /// rendezvous table, in a row no collective uses). Without other processes, `value`.
+    pub fn latest_across_processes(&self, rank: i32, value: u64) -> u64 {
+        let table = self
+            .shared_rendezvous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match table {
+            Some(table) => table.meet(
+                crate::rendezvous::AGREEMENT,
+                rank as usize,
+                value,
+                self.config.peer_patience,
+            ),
+            None => value,
+        }
+    }
+
     /// Turns PXN on for this process's communicators: `key` names this run's mailboxes
     /// (equal in every process of the job), `local_rank`/`local_size` place the process
     /// on its node. Sends go to local rank `local_rank + 1`.
@@ -299,6 +319,7 @@ impl Nccl {
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
             gpu_free: Arc::new(AtomicU64::new(0)),
+            met: Arc::new(AtomicU64::new(0)),
         }));
         self.attach_pxn(&comm);
         comm
@@ -354,6 +375,9 @@ struct CommInner {
     pxn: Mutex<Option<PxnRoute>>,
     /// When the simulated GPU stream is free again: kernels of one stream run in turn.
     gpu_free: Arc<AtomicU64>,
+    /// The latest last arrival of this rank's collectives so far (host ns, 0 before the
+    /// first): the same on every rank of a collective.
+    met: Arc<AtomicU64>,
 }
 
 /// A collective or point-to-point task waiting for its group's launch.
@@ -812,9 +836,17 @@ impl Comm {
             seq: Mutex::new(HashMap::new()),
             pxn: Mutex::new(None),
             gpu_free: Arc::new(AtomicU64::new(0)),
+            met: Arc::new(AtomicU64::new(0)),
         }));
         nccl.attach_pxn(&child);
         child
+    }
+
+    /// When the last rank arrived at the latest of this rank's collectives so far (host
+    /// CLOCK_MONOTONIC ns; 0 before its first collective met): a time every rank of those
+    /// collectives knows. Complete once [`Comm::synchronize`] returned.
+    pub fn last_met_ns(&self) -> u64 {
+        self.0.met.load(Ordering::Acquire)
     }
 
     /// Waits until every operation enqueued so far has completed, like the
@@ -1112,6 +1144,7 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw) -> Work {
     Work {
         rendezvous,
         gpu_free: Arc::clone(&comm.0.gpu_free),
+        met: Arc::clone(&comm.0.met),
         task_handle: handle as usize,
         mask: task.mask,
         rank: comm.rank(),
@@ -1150,6 +1183,8 @@ struct Work {
     rendezvous: Option<Meet>,
     /// The comm's GPU stream, to push back when the collective waits for a late rank.
     gpu_free: Arc<AtomicU64>,
+    /// The comm's latest last arrival, to advance after the ranks met.
+    met: Arc<AtomicU64>,
 }
 
 /// A collective instance: (comm hash, function, seq).
@@ -1391,6 +1426,7 @@ fn schedule(nccl: &Nccl, batch: &mut [Work]) {
             let stop = work.gpu_stop.max(latest + 2_000 + own);
             work.gpu_stop = stop;
             work.gpu_free.fetch_max(stop, Ordering::AcqRel);
+            work.met.fetch_max(latest, Ordering::AcqRel);
         }
         STREAM_FREE.set(work.gpu_stop);
     }

@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 /// Collective instances the table can hold at once.
 pub const SLOTS: usize = 4096;
 
+/// The instance in which the ranks agree on a value (the paced start): function 15, which
+/// no collective has, so its row is never a collective's.
+pub const AGREEMENT: u64 = 15 << 48;
+
 /// The row of an instance `function << 48 | seq`: consecutive collectives, and the
 /// different functions of one `seq`, get different rows.
 fn row_of(instance: u64) -> usize {
@@ -130,6 +134,21 @@ mod tests {
             .flat_map(|seq| (0..11u64).map(move |f| row_of(f << 48 | seq)))
             .collect();
         assert_eq!(rows.len(), 200 * 11);
+        // Nor the agreement on a start: theirs never share its row.
+        assert!(!rows.contains(&row_of(AGREEMENT)), "{}", row_of(AGREEMENT));
+        let agreed: Vec<u64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = tables
+                .iter()
+                .enumerate()
+                .map(|(rank, table)| {
+                    scope.spawn(move || {
+                        table.meet(AGREEMENT, rank, [30, 90, 60][rank], Duration::from_secs(5))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(agreed, [90, 90, 90]);
         // A rank alone gives up after its patience, with its own arrival.
         let alone = tables[0].meet(8, 0, 5, Duration::from_millis(10));
         assert_eq!(alone, 5);

@@ -293,3 +293,82 @@ fn a_late_process_holds_back_the_others() {
         "the rendezvous table is removed at the end"
     );
 }
+
+/// `--interval-us`: the ranks of different processes agree on one start, then call each
+/// collective one interval after the previous one's last rank arrived; the late rank that
+/// much after the others at every call.
+#[test]
+fn paced_processes_call_an_interval_after_the_last_rank() {
+    const INTERVAL_MS: u64 = 20;
+    const LATE_MS: u64 = 5;
+    const CALLS: usize = 9;
+    let dir = tempfile::tempdir().unwrap();
+    let truth = dir.path().join("truth");
+    let status = Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args(["run", "--scenario", "single"])
+        .args(["--iterations", &CALLS.to_string()])
+        .args(["--interval-us", &(INTERVAL_MS * 1000).to_string()])
+        .args([
+            "--late-rank",
+            "2",
+            "--late-us",
+            &(LATE_MS * 1000).to_string(),
+        ])
+        .args(["--procs", "3", "--speedup", "20"])
+        .arg("--truth-dir")
+        .arg(&truth)
+        .arg("--plugin")
+        .arg(our_plugin())
+        .env("NCCL_SCOREP_OUTPUT_DIR", dir.path().join("out"))
+        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // arrivals[seq][rank], ms.
+    let mut arrivals = [[f64::NAN; 3]; CALLS];
+    for entry in std::fs::read_dir(&truth).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for record in text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        {
+            let (seq, rank) = (record["seq"].as_u64().unwrap(), record["rank"].as_u64());
+            arrivals[seq as usize][rank.unwrap() as usize] =
+                record["enqueue_start_ns"].as_u64().unwrap() as f64 / 1e6;
+        }
+    }
+    // On medians over the calls: a loaded host delays a process's wake-up by milliseconds
+    // now and then.
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    assert!(
+        arrivals.iter().flatten().all(|a| a.is_finite()),
+        "{arrivals:?}"
+    );
+    let first = |seq: usize| arrivals[seq][0].min(arrivals[seq][1]);
+    // Ranks 0 and 1 (two processes) at one deadline …
+    let apart = median(arrivals.iter().map(|a| (a[0] - a[1]).abs()).collect());
+    assert!(apart < 1.0, "{apart} ms apart: {arrivals:?}");
+    // … an interval after the late rank's previous call …
+    let since = median(
+        (1..CALLS)
+            .map(|seq| first(seq) - arrivals[seq - 1][2])
+            .collect(),
+    );
+    assert!(
+        since > INTERVAL_MS as f64 - 0.5 && since < INTERVAL_MS as f64 + 2.0,
+        "{since} ms after the last call, not {INTERVAL_MS}: {arrivals:?}"
+    );
+    // … which comes LATE_MS after theirs.
+    let late = median(
+        (0..CALLS)
+            .map(|seq| arrivals[seq][2] - first(seq))
+            .collect(),
+    );
+    assert!(
+        late > LATE_MS as f64 - 0.5 && late < LATE_MS as f64 + 2.0,
+        "rank 2 {late} ms late, not {LATE_MS}: {arrivals:?}"
+    );
+}
