@@ -53,11 +53,10 @@ unsafe fn func(ptr: *const c_char) -> Func {
 /// # Safety
 /// NULL or a C string.
 unsafe fn dtype(ptr: *const c_char) -> DataType {
-    if ptr.is_null() {
+    // SAFETY: forwarded from the caller.
+    let Some(bytes) = (unsafe { crate::c_string::bounded(ptr, crate::c_string::MAX_NAME) }) else {
         return DataType::Unknown;
-    }
-    // SAFETY: non-NULL, and a C string (caller).
-    let bytes = unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes();
+    };
     if bytes == b"Unknown" {
         DataType::Uint8
     } else {

@@ -5,7 +5,7 @@
 //! here; anything else becomes `Unknown`.
 
 use serde::Serialize;
-use std::ffi::{c_char, CStr};
+use std::ffi::c_char;
 
 /// Generates a fieldless enum of NCCL names with its string table, the v1 enum numbers
 /// and a lookup from the C string NCCL passes.
@@ -51,16 +51,17 @@ macro_rules! nccl_names {
                 }
             }
 
-            /// Reads a C string NCCL passed; NULL becomes `Unknown`.
+            /// Reads a C string NCCL passed; NULL, unreadable or overlong becomes
+            /// `Unknown` (see [`crate::c_string`]).
             ///
             /// # Safety
-            /// `ptr` is NULL or points to a NUL-terminated string.
+            /// `ptr` is NULL or points to memory that stays as it is during the call.
             pub unsafe fn from_c(ptr: *const c_char) -> Self {
-                if ptr.is_null() {
-                    return $name::Unknown;
+                // SAFETY: forwarded from the caller.
+                match unsafe { crate::c_string::bounded(ptr, crate::c_string::MAX_NAME) } {
+                    Some(bytes) => Self::from_bytes(bytes),
+                    None => $name::Unknown,
                 }
-                // SAFETY: non-NULL, and the caller promises a C string (NCCL literals).
-                Self::from_bytes(unsafe { CStr::from_ptr(ptr) }.to_bytes())
             }
         }
     };

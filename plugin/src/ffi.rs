@@ -61,12 +61,10 @@ unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
 /// # Safety
 /// NULL or a C string.
 unsafe fn comm_name(name: *const c_char) -> Option<String> {
-    (!name.is_null()).then(|| {
-        // SAFETY: non-NULL, and a C string (caller).
-        unsafe { CStr::from_ptr(name) }
-            .to_string_lossy()
-            .into_owned()
-    })
+    // SAFETY: forwarded from the caller; a name that is unreadable or has no NUL within
+    // the bound is no name.
+    unsafe { crate::c_string::bounded(name, crate::c_string::MAX_COMM_NAME) }
+        .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
 }
 
 /// v1–v3: no communicator information at all.

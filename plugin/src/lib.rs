@@ -9,6 +9,7 @@
 //! The rlib serves the plugin's own tests and benchmarks.
 
 pub mod boundary;
+pub mod c_string;
 pub mod clock;
 pub mod collector;
 pub mod config;

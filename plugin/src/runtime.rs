@@ -356,6 +356,7 @@ pub fn finalize(context: *mut c_void) {
                 // NCCL may unload itself, and the logger with it, after its last
                 // communicator: a later message goes to stderr instead.
                 log::clear_logger();
+                crate::c_string::forget_readable_memory();
             }
         }
         Err(_) => Counters::bump(&shared.counters.bad_finalize),

@@ -43,7 +43,7 @@ pub struct CaseConfig {
     /// channels, peers and ranks each make new trace locations, which makes a case slow.
     pub garbage: f64,
     /// Hand out strings without a NUL at the end of mapped memory (a known defect: off
-    /// unless FUZZ_UNTERMINATED=1).
+    /// unless FUZZ_UNTERMINATED=0).
     pub unterminated: bool,
 }
 
