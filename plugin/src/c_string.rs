@@ -48,12 +48,17 @@ fn probe_pipe() -> Option<&'static (OwnedFd, OwnedFd)> {
 }
 
 /// Whether the granule holding `address` can be read.
+#[inline]
 fn readable(address: usize) -> bool {
     let granule = address / GRANULE;
+    READABLE[granule % READABLE.len()].load(Ordering::Relaxed) == granule + 1 || probe(granule)
+}
+
+/// Asks the kernel whether `granule` can be read, and remembers it when it can.
+#[cold]
+#[inline(never)]
+fn probe(granule: usize) -> bool {
     let slot = &READABLE[granule % READABLE.len()];
-    if slot.load(Ordering::Relaxed) == granule + 1 {
-        return true;
-    }
     let Some((read_end, write_end)) = probe_pipe() else {
         return true;
     };
@@ -86,21 +91,27 @@ pub fn forget_readable_memory() {
 /// # Safety
 /// The memory, once found readable, must stay so while the returned slice is used (true
 /// of the string literals and names NCCL passes, for the duration of the call).
+#[inline]
 pub unsafe fn bounded<'a>(ptr: *const libc::c_char, max: usize) -> Option<&'a [u8]> {
     if ptr.is_null() {
         return None;
     }
     let start = ptr as usize;
-    for len in 0..max {
+    let mut len = 0;
+    while len < max {
         let address = start.checked_add(len)?;
-        if (len == 0 || address % GRANULE == 0) && !readable(address) {
+        if !readable(address) {
             return None;
         }
-        // SAFETY: the granule holding `address` was found readable just now or before.
-        if unsafe { *(address as *const u8) } == 0 {
-            // SAFETY: `len` readable bytes from `start`, checked above.
-            return Some(unsafe { std::slice::from_raw_parts(start as *const u8, len) });
+        // The rest of this granule, within the bound: readable as a whole.
+        let in_granule = (GRANULE - address % GRANULE).min(max - len);
+        // SAFETY: `in_granule` bytes from `address` lie in the granule found readable.
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, in_granule) };
+        if let Some(nul) = bytes.iter().position(|&b| b == 0) {
+            // SAFETY: `len + nul` readable bytes from `start`, checked granule by granule.
+            return Some(unsafe { std::slice::from_raw_parts(start as *const u8, len + nul) });
         }
+        len += in_granule;
     }
     None
 }
