@@ -323,24 +323,27 @@ fn read_one_by_one<W: Write>(
     archive.close()
 }
 
-/// Seconds with microseconds, from nanoseconds.
+/// Seconds, exact to the nanosecond.
 fn seconds(ns: i64) -> String {
-    format!("{:.6}", ns as f64 / 1e9)
+    format!("{:.9}", ns as f64 / 1e9)
 }
 
 /// The message about a cut: what was kept and how to see the rest.
 fn describe_cut(cut: &Cut, outcome: &Outcome, max_events: u64) -> String {
     let (start, end) = outcome.window_ns;
+    // The next part of the same length.
+    let next_end = end + (end - start).max(1);
     format!(
-        "the window holds {} slice events, more than --max-events {max_events}: kept the \
-         {} events of the intervals that begin by {} s after the trace's start (the window \
-         began at {} s); export the rest with --window {}s: (and an end), or raise \
-         --max-events (docs/export.md says how big a file the viewers open)",
+        "the window holds {} slice events, more than --max-events {max_events}: kept the {} \
+         events of the intervals that begin between {} s and {} s after the trace's start; \
+         export the next part with --window {}s:{}s, or raise --max-events (docs/export.md \
+         says how big a file the viewers open)",
         cut.window_events,
         cut.kept_events,
-        seconds(end),
         seconds(start),
+        seconds(end),
         seconds(end + 1),
+        seconds(next_end),
     )
 }
 

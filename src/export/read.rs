@@ -95,9 +95,21 @@ struct Slice {
     start: u64,
     end: u64,
     at: u64,
+    /// When its first nested slice begins (its end when none does).
+    first_child: u64,
 }
 
 impl Slice {
+    /// A tick for a flow's end at the slice's beginning that binds to it rather than to a
+    /// slice nested in it.
+    fn first_instant(&self) -> u64 {
+        if self.start + 1 < self.first_child.min(self.end) {
+            self.start + 1
+        } else {
+            self.start
+        }
+    }
+
     /// A tick for a flow's end near `at`, strictly inside the slice when it is long enough:
     /// a viewer binds a flow to the slice that encloses its time, and a slice's first or
     /// last tick may be shared by its neighbours.
@@ -131,6 +143,8 @@ struct Frame {
     message: Option<(MessageKey, bool, u64)>,
     /// PXN: (pid, task) of the operation it is or works for.
     pxn: Option<(i64, u64)>,
+    /// When its first nested interval began.
+    first_child: Option<u64>,
 }
 
 #[derive(Default)]
@@ -275,9 +289,15 @@ impl<'a, W: Write> Exporter<'a, W> {
                     self.stats.pxn_unlinked += 1;
                     continue;
                 };
-                let from = operation.inside(operation.start);
-                let to = proxy.inside(proxy.start.max(from));
-                if self.flow("\"PXN\"", "\"pxn\"", (operation, from), (proxy, to)) {
+                // From the one that began first to the other, at their beginnings.
+                let operation = (operation, operation.first_instant());
+                let proxy = (proxy, proxy.first_instant());
+                let (from, to) = if proxy.1 >= operation.1 {
+                    (operation, proxy)
+                } else {
+                    (proxy, operation)
+                };
+                if self.flow("\"PXN\"", "\"pxn\"", from, to) {
                     self.stats.pxn_flows += 1;
                 }
             }
@@ -518,6 +538,9 @@ impl<W: Write> EventVisitor for Exporter<'_, W> {
             Vec::new()
         };
         let state = self.states.get_mut(&e.location).expect("arrived");
+        if let Some(parent) = state.stack.last_mut() {
+            parent.first_child.get_or_insert(e.time);
+        }
         state.stack.push(Frame {
             region,
             enter: e.time,
@@ -525,6 +548,7 @@ impl<W: Write> EventVisitor for Exporter<'_, W> {
             emitted: in_window,
             message: None,
             pxn,
+            first_child: None,
         });
     }
 
@@ -549,6 +573,7 @@ impl<W: Write> EventVisitor for Exporter<'_, W> {
             start: frame.enter,
             end: e.time,
             at,
+            first_child: frame.first_child.unwrap_or(e.time),
         };
         if let Some((key, is_recv, at)) = frame.message {
             self.message_end(key, is_recv, frame.emitted.then(|| slice(at)));
