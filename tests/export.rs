@@ -20,8 +20,17 @@ const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 fn job() -> &'static Path {
     static JOB: OnceLock<PathBuf> = OnceLock::new();
     JOB.get_or_init(|| {
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("export-job-{}", std::process::id()));
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // The jobs of earlier runs whose test process is gone.
+        for entry in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("export-job-") {
+                if !Path::new("/proc").join(pid).exists() {
+                    drop(std::fs::remove_dir_all(entry.path()));
+                }
+            }
+        }
+        let out = tmp.join(format!("export-job-{}", std::process::id()));
         drop(std::fs::remove_dir_all(&out));
         let output = Command::new("mpirun")
             .args(["-np", "4", "--oversubscribe", "--bind-to", "none"])
@@ -493,7 +502,8 @@ fn a_window_keeps_exactly_the_intervals_that_overlap_it() {
     assert!(count(&expected) > 0 && count(&expected) < count(&all));
     assert_eq!(shape(&chrome.slices), shape(&expected));
     assert_eq!(ns(&chrome.other["window_start_us"]), a);
-    assert_eq!(ns(&chrome.other["window_end_us"]), b);
+    // Said as the part of the trace it covers.
+    assert_eq!(ns(&chrome.other["window_end_us"]), b.min(length));
     // Intervals that began before the window are there whole.
     assert!(chrome
         .slices
