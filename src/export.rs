@@ -27,7 +27,7 @@ use layout::Layout;
 use read::{Clock, Exporter, Phase, Range, Stats};
 pub use window::Window;
 
-/// The default of `--max-events`: about 150 MB of JSON (docs/export.md).
+/// The default of `--max-events`: about 100 MB of JSON (docs/export.md).
 pub const DEFAULT_MAX_EVENTS: u64 = 1_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -247,7 +247,7 @@ pub fn export<W: Write>(
         return Err(unreadable(format!("{count} ops streams unreadable")));
     }
     exporter.finish_locations(&ops);
-    exporter.finish_messages();
+    exporter.finish_messages(read.complete);
     exporter.link_pxn();
     exporter.phase = Phase::Others;
     read_one_by_one(anchor, &others, &mut exporter).map_err(|e| unreadable(e.to_string()))?;

@@ -304,9 +304,12 @@ impl<'a, W: Write> Exporter<'a, W> {
         }
     }
 
-    /// Messages still waiting for their other end.
-    pub fn finish_messages(&mut self) {
-        self.stats.unmatched_messages += self.waiting.len() as u64;
+    /// Messages still waiting for their other end: unmatched when the ops streams were
+    /// read to their ends (`complete`), else their other end lies past the window.
+    pub fn finish_messages(&mut self, complete: bool) {
+        if complete {
+            self.stats.unmatched_messages += self.waiting.len() as u64;
+        }
         self.waiting.clear();
     }
 
