@@ -2,6 +2,7 @@
 
 mod compare;
 mod doctor;
+mod export;
 mod generate;
 mod launch;
 mod libsearch;
@@ -172,6 +173,14 @@ enum Command {
         #[arg(short, long)]
         output: Option<std::path::PathBuf>,
     },
+    /// Write a job's merged trace as Chrome trace-event JSON for Perfetto UI and
+    /// chrome://tracing: a process per rank, a thread per location, a slice per interval
+    /// with its attributes, flows for messages and PXN links (docs/export.md).
+    ///
+    /// Exit status: 0 when written, 2 when the trace cannot be found or opened, 1 for
+    /// other failures. A trace (or --window) with more than --max-events slice events is
+    /// cut at the time where they run out, and a message on stderr says where.
+    Export(export::Args),
     /// Check an OTF2 trace: references resolve, time never goes back, Enter/Leave nest,
     /// collectives pair up, event counts match the definitions (docs/validate.md).
     ///
@@ -405,6 +414,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Export(args) => return export::main(&args),
         Command::Validate { archive, json } => match validate::validate(&archive) {
             Ok(report) => {
                 let text = if json {

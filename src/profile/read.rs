@@ -157,7 +157,7 @@ fn attribute_ids(defs: &GlobalDefs) -> AttributeIds {
 }
 
 /// What a location of the trace is, from its name (see docs/trace-schema.md).
-fn location_kind(name: &str) -> LocationKind {
+pub(crate) fn location_kind(name: &str) -> LocationKind {
     if nccl_scorep_merge::ops_stream(name).is_some() {
         LocationKind::OpsStream
     } else if name.contains(" proxy ") {
@@ -173,7 +173,7 @@ fn location_kind(name: &str) -> LocationKind {
 }
 
 /// A location's name without its lane: lanes exist only so that intervals nest in OTF2.
-fn without_lane(name: &str) -> &str {
+pub(crate) fn without_lane(name: &str) -> &str {
     match name.rsplit_once(" (lane ") {
         Some((base, lane)) if lane.ends_with(')') => base,
         _ => name,
@@ -674,7 +674,7 @@ fn role_name(role: u8) -> &'static str {
 
 /// A name's sort key in natural order: runs of digits compare as numbers
 /// (`thread 9` before `thread 10`).
-fn natural_key(name: &str) -> Vec<(String, u64)> {
+pub(crate) fn natural_key(name: &str) -> Vec<(String, u64)> {
     let mut key = Vec::new();
     let mut text = String::new();
     let mut chars = name.chars().peekable();
