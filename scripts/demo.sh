@@ -58,4 +58,5 @@ cat "$outdir/merge-report.txt"
 echo
 echo "open $outdir/traces.otf2 in Vampir (what to look at: vampir-samples/README.md)"
 echo "open $outdir/profile.cubex in Cube (what it holds: docs/profile.md)"
+echo "no Vampir? nccl-scorep export --format chrome $outdir -o trace.json, then open it in https://ui.perfetto.dev (docs/export.md)"
 echo "how the run was made: $outdir/run.json (docs/launcher.md)"
