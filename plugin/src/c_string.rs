@@ -3,10 +3,10 @@
 //!
 //! NCCL passes string literals, but nothing it passes is trusted: a string without its NUL
 //! that ends where mapped memory ends would make `strlen` fault and take the application
-//! with it. A string is read byte by byte, up to a bound, and each 4 KiB granule it touches
-//! must be known readable first: a granule is checked once (by asking the kernel to copy a
-//! byte of it into a pipe, which fails with `EFAULT` instead of faulting) and remembered in
-//! a small table, so the callback path pays a table lookup per string.
+//! with it. A string is read up to a bound, and each 4 KiB granule it touches must be known
+//! readable first: a granule is checked once (by asking the kernel to copy the string's
+//! first byte in it into a pipe, which fails with `EFAULT` instead of faulting) and
+//! remembered in a small table, so the callback path pays a table lookup per string.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,21 +51,22 @@ fn probe_pipe() -> Option<&'static (OwnedFd, OwnedFd)> {
 #[inline]
 fn readable(address: usize) -> bool {
     let granule = address / GRANULE;
-    READABLE[granule % READABLE.len()].load(Ordering::Relaxed) == granule + 1 || probe(granule)
+    READABLE[granule % READABLE.len()].load(Ordering::Relaxed) == granule + 1 || probe(address)
 }
 
-/// Asks the kernel whether `granule` can be read, and remembers it when it can.
+/// Asks the kernel whether the byte at `address` (the next one a string read touches) can
+/// be read, and remembers its granule when it can.
 #[cold]
 #[inline(never)]
-fn probe(granule: usize) -> bool {
+fn probe(address: usize) -> bool {
+    let granule = address / GRANULE;
     let slot = &READABLE[granule % READABLE.len()];
     let Some((read_end, write_end)) = probe_pipe() else {
         return true;
     };
-    let start = (granule * GRANULE) as *const libc::c_void;
-    // SAFETY: `write` reads one byte at `start` in the kernel, which reports an unreadable
-    // address as EFAULT instead of faulting.
-    let written = unsafe { libc::write(write_end.as_raw_fd(), start, 1) };
+    // SAFETY: `write` reads the one byte at `address` in the kernel, which reports an
+    // unreadable address as EFAULT instead of faulting.
+    let written = unsafe { libc::write(write_end.as_raw_fd(), address as *const libc::c_void, 1) };
     if written == 1 {
         let mut byte = 0u8;
         // SAFETY: reads the probe's byte back into a local (the pipe is non-blocking).
