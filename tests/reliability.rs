@@ -97,3 +97,40 @@ fn a_second_job_in_the_same_directory_says_that_it_replaces_the_first_ones_trace
     );
     assert!(out.join("traces.otf2").is_file());
 }
+
+/// A damaged event file is refused with a message naming it, never merged into a trace
+/// OTF2 cannot read.
+#[test]
+fn a_damaged_event_file_is_refused_by_the_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    assert!(single_job(&out).status.success());
+    let part = std::fs::read_dir(out.join("parts"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // The biggest event file: one with events.
+    let evt = std::fs::read_dir(part.join("traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "evt"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&evt).unwrap();
+    bytes[0] = 0x77;
+    std::fs::write(&evt, &bytes).unwrap();
+    let merged = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["merge", "--no-profile"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(merged.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&merged.stderr);
+    assert!(
+        said.contains("is damaged: chunk 0 does not start with a chunk header"),
+        "{said}"
+    );
+    assert!(said.contains(&evt.display().to_string()), "{said}");
+}

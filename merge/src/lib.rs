@@ -1008,7 +1008,16 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
             });
             continue;
         }
-        match otf2::read_part(&anchor) {
+        match otf2::read_part(&anchor).and_then(|defs| {
+            // A damaged event file would make the merged trace unreadable: refused here.
+            for location in defs.defs.locations.iter() {
+                let path = dir
+                    .join(EVENT_FILES_DIR)
+                    .join(format!("{}.evt", location.id));
+                recover::check_chunk_headers(&path, defs.event_chunk, location.number_of_events)?;
+            }
+            Ok(defs)
+        }) {
             Ok(defs) => {
                 names.push(name);
                 dirs.push(dir);

@@ -17,6 +17,8 @@
 
 mod event_file;
 
+pub(crate) use event_file::check_chunk_headers;
+
 use std::path::{Path, PathBuf};
 
 use otf2_sys::read::ClockOffset;

@@ -240,6 +240,62 @@ pub(crate) fn keep_first_events(path: &Path, chunk_bytes: u64, keep: u64) -> Res
     Err(format!("{} has no event {keep}", path.display()))
 }
 
+/// Checks the chunk headers of a finished event file: every chunk starts with a header in
+/// a known byte order, the chunks number their events without a gap, and they hold the
+/// `events` events the definitions announce. Reads one header per chunk, so a damaged or
+/// cut file is refused before the merge links it into a trace OTF2 cannot read.
+pub(crate) fn check_chunk_headers(
+    path: &Path,
+    chunk_bytes: u64,
+    events: u64,
+) -> Result<(), String> {
+    let damaged = |why: String| format!("{} is damaged: {why}", path.display());
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(_) if events == 0 => return Ok(()),
+        Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
+    };
+    let length = file.metadata().map_err(|e| damaged(e.to_string()))?.len();
+    let chunks = length.div_ceil(chunk_bytes.max(1));
+    let mut next_event = 1u64;
+    let mut header = [0u8; HEADER_BYTES];
+    for index in 0..chunks {
+        file.seek(SeekFrom::Start(index * chunk_bytes))
+            .and_then(|_| file.read_exact(&mut header))
+            .map_err(|e| damaged(format!("chunk {index}: {e}")))?;
+        if header[0] != CHUNK_HEADER {
+            return Err(damaged(format!(
+                "chunk {index} does not start with a chunk header"
+            )));
+        }
+        let big_endian = match header[1] {
+            LITTLE_ENDIAN => false,
+            BIG_ENDIAN => true,
+            other => {
+                return Err(damaged(format!(
+                    "chunk {index}: byte order mark {other:#04x}"
+                )))
+            }
+        };
+        let first = read_u64(&header, FIRST_EVENT_AT, big_endian).unwrap_or_default();
+        let last = read_u64(&header, LAST_EVENT_AT, big_endian).unwrap_or_default();
+        if first != next_event || last + 1 < first {
+            return Err(damaged(format!(
+                "chunk {index} numbers its events {first} to {last}, after {} events",
+                next_event - 1
+            )));
+        }
+        next_event = last + 1;
+    }
+    if next_event - 1 != events {
+        return Err(damaged(format!(
+            "it holds {} events where the definitions announce {events}",
+            next_event - 1
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +326,31 @@ mod tests {
         let length = (chunks * CHUNK + extra) as usize;
         assert!(bytes.len() > length, "write more events");
         std::fs::write(to, &bytes[..length]).unwrap();
+    }
+
+    #[test]
+    fn damaged_event_files_are_told_from_sound_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        // 30 000 pairs of nested intervals: 120 000 events in several chunks.
+        let evt = write_nested_events(&dir.path().join("sound"), 30_000, 0);
+        let events = 120_000;
+        check_chunk_headers(&evt, CHUNK, events).unwrap();
+        let why = check_chunk_headers(&evt, CHUNK, events + 1).unwrap_err();
+        assert!(why.contains("where the definitions announce"), "{why}");
+        // A chunk header overwritten, and the file cut after its first chunk.
+        let mut bytes = std::fs::read(&evt).unwrap();
+        assert!(bytes.len() as u64 > CHUNK, "several chunks");
+        let broken = dir.path().join("broken.evt");
+        bytes[CHUNK as usize] = 0x77;
+        std::fs::write(&broken, &bytes).unwrap();
+        let why = check_chunk_headers(&broken, CHUNK, events).unwrap_err();
+        assert!(
+            why.contains("chunk 1 does not start with a chunk header"),
+            "{why}"
+        );
+        std::fs::write(&broken, &bytes[..CHUNK as usize]).unwrap();
+        assert!(check_chunk_headers(&broken, CHUNK, events).is_err());
+        assert!(check_chunk_headers(&dir.path().join("none.evt"), CHUNK, 0).is_ok());
     }
 
     #[test]
