@@ -300,27 +300,12 @@ fn read_one_by_one<W: Write>(
     locations: &[u64],
     exporter: &mut Exporter<'_, W>,
 ) -> Result<(), otf2_sys::Error> {
-    if locations.is_empty() {
-        return Ok(());
-    }
-    let archive = Reader::open(anchor)?;
-    archive.select_locations(locations)?;
-    let events = archive.open_event_files()?;
-    let definitions = archive.open_definition_files()?;
-    for &location in locations {
-        let location_events = events.location(location)?;
-        // Its mapping tables and clock offsets, for its event reader.
-        definitions.apply(location)?;
+    crate::profile::each_location(anchor, locations, |location, events| {
         exporter.restart();
-        location_events.read_all(exporter)?;
+        events.read_all(exporter)?;
         exporter.finish_locations(&[location]);
-        if exporter.error.is_some() {
-            break;
-        }
-    }
-    drop(definitions);
-    drop(events);
-    archive.close()
+        Ok(exporter.error.is_none())
+    })
 }
 
 /// Seconds, exact to the nanosecond.

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use otf2_sys::read::{EventContext, EventVisitor, Reader};
+use otf2_sys::read::{EventContext, EventVisitor};
 
 use super::read::Range;
 
@@ -86,20 +86,12 @@ pub fn cut(
         depth: 0,
         in_window: false,
     };
-    let archive = Reader::open(anchor)?;
-    archive.select_locations(locations)?;
-    let events = archive.open_event_files()?;
-    let definitions = archive.open_definition_files()?;
-    for &location in locations {
-        let location_events = events.location(location)?;
-        definitions.apply(location)?;
+    crate::profile::each_location(anchor, locations, |_, events| {
         counter.depth = 0;
         counter.in_window = false;
-        location_events.read_all(&mut counter)?;
-    }
-    drop(definitions);
-    drop(events);
-    archive.close()?;
+        events.read_all(&mut counter)?;
+        Ok(true)
+    })?;
     let mut kept = counter.open_at_start * 2;
     let window_events = kept + counter.begins.iter().sum::<u64>() * 2;
     if window_events <= max_events {

@@ -7,9 +7,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use otf2_sys::read::GlobalDefs;
-use otf2_sys::{
-    OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_UINT32,
-};
+use otf2_sys::OTF2_GROUP_TYPE_COMM_LOCATIONS;
 
 use super::json::{TraceJson, Track};
 use crate::profile::{location_kind, natural_key, without_lane, LocationKind};
@@ -47,16 +45,7 @@ impl Layout {
     /// The layout of every location of `defs` that has events.
     pub fn of(defs: &GlobalDefs) -> Layout {
         let string = |id: u32| defs.string(id).unwrap_or("").to_owned();
-        // The process of each location group: itself, or the group that created it.
-        let process_group = |group: u32| -> u32 {
-            match defs.location_groups.get(&group) {
-                Some(g) if u32::from(g.group_type) == OTF2_LOCATION_GROUP_TYPE_PROCESS => group,
-                Some(g) if g.creating_location_group != OTF2_UNDEFINED_UINT32 => {
-                    g.creating_location_group
-                }
-                _ => group,
-            }
-        };
+        let process_group = |group: u32| crate::profile::process_of_group(defs, group);
         let mut ids: Vec<u64> = defs
             .locations
             .iter()

@@ -11,7 +11,9 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 
-use otf2_sys::read::{CollectiveEnd, EventContext, EventVisitor, GlobalDefs, MpiMessage, Reader};
+use otf2_sys::read::{
+    CollectiveEnd, EventContext, EventVisitor, GlobalDefs, LocationEvents, MpiMessage, Reader,
+};
 use otf2_sys::{OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_UINT32};
 
 use super::{LocationKind, Metric, Process, Profile, ProfileLocation, Sample};
@@ -114,6 +116,20 @@ fn read_one_by_one(
     locations: &[u64],
     visitor: &mut ProfileReader<'_>,
 ) -> Result<(), otf2_sys::Error> {
+    each_location(anchor, locations, |_, events| {
+        Ok(!events.read_all(visitor)?.interrupted)
+    })
+}
+
+/// Opens the archive at `anchor` and hands `read` the event reader of each of `locations`
+/// in turn, with the location's mapping tables and clock offsets applied: reading one
+/// location at a time keeps one chunk in memory instead of one per location. `read` says
+/// whether to go on.
+pub(crate) fn each_location(
+    anchor: &Path,
+    locations: &[u64],
+    mut read: impl FnMut(u64, LocationEvents<'_, '_>) -> Result<bool, otf2_sys::Error>,
+) -> Result<(), otf2_sys::Error> {
     if locations.is_empty() {
         return Ok(());
     }
@@ -123,10 +139,8 @@ fn read_one_by_one(
     let definitions = archive.open_definition_files()?;
     for &location in locations {
         let location_events = events.location(location)?;
-        // Its mapping tables and clock offsets, for its event reader.
         definitions.apply(location)?;
-        let read = location_events.read_all(visitor)?;
-        if read.interrupted {
+        if !read(location, location_events)? {
             break;
         }
     }
@@ -180,20 +194,21 @@ pub(crate) fn without_lane(name: &str) -> &str {
     }
 }
 
+/// The process a location group belongs to: itself when it is a process, else the group
+/// that created it (a GPU's group is created by its process's).
+pub(crate) fn process_of_group(defs: &GlobalDefs, group: u32) -> u32 {
+    match defs.location_groups.get(&group) {
+        Some(g) if u32::from(g.group_type) == OTF2_LOCATION_GROUP_TYPE_PROCESS => group,
+        Some(g) if g.creating_location_group != OTF2_UNDEFINED_UINT32 => g.creating_location_group,
+        _ => group,
+    }
+}
+
 /// The processes and locations of the trace; returns trace location id → (profile
 /// location, kind).
 fn define_system(defs: &GlobalDefs, profile: &mut Profile) -> HashMap<u64, (usize, LocationKind)> {
     let string = |id: u32| defs.string(id).unwrap_or("").to_owned();
-    // The process of each location group: itself, or the group that created it.
-    let process_group = |group: u32| -> u32 {
-        match defs.location_groups.get(&group) {
-            Some(g) if u32::from(g.group_type) == OTF2_LOCATION_GROUP_TYPE_PROCESS => group,
-            Some(g) if g.creating_location_group != OTF2_UNDEFINED_UINT32 => {
-                g.creating_location_group
-            }
-            _ => group,
-        }
-    };
+    let process_group = |group: u32| process_of_group(defs, group);
     profile.machine = defs
         .system_tree_nodes
         .iter()
