@@ -116,12 +116,7 @@ fn judge(collective: &Collective, comm: &str) -> Vec<Lateness> {
     for instance in &collective.complete {
         // Relative to the first arrival: nanoseconds since 1970 lose their last digits in
         // an f64.
-        let first = instance
-            .parts
-            .iter()
-            .map(|p| p.arrival_ns)
-            .min()
-            .unwrap_or(0);
+        let first = instance.first_arrival();
         let mut arrivals: Vec<f64> = instance
             .parts
             .iter()

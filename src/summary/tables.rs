@@ -32,6 +32,10 @@ pub(super) struct Instance {
 }
 
 impl Instance {
+    pub fn first_arrival(&self) -> i128 {
+        self.parts.iter().map(|p| p.arrival_ns).min().unwrap_or(0)
+    }
+
     pub fn last_arrival(&self) -> i128 {
         self.parts.iter().map(|p| p.arrival_ns).max().unwrap_or(0)
     }
@@ -147,12 +151,7 @@ impl Acc {
     fn add_instance(&mut self, instance: &Instance) {
         self.calls += 1;
         self.bytes += instance.size as f64;
-        let first = instance
-            .parts
-            .iter()
-            .map(|p| p.arrival_ns)
-            .min()
-            .unwrap_or(0);
+        let first = instance.first_arrival();
         let last = instance.last_arrival();
         let end = instance
             .parts
