@@ -115,7 +115,7 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
     let mut lost_per_thread: HashMap<(u64, &str), u64> = HashMap::new();
     for (&location, &lost) in &collector.lost {
         let name = defs.locations.get(&location).map_or("", |l| string(l.name));
-        let thread = name.split(" (lane ").next().unwrap_or(name);
+        let thread = crate::profile::without_lane(name);
         let slot = lost_per_thread
             .entry((location & 0xffff_ffff, thread))
             .or_default();
