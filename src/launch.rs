@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, Local, SecondsFormat};
-use nccl_scorep_common::job::Job;
+use nccl_scorep_common::job::{file_name_safe, Job};
 use nccl_scorep_common::provenance::{self, RUN_JSON_FILE, RUN_JSON_SCHEMA};
 use nccl_scorep_common::RunDir;
 use serde::Serialize;
@@ -217,18 +217,6 @@ pub fn experiment_name(now: &DateTime<Local>, id: &str) -> String {
         now.format("%Y%m%d_%H%M"),
         file_name_safe(id)
     )
-}
-
-/// `text` with every character that does not belong in a file name replaced by `-`.
-fn file_name_safe(text: &str) -> String {
-    let safe: String = text
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '-' => c,
-            _ => '-',
-        })
-        .collect();
-    safe.trim_start_matches('.').to_owned()
 }
 
 /// Creates the experiment directory: `explicit` (which must not exist, or be empty), else

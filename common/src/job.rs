@@ -424,6 +424,22 @@ fn is_usable_hostname(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// `text` with every character outside `[A-Za-z0-9._-]` replaced by `-`, and without
+/// leading dots: a part of a file name that cannot name another directory.
+pub fn file_name_safe(text: &str) -> String {
+    let safe: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    safe.trim_start_matches('.').to_owned()
+}
+
 /// The system's host name, made safe for file names (it becomes part of a part's
 /// directory name): see [`file_name_safe_host`].
 fn system_hostname() -> String {
@@ -438,21 +454,10 @@ fn system_hostname() -> String {
     }
 }
 
-/// `name` with every character outside `[A-Za-z0-9._-]` replaced by `-`, without leading
-/// dots, at most 64 characters: a host name a container or a hostile node gave cannot put
-/// `/` or `..` into a path.
+/// `name` made safe for file names ([`file_name_safe`]), at most 64 characters: a host
+/// name a container or a hostile node gave cannot put `/` or `..` into a path.
 fn file_name_safe_host(name: &str) -> String {
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let safe: String = safe.trim_start_matches('.').chars().take(64).collect();
+    let safe: String = file_name_safe(name).chars().take(64).collect();
     if safe.is_empty() {
         "unknown-host".into()
     } else {
