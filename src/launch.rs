@@ -12,7 +12,6 @@
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus};
@@ -594,11 +593,12 @@ fn job_experiment_dir(job: &Job) -> Result<PathBuf, LaunchError> {
     let cwd = std::env::current_dir()
         .map_err(|e| error(format!("cannot tell the working directory: {e}")))?;
     let id = file_name_safe(&job.job_id);
-    let lock = File::open(&cwd).ok();
-    if let Some(file) = &lock {
-        // SAFETY: flock on a descriptor this function owns; released when `lock` drops.
-        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    }
+    // Best effort: without the lock (a file system without flock) ranks still find a
+    // directory another rank created before they looked.
+    let cwd_file = File::open(&cwd).ok();
+    let _lock = cwd_file
+        .as_ref()
+        .and_then(|file| nccl_scorep_common::flock::Flock::exclusive(file).ok());
     let suffix = format!("_{id}");
     let existing = fs::read_dir(&cwd).ok().and_then(|entries| {
         entries.filter_map(Result::ok).find_map(|entry| {

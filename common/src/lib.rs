@@ -6,6 +6,7 @@
 //! opened without following planted links ([`safe_file`]).
 
 pub mod clock;
+pub mod flock;
 pub mod job;
 pub mod ledger;
 pub mod provenance;

@@ -27,12 +27,12 @@
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::log;
+use nccl_scorep_common::flock::Flock;
 use nccl_scorep_common::job::Job;
 use nccl_scorep_common::ledger::{self, JobEntries};
 use nccl_scorep_common::{safe_file, PartDir, RunDir};
@@ -298,31 +298,6 @@ fn append(file: &mut File, line: &str) -> std::io::Result<()> {
     file.seek(SeekFrom::End(0))?;
     file.write_all(line.as_bytes())?;
     file.flush()
-}
-
-/// An exclusive `flock`, released on drop (and by the kernel when the process dies).
-struct Flock<'a>(&'a File);
-
-impl<'a> Flock<'a> {
-    fn exclusive(file: &'a File) -> std::io::Result<Flock<'a>> {
-        loop {
-            // SAFETY: the descriptor is open for the life of `file`, which outlives the lock.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(Flock(file));
-            }
-            let error = std::io::Error::last_os_error();
-            if error.kind() != std::io::ErrorKind::Interrupted {
-                return Err(error);
-            }
-        }
-    }
-}
-
-impl Drop for Flock<'_> {
-    fn drop(&mut self) {
-        // SAFETY: as above; unlocking a held lock has no other precondition.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
-    }
 }
 
 #[cfg(test)]
