@@ -10,6 +10,7 @@ mod nccl_ops;
 
 mod probe;
 mod profile;
+mod report;
 mod summary;
 mod validate;
 
@@ -181,6 +182,14 @@ enum Command {
     /// other failures. A trace (or --window) with more than --max-events slice events is
     /// cut at the time where they run out, and a message on stderr says where.
     Export(export::Args),
+    /// Write a job's merged trace as one self-contained HTML page that opens offline:
+    /// the summary's tables, bus bandwidth vs message size, the ranks' arrival skew, an
+    /// interactive timeline of the slowest collective, point-to-point bytes rank to rank,
+    /// and where each process's time went (docs/report.md).
+    ///
+    /// Exit status: 0 when written, 2 when the trace cannot be found or opened, 1 for
+    /// other failures.
+    Report(report::Args),
     /// Check an OTF2 trace: references resolve, time never goes back, Enter/Leave nest,
     /// collectives pair up, event counts match the definitions (docs/validate.md).
     ///
@@ -415,6 +424,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Export(args) => return export::main(&args),
+        Command::Report(args) => return report::main(&args),
         Command::Validate { archive, json } => match validate::validate(&archive) {
             Ok(report) => {
                 let text = if json {

@@ -22,7 +22,7 @@ mod archive;
 mod hygiene;
 mod render;
 mod straggler;
-mod tables;
+pub(crate) mod tables;
 
 pub use render::{render, render_csv};
 use straggler::{Lateness, Rule};
@@ -34,21 +34,21 @@ pub const SCHEMA: &str = "nccl-scorep-summary/2";
 
 /// One rank's part in one collective or transfer.
 #[derive(Clone, Debug)]
-struct Part {
-    rank: i64,
-    nranks: i64,
-    bytes: u64,
-    arrival_ns: i128,
-    completion_ns: i128,
+pub(crate) struct Part {
+    pub rank: i64,
+    pub nranks: i64,
+    pub bytes: u64,
+    pub arrival_ns: i128,
+    pub completion_ns: i128,
 }
 
 /// One rank's send or receive.
 #[derive(Clone, Debug)]
-struct Transfer {
-    comm_hash: String,
-    func: String,
-    peer: i64,
-    part: Part,
+pub(crate) struct Transfer {
+    pub comm_hash: String,
+    pub func: String,
+    pub peer: i64,
+    pub part: Part,
 }
 
 /// What the readers gather, from logs or archives.
@@ -177,6 +177,21 @@ pub fn main(path: &Path, format: Format) -> ExitCode {
 /// Summarises `path`: an archive's anchor file, a directory holding `traces.otf2`, or a
 /// run directory (its parts' archives, or else its `*.jsonl` event logs).
 pub fn summarize(path: &Path) -> Result<Summary, Error> {
+    summarize_in_detail(path).map(|detailed| detailed.summary)
+}
+
+/// A summary with the matched collectives and the transfers it was made of (for the
+/// report's plots).
+pub(crate) struct Detailed {
+    pub summary: Summary,
+    pub collectives: Vec<tables::Collective>,
+    pub transfers: Vec<Transfer>,
+    /// Communicator hash → its name, as the summary names it.
+    pub comm_names: HashMap<String, String>,
+}
+
+/// [`summarize`], keeping what the summary was made of.
+pub(crate) fn summarize_in_detail(path: &Path) -> Result<Detailed, Error> {
     let cannot_open =
         |e: io::Error| Error::CannotOpen(format!("cannot open {}: {e}", path.display()));
     let metadata = std::fs::metadata(path).map_err(cannot_open)?;
@@ -225,7 +240,7 @@ pub fn summarize(path: &Path) -> Result<Summary, Error> {
     let (operations, total_time_ms) =
         tables::operations(&collectives, &collected.transfers, &collected.comm_names);
     let ranks = tables::ranks(&collectives, &collected.transfers, &collected.comm_names);
-    Ok(Summary {
+    let summary = Summary {
         schema: SCHEMA,
         input: path.display().to_string(),
         source: source.to_owned(),
@@ -243,6 +258,12 @@ pub fn summarize(path: &Path) -> Result<Summary, Error> {
         lost_records: collected.lost_records,
         pxn_foreign_ops: collected.pxn_ops,
         pxn_linked_ops: collected.pxn_linked,
+    };
+    Ok(Detailed {
+        summary,
+        collectives,
+        transfers: collected.transfers,
+        comm_names: collected.comm_names,
     })
 }
 

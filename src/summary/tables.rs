@@ -9,7 +9,7 @@ use crate::nccl_ops::size_and_factor;
 use nccl_scorep_common::sizes::size_bucket;
 
 /// One communicator and collective function, its instances matched across the ranks.
-pub(super) struct Collective {
+pub(crate) struct Collective {
     pub hash: String,
     pub func: String,
     pub nranks: i64,
@@ -20,7 +20,7 @@ pub(super) struct Collective {
 }
 
 /// One collective instance.
-pub(super) struct Instance {
+pub(crate) struct Instance {
     /// The size bucket of the largest `nccl.bytes` of its parts.
     pub bucket: String,
     /// Its size as NCCL's performance tests count it.
@@ -271,7 +271,7 @@ impl Buckets {
 }
 
 /// The name of communicator `hash`.
-pub(super) fn comm_name(hash: &str, comm_names: &HashMap<String, String>) -> String {
+pub(crate) fn comm_name(hash: &str, comm_names: &HashMap<String, String>) -> String {
     comm_names
         .get(hash)
         .cloned()

@@ -1,0 +1,311 @@
+//! `nccl-scorep report` on a 4-rank nccl-sim job under mpirun with a rank planted late:
+//! the page opened in a real headless Chromium (no console error, every plot drawn, the
+//! heatmap's hottest row the late rank, a screenshot kept), its offline-ness, the PNGs of
+//! `--png`, and the messages for paths that hold no trace.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
+/// The rank nccl-sim makes late at every iteration.
+const LATE_RANK: i64 = 3;
+/// The pictures the report draws for this job, in page order.
+const PLOTS: [&str; 5] = [
+    "bandwidth",
+    "skew-heatmap",
+    "timeline",
+    "p2p-matrix",
+    "time-per-rank",
+];
+
+/// A 4-rank job under mpirun: groups of collectives and send/recv rounds, PXN, rank
+/// [`LATE_RANK`] 3 ms late at every iteration; its run directory, merged by its last
+/// process. Run once for all tests.
+fn job() -> &'static Path {
+    static JOB: OnceLock<PathBuf> = OnceLock::new();
+    JOB.get_or_init(|| {
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // The jobs of earlier runs whose test process is gone.
+        for entry in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("report-job-") {
+                if !Path::new("/proc").join(pid).exists() {
+                    drop(std::fs::remove_dir_all(entry.path()));
+                }
+            }
+        }
+        let out = tmp.join(format!("report-job-{}", std::process::id()));
+        drop(std::fs::remove_dir_all(&out));
+        let output = Command::new("mpirun")
+            .args(["-np", "4", "--oversubscribe", "--bind-to", "none"])
+            .args(["-x", "NCCL_SCOREP_OUTPUT_DIR", "-x", "NCCL_SCOREP_EVENTS"])
+            .args(["-x", "NCCL_SCOREP_TOOL"])
+            .arg(nccl_sim::binary_for_tests())
+            .args(["run", "--scenario", "group", "--scenario", "p2p"])
+            .args(["--iterations", "8", "--sizes", "64K,1M", "--pxn"])
+            .args(["--late-rank", &LATE_RANK.to_string(), "--late-us", "3000"])
+            .arg("--plugin")
+            .arg(nccl_sim::our_plugin_for_tests())
+            .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+            .env("NCCL_SCOREP_TOOL", TOOL)
+            .env("NCCL_SCOREP_EVENTS", "default,steps")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("mpirun (Debian package openmpi-bin; scripts/test.sh installs it)");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(out.join("traces.otf2").is_file(), "the job was not merged");
+        out
+    })
+}
+
+fn report(args: &[&str]) -> Output {
+    Command::new(TOOL)
+        .arg("report")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The page of the job, written once with `--png`: (page, PNG directory).
+fn page() -> &'static (PathBuf, PathBuf) {
+    static PAGE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    PAGE.get_or_init(|| {
+        let page = job().join("report.html");
+        let pngs = job().join("pictures");
+        let output = Command::new(TOOL)
+            .arg("report")
+            .arg(job())
+            .arg("--png")
+            .arg(&pngs)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("report written to {}", page.display())),
+            "{stdout}"
+        );
+        (page, pngs)
+    })
+}
+
+/// The self-contained page: nothing fetched from anywhere, the summary and every plot in
+/// it, the late rank named.
+#[test]
+fn the_page_holds_every_part_inline_and_names_the_late_rank() {
+    let html = std::fs::read_to_string(&page().0).unwrap();
+    for external in ["src=\"http", "href=\"http", "<link", "@import", "url(http"] {
+        assert!(!html.contains(external), "{external} in the page");
+    }
+    // Every plot, as inline SVG in its section.
+    for plot in PLOTS {
+        let start = html
+            .find(&format!("data-plot=\"{plot}\""))
+            .unwrap_or_else(|| panic!("no {plot}"));
+        let section = &html[start..start + html[start..].find("</section>").unwrap()];
+        assert!(section.contains("<svg"), "{plot} has no SVG");
+        let marks: usize = ["<rect", "<circle", "<polyline", "<path", "<line"]
+            .iter()
+            .map(|mark| section.matches(mark).count())
+            .sum();
+        assert!(marks >= 10, "{plot}: {section}");
+    }
+    // The summary's table and its straggler line.
+    assert!(html.contains("<td>AllReduce</td>"), "no AllReduce row");
+    assert!(html.contains("<td>Send</td>"), "no Send row");
+    assert!(
+        html.contains(&format!("<b>rank {LATE_RANK} in ")),
+        "the late rank is not named"
+    );
+    assert!(html.contains(&format!("<b id=\"hottest-rank\">rank {LATE_RANK}</b>")));
+    // The timeline's data: ops streams and channels of every rank.
+    let data = html
+        .split("<script type=\"application/json\" id=\"timeline-data\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</script>").next())
+        .expect("timeline data");
+    let timeline: Value = serde_json::from_str(data).unwrap();
+    let tracks = timeline["tracks"].as_array().unwrap();
+    for rank in 0..4 {
+        assert!(
+            tracks.iter().any(|t| t["name"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("rank {rank} ops"))),
+            "no ops stream of rank {rank}"
+        );
+    }
+    assert!(tracks.iter().any(|t| t["kind"] == "channel"));
+    let strings = timeline["strings"].as_array().unwrap();
+    assert!(
+        strings
+            .iter()
+            .any(|s| s.as_str().unwrap().contains("bytes, seq ")),
+        "no details with bytes and seq: {strings:?}"
+    );
+}
+
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser"].iter().find_map(|name| {
+        let found = Command::new("which").arg(name).output().ok()?;
+        found
+            .status
+            .success()
+            .then(|| PathBuf::from(String::from_utf8_lossy(&found.stdout).trim()))
+    })
+}
+
+/// Headless Chromium on `page` with `args`, offline, in a fresh profile.
+fn run_chromium(chromium: &Path, page: &Path, args: &[&str]) -> Output {
+    let profile = tempfile::tempdir().unwrap();
+    Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            // Time for the page's script to run before the DOM is dumped.
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap()
+}
+
+/// The page in a real browser: its script ran without an error, drew every plot and the
+/// timeline, and finds the planted late rank as the heatmap's hottest row.
+#[test]
+fn the_page_in_headless_chromium_draws_every_plot_and_the_late_rank_is_the_hottest_row() {
+    let Some(chromium) = chromium() else {
+        println!("skipped: chromium is not installed (Debian package chromium; scripts/test.sh installs it)");
+        return;
+    };
+    let (page, _) = page();
+    let output = run_chromium(&chromium, page, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // The page's console: nothing logged, no uncaught error.
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains("CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let check = dom
+        .split("<pre id=\"self-check\" hidden=\"\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</pre>").next())
+        .unwrap_or_else(|| panic!("no self-check in the DOM: {dom}"));
+    let check = check
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let check: Value =
+        serde_json::from_str(&check).unwrap_or_else(|e| panic!("{e}: self-check {check}"));
+    assert_eq!(check["errors"], serde_json::json!([]), "{check:#}");
+    for plot in PLOTS {
+        let marks = check["plots"][plot].as_u64().unwrap_or(0);
+        assert!(marks >= 10, "{plot}: {marks} marks: {check:#}");
+    }
+    // Ranks × calls cells at least.
+    assert!(check["plots"]["skew-heatmap"].as_u64().unwrap() >= 4 * 8);
+    assert!(check["timeline"]["tracks"].as_u64().unwrap() >= 4 * 2);
+    assert!(
+        check["timeline"]["drawn"].as_u64().unwrap() >= 8,
+        "{check:#}"
+    );
+    assert_eq!(check["hottest_rank"], LATE_RANK, "{check:#}");
+
+    // A picture of the page, to look at.
+    let screenshot = job().join("report-screenshot.png");
+    let output = run_chromium(
+        &chromium,
+        page,
+        &[
+            &format!("--screenshot={}", screenshot.display()),
+            "--window-size=1100,3400",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let png = std::fs::read(&screenshot).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    assert!(png.len() > 50_000, "{} bytes", png.len());
+    println!("screenshot of the page: {}", screenshot.display());
+}
+
+/// The width and height a PNG's header gives.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert_eq!(&png[12..16], b"IHDR");
+    let word = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+    (word(16), word(20))
+}
+
+#[test]
+fn png_writes_one_picture_per_plot() {
+    let (_, pngs) = page();
+    let mut names: Vec<String> = std::fs::read_dir(pngs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = PLOTS.iter().map(|p| format!("{p}.png")).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    for name in names {
+        let png = std::fs::read(pngs.join(&name)).unwrap();
+        let (width, height) = png_size(&png);
+        // Twice the page's size, and not a blank image (a blank one compresses to little).
+        assert!(width >= 1000 && height >= 200, "{name}: {width}×{height}");
+        assert!(png.len() > 10_000, "{name}: {} bytes", png.len());
+    }
+}
+
+#[test]
+fn a_path_without_a_trace_is_refused_with_a_clear_message_and_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here");
+    let output = report(&[missing.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let output = report(&[empty.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no trace in"), "{stderr}");
+
+    let not_a_trace = dir.path().join("traces.otf2");
+    std::fs::write(&not_a_trace, "not OTF2\n").unwrap();
+    let output = report(&[not_a_trace.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("nccl-scorep report: cannot open"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("report.html").exists());
+}
