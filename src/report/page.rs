@@ -160,9 +160,9 @@ pub fn render(report: &Report, plots: &[(Plot, String)]) -> Result<String, Strin
         .as_str()
         .or_else(|| summary.provenance["nccl_version"].as_str())
         .unwrap_or("");
-    let _ = write!(
+    let _ = writeln!(
         html,
-        "<p>{} processes, {:.3} ms in NCCL operations over all ranks{}{}.</p></header>\n",
+        "<p>{} processes, {:.3} ms in NCCL operations over all ranks{}{}.</p></header>",
         summary.processes,
         summary.total_time_ms,
         if nccl.is_empty() { "" } else { ", NCCL " },
@@ -190,10 +190,10 @@ pub fn render(report: &Report, plots: &[(Plot, String)]) -> Result<String, Strin
         );
         if plot.id == "skew-heatmap" {
             if let Some(heatmap) = &report.heatmap {
-                let _ = write!(
+                let _ = writeln!(
                     html,
-                    "<p>{} calls of {} on {}; latest rank on average: <b id=\"hottest-rank\">\
-                     {}</b>.</p>\n",
+                    "<p>{} calls of {} on {}; latest rank on median: <b id=\"hottest-rank\">\
+                     {}</b>.</p>",
                     heatmap.instances,
                     escape(&heatmap.func),
                     escape(&heatmap.comm),
@@ -204,7 +204,7 @@ pub fn render(report: &Report, plots: &[(Plot, String)]) -> Result<String, Strin
             }
         }
         if plot.id == "timeline" {
-            let _ = write!(html, "<p>Window: {}.</p>\n", escape(&report.timeline.why));
+            let _ = writeln!(html, "<p>Window: {}.</p>", escape(&report.timeline.why));
         }
         // The SVG's XML declaration is not wanted inside HTML.
         let svg = svg

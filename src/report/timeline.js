@@ -141,9 +141,11 @@
   var hottest = null;
   if (report.heatmap) {
     var best = -1;
+    // The row with the largest median skew (a job's first calls carry its start-up).
     report.heatmap.skew_us.forEach(function (row, index) {
-      var mean = row.reduce(function (a, b) { return a + b; }, 0) / Math.max(1, row.length);
-      if (mean > best) { best = mean; hottest = report.heatmap.ranks[index]; }
+      var sorted = row.slice().sort(function (a, b) { return a - b; });
+      var median = sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0;
+      if (median > best) { best = median; hottest = report.heatmap.ranks[index]; }
     });
   }
   document.getElementById('self-check').textContent = JSON.stringify({
