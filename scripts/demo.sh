@@ -9,7 +9,7 @@
 set -euo pipefail
 
 # Debian packages the demo needs beyond the Rust toolchain.
-DEBIAN_PACKAGES=(openmpi-bin libotf2-trace-dev otf2-tools libclang-dev)
+DEBIAN_PACKAGES=(openmpi-bin libotf2-trace-dev otf2-tools libclang-dev fonts-dejavu-core)
 
 if [[ $# -gt 1 ]]; then
     echo "usage: $0 [OUTDIR]" >&2
@@ -55,7 +55,11 @@ step "the job merged its processes' parts into one archive (and its CUBE4 profil
 cat "$outdir/merge-report.txt"
 "$target_root/release/nccl-scorep" validate "$outdir" | tail -n 1
 
+step "the HTML report: summary tables, bandwidth, arrival skew, timeline, point-to-point, time per rank"
+"$target_root/release/nccl-scorep" report "$outdir"
+
 echo
+echo "open $outdir/report.html in a browser (what each plot shows: docs/report.md)"
 echo "open $outdir/traces.otf2 in Vampir (what to look at: vampir-samples/README.md)"
 echo "open $outdir/profile.cubex in Cube (what it holds: docs/profile.md)"
 echo "no Vampir? nccl-scorep export --format chrome $outdir -o trace.json, then open it in https://ui.perfetto.dev (docs/export.md)"

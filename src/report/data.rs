@@ -307,7 +307,7 @@ fn p2p_matrices(
             .entry((transfer.part.rank, transfer.peer))
             .or_default() += transfer.part.bytes;
     }
-    by_comm
+    let mut matrices: Vec<P2pMatrix> = by_comm
         .into_iter()
         .map(|(hash, pairs)| {
             let nranks = transfers
@@ -331,7 +331,10 @@ fn p2p_matrices(
                 bytes,
             }
         })
-        .collect()
+        .collect();
+    // The communicator that moved the most bytes first: the one the picture shows.
+    matrices.sort_by_key(|m| std::cmp::Reverse(m.bytes.iter().flatten().sum::<u64>()));
+    matrices
 }
 
 /// The default window: the slowest collective instance (first arrival → last
