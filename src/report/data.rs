@@ -338,7 +338,8 @@ fn p2p_matrices(
 }
 
 /// The default window: the slowest collective instance (first arrival → last
-/// completion) with the instances before and after it, absolute ns, and why.
+/// completion; not a first call) with the instances before and after it, absolute ns,
+/// and why.
 fn slowest_window(
     collectives: &[Collective],
     comm_names: &HashMap<String, String>,
@@ -351,9 +352,12 @@ fn slowest_window(
             .max()
             .unwrap_or(0)
     };
+    // A collective's first call carries the communicator's start-up (NCCL's performance
+    // tests leave it out as warm-up): it is left out where there are three or more.
+    let first_counted = |c: &Collective| usize::from(c.complete.len() >= 3);
     let (collective, index) = collectives
         .iter()
-        .flat_map(|c| (0..c.complete.len()).map(move |i| (c, i)))
+        .flat_map(|c| (first_counted(c)..c.complete.len()).map(move |i| (c, i)))
         .max_by_key(|(c, i)| end_of(&c.complete[*i]) - c.complete[*i].first_arrival())?;
     let before = &collective.complete[index.saturating_sub(1)];
     let slowest = &collective.complete[index];

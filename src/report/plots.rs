@@ -19,6 +19,9 @@ pub struct Plot {
     pub size: (u32, u32),
 }
 
+/// The height of a PNG's title, px.
+const TITLE_PX: u32 = 36;
+
 /// Where fonts are looked for, in order (Debian's fonts-dejavu-core first).
 const FONT_FILES: &[&str] = &[
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -123,9 +126,21 @@ impl Plot {
     pub fn png(&self, report: &Report, path: &std::path::Path) -> Result<(), String> {
         // Twice the page's size, fonts and marks scaled with it: sharp on slides.
         let size = (self.size.0 * 2, self.size.1 * 2);
-        let area = BitMapBackend::new(path, size).into_drawing_area();
+        let area = BitMapBackend::new(path, (size.0, size.1 + TITLE_PX * 2)).into_drawing_area();
         area.fill(&WHITE).map_err(|e| e.to_string())?;
-        self.draw(report, &area)?;
+        // A picture on its own carries its title (the page has it as a heading).
+        let (title, body) = area.split_vertically(TITLE_PX * 2);
+        title
+            .draw(&Text::new(
+                self.title.clone(),
+                (TITLE_PX as i32, TITLE_PX as i32),
+                ("sans-serif", TITLE_PX)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(err)?;
+        self.draw(report, &body)?;
         area.present()
             .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
@@ -616,7 +631,7 @@ fn timeline<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .margin(px / 2 + 4)
         .x_label_area_size(px * 3)
-        .y_label_area_size(px * 12)
+        .y_label_area_size(px * 16)
         .build_cartesian_2d(start..end, rows_axis(rows))
         .map_err(err)?;
     chart

@@ -22,8 +22,7 @@
   }
 
   function label(track) {
-    var at = track.name.lastIndexOf(' rank ');
-    return track.process + ': ' + (at >= 0 ? track.name.slice(at + 1) : track.name);
+    return track.name;
   }
 
   function xOf(ns, width) {
@@ -116,7 +115,7 @@
     var interval = found.interval;
     tooltip.textContent = data.strings[interval[3]] + '\n' +
       (data.strings[interval[4]] ? data.strings[interval[4]] + '\n' : '') +
-      found.track.name + '\n' +
+      found.track.name + ' (' + found.track.process + ')\n' +
       'start ' + ((data.start_ns + interval[0]) / 1e6).toFixed(3) + ' ms, ' +
       ((interval[1] - interval[0]) / 1e3).toFixed(1) + ' µs';
     tooltip.style.left = (event.clientX - box.left + 12) + 'px';
@@ -130,6 +129,32 @@
   });
   window.addEventListener('resize', draw);
   draw();
+
+  // The pointer's handlers, tried once as a person would use them: hovering the middle
+  // of the first operation, a wheel turn there, a double-click.
+  function tryInteraction() {
+    var result = { hover: null, zoomed: false, reset: false };
+    var row = data.tracks.findIndex(function (t) { return t.kind === 'ops' && t.intervals.length; });
+    if (row < 0) { return result; }
+    var interval = data.tracks[row].intervals[0];
+    var box = canvas.getBoundingClientRect();
+    var middle = (Math.max(interval[0], view.from) + Math.min(interval[1], view.to)) / 2;
+    var at = {
+      clientX: box.left + xOf(middle, box.width),
+      clientY: box.top + AXIS + row * ROW + ROW / 2,
+      bubbles: true
+    };
+    canvas.dispatchEvent(new MouseEvent('mousemove', at));
+    result.hover = tooltip.hidden ? null : tooltip.textContent;
+    canvas.dispatchEvent(new MouseEvent('mouseleave', at));
+    var span = view.to - view.from;
+    canvas.dispatchEvent(new WheelEvent('wheel', Object.assign({ deltaY: -100, cancelable: true }, at)));
+    result.zoomed = view.to - view.from < span;
+    canvas.dispatchEvent(new MouseEvent('dblclick', at));
+    result.reset = view.from === 0 && view.to === data.length_ns;
+    return result;
+  }
+  var interaction = tryInteraction();
 
   // The self-check: what was drawn, for the reader and for tests.
   var marks = {};
@@ -151,7 +176,7 @@
   document.getElementById('self-check').textContent = JSON.stringify({
     errors: window.reportErrors,
     plots: marks,
-    timeline: { tracks: data.tracks.length, drawn: drawn },
+    timeline: { tracks: data.tracks.length, drawn: drawn, interaction: interaction },
     hottest_rank: hottest
   });
 })();
