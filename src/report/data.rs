@@ -163,7 +163,11 @@ pub fn gather(anchor: &Path, window: Option<Window>) -> Result<Report, crate::su
     } = crate::summary::summarize_in_detail(anchor)?;
     let failed = crate::summary::Error::Failed;
     let bandwidth = bandwidth(&collectives, &comm_names);
-    let heatmap = heatmap(&summary, &collectives, &comm_names);
+    let latest = summary
+        .latest_ranks
+        .first()
+        .map(|l| (l.comm_hash.as_str(), l.func.as_str()));
+    let heatmap = heatmap(latest, &collectives, &comm_names);
     let p2p = p2p_matrices(&transfers, &comm_names);
     let slowest = slowest_window(&collectives, &comm_names);
     drop(collectives);
@@ -243,20 +247,18 @@ fn bandwidth(
     series
 }
 
-/// The collective of the summary's latest rank (else the one with the most instances),
-/// its arrival skew per rank and instance.
+/// The collective `latest` names (communicator hash, function: the summary's latest
+/// rank's), else the one with the most instances: its arrival skew per rank and instance.
 fn heatmap(
-    summary: &Summary,
+    latest: Option<(&str, &str)>,
     collectives: &[Collective],
     comm_names: &HashMap<String, String>,
 ) -> Option<Heatmap> {
-    let chosen = summary
-        .latest_ranks
-        .first()
-        .and_then(|latest| {
+    let chosen = latest
+        .and_then(|(hash, func)| {
             collectives
                 .iter()
-                .find(|c| c.hash == latest.comm_hash && c.func == latest.func)
+                .find(|c| c.hash == hash && c.func == func)
         })
         .or_else(|| collectives.iter().max_by_key(|c| c.complete.len()))
         .filter(|c| !c.complete.is_empty())?;
@@ -655,5 +657,156 @@ impl<F: Fn(u64) -> i64> EventVisitor for WindowCollector<'_, F> {
             name,
             details,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::tables::Instance;
+    use crate::summary::{Part, Transfer};
+
+    fn part(rank: i64, bytes: u64, arrival_ns: i128, completion_ns: i128) -> Part {
+        Part {
+            rank,
+            nranks: 4,
+            bytes,
+            arrival_ns,
+            completion_ns,
+        }
+    }
+
+    /// `calls` AllReduces of 4 ranks, rank 2 arriving `late_ns` after the others, each
+    /// taking 1 ms from the last arrival; sizes alternate between 64 KiB and 1 MiB.
+    fn allreduce(calls: usize, late_ns: i128) -> Collective {
+        let complete = (0..calls)
+            .map(|call| {
+                let start = call as i128 * 10_000_000;
+                let bytes = if call % 2 == 0 { 64 << 10 } else { 1 << 20 };
+                let last = start + late_ns;
+                Instance {
+                    bucket: if call % 2 == 0 {
+                        "64-256 KiB"
+                    } else {
+                        "1-4 MiB"
+                    }
+                    .to_owned(),
+                    size: bytes,
+                    raw_bytes: bytes,
+                    parts: (0..4)
+                        .map(|rank| {
+                            let arrival = if rank == 2 { last } else { start };
+                            part(rank, bytes, arrival, last + 1_000_000)
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Collective {
+            hash: "0xabc".to_owned(),
+            func: "AllReduce".to_owned(),
+            nranks: 4,
+            complete,
+            incomplete: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_heatmap_shows_the_late_rank_as_its_hottest_row_and_groups_many_calls() {
+        let names = HashMap::from([("0xabc".to_owned(), "world".to_owned())]);
+        let heatmap = heatmap(None, &[allreduce(500, 300_000)], &names).unwrap();
+        assert_eq!(heatmap.comm, "world");
+        assert_eq!(heatmap.ranks, vec![0, 1, 2, 3]);
+        assert_eq!(heatmap.instances, 500);
+        // 500 calls in columns of 3: 167 columns, the first call of each named.
+        assert_eq!(heatmap.columns.len(), 167);
+        assert_eq!(&heatmap.columns[..3], &[0, 3, 6]);
+        assert_eq!(heatmap.skew_us[2][0], 300.0);
+        assert_eq!(heatmap.skew_us[0][0], 0.0);
+        assert_eq!(heatmap.hottest_rank(), Some(2));
+    }
+
+    #[test]
+    fn bandwidth_has_one_point_per_bucket_with_the_median_and_the_spread() {
+        let mut collective = allreduce(6, 0);
+        // One slow call of 1 MiB: 4 ms instead of 1.
+        collective.complete[1].parts[0].completion_ns += 3_000_000;
+        let series = bandwidth(&[collective], &HashMap::new());
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].label, "AllReduce on 0xabc");
+        let points = &series[0].points;
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[0].bytes, 65536.0);
+        assert_eq!(points[1].bytes, 1048576.0);
+        assert_eq!(points[1].calls, 3);
+        // 1 MiB in 1 ms × AllReduce's bus factor 2(n-1)/n = 1.5.
+        let fast = 1048576.0 / 1e6 * 1.5;
+        assert!((points[1].median_gbs - fast).abs() < 1e-9, "{points:?}");
+        assert!((points[1].max_gbs - fast).abs() < 1e-9);
+        assert!((points[1].min_gbs - fast / 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_p2p_matrix_adds_up_the_sends_of_each_pair() {
+        let send = |rank: i64, peer: i64, bytes: u64| Transfer {
+            comm_hash: "0xabc".to_owned(),
+            func: "Send".to_owned(),
+            peer,
+            part: part(rank, bytes, 0, 1),
+        };
+        let mut transfers = vec![send(0, 1, 100), send(0, 1, 50), send(3, 0, 7)];
+        // Receives are the same bytes seen from the other end: not counted twice.
+        transfers.push(Transfer {
+            func: "Recv".to_owned(),
+            ..send(1, 0, 150)
+        });
+        let matrices = p2p_matrices(&transfers, &HashMap::new());
+        assert_eq!(matrices.len(), 1);
+        assert_eq!(matrices[0].nranks, 4);
+        assert_eq!(matrices[0].bytes[0][1], 150);
+        assert_eq!(matrices[0].bytes[3][0], 7);
+        assert_eq!(matrices[0].bytes[1][0], 0);
+    }
+
+    #[test]
+    fn the_default_window_is_the_slowest_call_but_not_a_first_one() {
+        let mut collective = allreduce(5, 0);
+        // The first call is the slowest (start-up), then the fourth.
+        collective.complete[0].parts[1].completion_ns += 50_000_000;
+        collective.complete[3].parts[1].completion_ns += 5_000_000;
+        let (from, to, why) = slowest_window(&[collective], &HashMap::new()).unwrap();
+        assert_eq!(from, 20_000_000);
+        assert_eq!(to, 40_000_000 + 1_000_000);
+        assert!(why.contains("call 4 of 5"), "{why}");
+    }
+
+    #[test]
+    fn a_window_with_too_many_intervals_is_cut_at_the_time_they_run_out() {
+        let interval = |start: i64| Interval {
+            start,
+            end: start + 1,
+            depth: 0,
+            name: String::new(),
+            details: String::new(),
+        };
+        let track = |offset: i64| Track {
+            process: String::new(),
+            name: String::new(),
+            kind: "ops",
+            intervals: (0..MAX_TIMELINE_INTERVALS as i64)
+                .map(|i| interval(i * 2 + offset))
+                .collect(),
+        };
+        let mut timeline = Timeline {
+            start_ns: 0,
+            end_ns: i64::MAX,
+            tracks: vec![track(0), track(1)],
+            ..Timeline::default()
+        };
+        cap_intervals(&mut timeline);
+        let kept: usize = timeline.tracks.iter().map(|t| t.intervals.len()).sum();
+        assert_eq!(kept, MAX_TIMELINE_INTERVALS);
+        assert_eq!(timeline.cut_at_ns, Some(MAX_TIMELINE_INTERVALS as i64));
+        assert_eq!(timeline.end_ns, MAX_TIMELINE_INTERVALS as i64);
     }
 }

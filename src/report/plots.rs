@@ -298,7 +298,7 @@ fn colour_bar<DB: DrawingBackend>(
     let (rest, bar) = area.split_horizontally(w - px * 8);
     let mut chart = ChartBuilder::on(&bar)
         .margin(px)
-        .margin_top(px * 2)
+        .margin_top(px * 3)
         .y_label_area_size(px * 4)
         .caption(unit, ("sans-serif", px))
         .build_cartesian_2d(0.0..1.0, 0.0..max.max(1e-9))
@@ -359,7 +359,7 @@ fn skew_heatmap<DB: DrawingBackend>(
         .margin(px / 2 + 4)
         .x_label_area_size(px * 3)
         .y_label_area_size(px * 5)
-        .build_cartesian_2d(0.0..columns as f64, rows_axis(rows))
+        .build_cartesian_2d(rows_axis(columns), rows_axis(rows))
         .map_err(err)?;
     let ranks = heatmap.ranks.clone();
     let columns_at = heatmap.columns.clone();
@@ -381,10 +381,12 @@ fn skew_heatmap<DB: DrawingBackend>(
                 .and_then(|row| ranks.get(row))
                 .map_or_else(String::new, |r| format!("rank {r}"))
         })
-        .x_label_formatter(&move |x| {
-            columns_at
-                .get(x.floor().max(0.0) as usize)
-                .map_or_else(String::new, |c| format!("{}", c + 1))
+        .x_labels(columns.min(20))
+        .x_label_formatter(&move |x| match x {
+            SegmentValue::CenterOf(column) => columns_at
+                .get(*column as usize)
+                .map_or_else(String::new, |c| format!("{}", c + 1)),
+            _ => String::new(),
         })
         .label_style(("sans-serif", px))
         .axis_desc_style(("sans-serif", px))
@@ -400,7 +402,10 @@ fn skew_heatmap<DB: DrawingBackend>(
                     values.iter().enumerate().map(move |(column, &value)| {
                         let (top, bottom) = row_span(row, rows);
                         Rectangle::new(
-                            [(column as f64, top), ((column + 1) as f64, bottom)],
+                            [
+                                (SegmentValue::Exact(column as i32), top),
+                                (SegmentValue::Exact(column as i32 + 1), bottom),
+                            ],
                             ViridisRGB
                                 .get_color_normalized(value.min(scale), 0.0, scale)
                                 .filled(),
