@@ -309,3 +309,47 @@ fn a_path_without_a_trace_is_refused_with_a_clear_message_and_status_2() {
     );
     assert!(!dir.path().join("report.html").exists());
 }
+
+/// `--window`: the timeline shows the window asked for; a window that ends before it
+/// starts is refused before anything is read.
+#[test]
+fn the_timeline_shows_the_window_asked_for() {
+    let page = job().join("window.html");
+    let output = report(&[
+        job().to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+        "--window",
+        "1ms:3ms",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("Window: the window asked for (--window), 1.000 ms to 3.000 ms"),
+        "{html}"
+    );
+    let data = html
+        .split("<script type=\"application/json\" id=\"timeline-data\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</script>").next())
+        .unwrap();
+    let timeline: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(timeline["start_ns"], 1_000_000);
+    assert_eq!(timeline["length_ns"], 2_000_000);
+    // Every interval kept overlaps the window (times relative to its start).
+    for track in timeline["tracks"].as_array().unwrap() {
+        for interval in track["intervals"].as_array().unwrap() {
+            let (start, end) = (interval[0].as_i64().unwrap(), interval[1].as_i64().unwrap());
+            assert!(end >= 0 && start <= 2_000_000, "{interval}");
+        }
+    }
+
+    let output = report(&[job().to_str().unwrap(), "--window", "2s:1s"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ends before it starts"), "{stderr}");
+}

@@ -324,6 +324,12 @@ fn timeline_section(timeline: &Timeline, html: &mut String) {
         timeline.start_ns as f64 / 1e6,
         timeline.end_ns as f64 / 1e6
     );
+    if timeline.tracks.is_empty() {
+        html.push_str(
+            "<p class=\"warning\">No operation or GPU channel interval lies in this window \
+             (or the trace has no ops streams, e.g. a Scalasca-safe trace).</p>\n",
+        );
+    }
     if let Some(cut) = timeline.cut_at_ns {
         let _ = writeln!(
             html,
