@@ -624,14 +624,7 @@ fn timeline<DB: DrawingBackend>(
         .tracks
         .iter()
         .take(rows)
-        .map(|t| {
-            // `<comm> rank 0 channel 1` → `rank 0 channel 1`.
-            let name = t
-                .name
-                .rfind(" rank ")
-                .map_or(t.name.as_str(), |at| &t.name[at + 1..]);
-            format!("{}: {name}", t.process)
-        })
+        .map(|t| t.name.clone())
         .collect();
     let mut chart = ChartBuilder::on(area)
         .margin(px / 2 + 4)
