@@ -130,6 +130,22 @@ pub struct Timeline {
     pub cut_at_ns: Option<i64>,
 }
 
+impl Timeline {
+    /// The names of the ops streams' intervals, sorted: an operation's colour is its place
+    /// here (the picture and the page's script use the same rule).
+    pub fn operation_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .tracks
+            .iter()
+            .filter(|t| t.kind == "ops")
+            .flat_map(|t| t.intervals.iter().map(|i| i.name.as_str()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
 /// One location of the timeline.
 #[derive(Debug, Serialize)]
 pub struct Track {

@@ -46,6 +46,8 @@ struct TimelineData<'a> {
     start_ns: i64,
     length_ns: i64,
     strings: Vec<&'a str>,
+    /// The ops streams' interval names, in colour order.
+    operations: Vec<&'a str>,
     tracks: Vec<TrackData<'a>>,
 }
 
@@ -90,6 +92,7 @@ fn timeline_data<'a>(timeline: &'a Timeline) -> TimelineData<'a> {
         start_ns: timeline.start_ns,
         length_ns: (timeline.end_ns - timeline.start_ns).max(1),
         strings,
+        operations: timeline.operation_names(),
         tracks,
     }
 }

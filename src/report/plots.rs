@@ -191,6 +191,26 @@ fn series_colour(index: usize) -> RGBColor {
     COLOURS[index % COLOURS.len()]
 }
 
+/// The colour of GPU kernel intervals in the timeline.
+const KERNEL_COLOUR: RGBColor = RGBColor(44, 160, 44);
+
+/// The colours of the timeline's operations, by their place in
+/// [`Timeline::operation_names`] (none is the kernels' green; the page's script has the same
+/// list).
+fn operation_colour(index: usize) -> RGBColor {
+    const COLOURS: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    COLOURS[index % COLOURS.len()]
+}
+
 fn human_bytes(bytes: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes;
@@ -618,6 +638,38 @@ fn timeline<DB: DrawingBackend>(
 ) -> Result<(), String> {
     let px = font_px(area, 12);
     let rows = timeline.tracks.len().min(200);
+    let operations = timeline.operation_names();
+    let colour_of = |name: &str| {
+        operations
+            .iter()
+            .position(|o| *o == name)
+            .map_or(RGBColor(127, 127, 127), operation_colour)
+    };
+    // The operations' colours in a strip above the rows.
+    let (legend, area) = area.split_vertically(px * 3);
+    let area = &area;
+    let mut x = px as i32 * 12;
+    for (index, name) in operations.iter().enumerate() {
+        let y = px as i32 * 3 / 2;
+        legend
+            .draw(&Rectangle::new(
+                [(x, y - px as i32 / 2), (x + px as i32, y + px as i32 / 2)],
+                operation_colour(index).filled(),
+            ))
+            .map_err(err)?;
+        legend
+            .draw(&Text::new(
+                (*name).to_owned(),
+                (x + px as i32 * 3 / 2, y),
+                ("sans-serif", px)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(err)?;
+        x += px as i32 * (3 + name.chars().count() as i32 * 2 / 3);
+    }
+    let green = KERNEL_COLOUR;
     let start = timeline.start_ns as f64 / 1e6;
     let end = (timeline.end_ns as f64 / 1e6).max(start + 1e-6);
     let names: Vec<String> = timeline
@@ -656,9 +708,9 @@ fn timeline<DB: DrawingBackend>(
                 .flat_map(|(row, track)| {
                     track.intervals.iter().map(move |interval| {
                         let colour = if track.kind == "ops" {
-                            series_colour(func_colour(&interval.name))
+                            colour_of(&interval.name)
                         } else {
-                            RGBColor(44, 160, 44)
+                            green
                         };
                         let (top, bottom) = row_span(row, rows);
                         let mut bar = Rectangle::new(
@@ -677,9 +729,4 @@ fn timeline<DB: DrawingBackend>(
         )
         .map_err(err)?;
     Ok(())
-}
-
-/// A colour index per operation name (the page's script uses the same rule).
-fn func_colour(name: &str) -> usize {
-    name.bytes().map(usize::from).sum::<usize>() % 8
 }

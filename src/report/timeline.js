@@ -9,16 +9,15 @@
   var tooltip = document.getElementById('timeline-tooltip');
   var context = canvas.getContext('2d');
   var ROW = 16, GUTTER = 230, AXIS = 22;
-  var COLOURS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f'];
+  // The pictures' colours: operations by their place in data.operations, kernels green.
+  var COLOURS = ['#1f77b4', '#ff7f0e', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#bcbd22', '#17becf'];
   var view = { from: 0, to: data.length_ns };
   var drawn = 0;
 
-  // The same colour rule as the pictures: the sum of the name's character codes.
   function colourOf(track, name) {
     if (track.kind !== 'ops') { return '#2ca02c'; }
-    var sum = 0;
-    for (var i = 0; i < name.length; i++) { sum += name.charCodeAt(i); }
-    return COLOURS[sum % COLOURS.length];
+    var index = data.operations.indexOf(name);
+    return index < 0 ? '#7f7f7f' : COLOURS[index % COLOURS.length];
   }
 
   function label(track) {
