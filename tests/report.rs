@@ -20,9 +20,11 @@ const PLOTS: [&str; 5] = [
     "time-per-rank",
 ];
 
-/// A 4-rank job under mpirun: groups of collectives and send/recv rounds, PXN, rank
-/// [`LATE_RANK`] 3 ms late at every iteration; its run directory, merged by its last
-/// process. Run once for all tests.
+/// A 4-rank job under mpirun: 12 iterations of groups of collectives and send/recv
+/// rounds, PXN, rank [`LATE_RANK`] 3 ms late at every iteration; its run directory, merged
+/// by its last process. Run once for all tests. (With 8 iterations the straggler rule's
+/// test of 8 calls stays at p = 2.5e-3 when the late rank is not last in one of them,
+/// the start-up call: just not significant.)
 fn job() -> &'static Path {
     static JOB: OnceLock<PathBuf> = OnceLock::new();
     JOB.get_or_init(|| {
@@ -44,7 +46,7 @@ fn job() -> &'static Path {
             .args(["-x", "NCCL_SCOREP_TOOL"])
             .arg(nccl_sim::binary_for_tests())
             .args(["run", "--scenario", "group", "--scenario", "p2p"])
-            .args(["--iterations", "8", "--sizes", "64K,1M", "--pxn"])
+            .args(["--iterations", "12", "--sizes", "64K,1M", "--pxn"])
             .args(["--late-rank", &LATE_RANK.to_string(), "--late-us", "3000"])
             .arg("--plugin")
             .arg(nccl_sim::our_plugin_for_tests())
@@ -225,7 +227,7 @@ fn the_page_in_headless_chromium_draws_every_plot_and_the_late_rank_is_the_hotte
         assert!(marks >= 10, "{plot}: {marks} marks: {check:#}");
     }
     // Ranks × calls cells at least.
-    assert!(check["plots"]["skew-heatmap"].as_u64().unwrap() >= 4 * 8);
+    assert!(check["plots"]["skew-heatmap"].as_u64().unwrap() >= 4 * 12);
     assert!(check["timeline"]["tracks"].as_u64().unwrap() >= 4 * 2);
     assert!(
         check["timeline"]["drawn"].as_u64().unwrap() >= 8,
