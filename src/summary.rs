@@ -235,9 +235,9 @@ pub(crate) fn summarize_in_detail(path: &Path) -> Result<Detailed, Error> {
         incomplete_parts(path, &mut collected);
         source = "trace";
     }
-    // The instances are copied into the collectives: the map goes at once, not after the
-    // summary (it would double the peak memory of a big trace).
-    let collectives = tables::collectives(&std::mem::take(&mut collected.instances));
+    // The instances move into the collectives (a copy would double the peak memory of a
+    // big trace).
+    let collectives = tables::collectives(std::mem::take(&mut collected.instances));
     let (stragglers, latest_ranks) = straggler::assess(&collectives, &collected.comm_names);
     let (operations, total_time_ms) =
         tables::operations(&collectives, &collected.transfers, &collected.comm_names);

@@ -270,7 +270,7 @@ mod tests {
                 vec![part(0, 2, t, end), part(1, 2, t + late, end)],
             );
         }
-        collectives(&instances)
+        collectives(instances)
     }
 
     fn judged(collectives: &[Collective]) -> (Vec<Lateness>, Vec<Lateness>) {
@@ -321,7 +321,7 @@ mod tests {
                 vec![part(0, 2, t, t + 1060.0), part(1, 2, t + 60.0, t + 1060.0)],
             );
         }
-        let (named, latest) = judged(&collectives(&instances));
+        let (named, latest) = judged(&collectives(instances));
         assert!(named.is_empty(), "{named:#?}");
         assert!(latest[0].verdict.contains("10%"), "{latest:#?}");
     }
@@ -345,7 +345,7 @@ mod tests {
                 .collect();
             instances.insert(("0xc".to_owned(), seq, "AllReduce".to_owned()), parts);
         }
-        let (named, latest) = judged(&collectives(&instances));
+        let (named, latest) = judged(&collectives(instances));
         assert_eq!(named.len(), 1, "{latest:#?}");
         assert_eq!(named[0].rank, 5);
         assert_eq!(latest[0].rank, 5);

@@ -48,16 +48,13 @@ pub(super) fn wait_ns(part: &Part, last: i128) -> i128 {
 }
 
 /// The collectives of `instances`, grouped by communicator and function.
-pub(super) fn collectives(
-    instances: &HashMap<(String, u64, String), Vec<Part>>,
-) -> Vec<Collective> {
-    type Numbered<'a> = Vec<(u64, &'a Vec<Part>)>;
+/// The instances are taken, not copied: each instance's parts move into its collective
+/// (a big trace's parts are most of the summary's memory).
+pub(super) fn collectives(instances: HashMap<(String, u64, String), Vec<Part>>) -> Vec<Collective> {
+    type Numbered = Vec<(u64, Vec<Part>)>;
     let mut groups: BTreeMap<(String, String), Numbered> = BTreeMap::new();
     for ((hash, seq, func), parts) in instances {
-        groups
-            .entry((hash.clone(), func.clone()))
-            .or_default()
-            .push((*seq, parts));
+        groups.entry((hash, func)).or_default().push((seq, parts));
     }
     groups
         .into_iter()
@@ -77,11 +74,11 @@ pub(super) fn collectives(
             };
             for (_, parts) in list {
                 // One part per rank: a rank seen twice counts once.
+                let raw_bytes = parts.iter().map(|p| p.bytes).max().unwrap_or(0);
                 let mut by_rank: BTreeMap<i64, Part> = BTreeMap::new();
                 for part in parts {
-                    by_rank.entry(part.rank).or_insert_with(|| part.clone());
+                    by_rank.entry(part.rank).or_insert(part);
                 }
-                let raw_bytes = parts.iter().map(|p| p.bytes).max().unwrap_or(0);
                 let instance = Instance {
                     bucket: bucket_name(raw_bytes),
                     size: size_and_factor(&collective.func, raw_bytes, nranks).0,
