@@ -347,3 +347,28 @@ fn timeline_section(timeline: &Timeline, html: &mut String) {
          <div id=\"timeline-tooltip\" hidden></div></div>\n</section>\n",
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_from_the_trace_cannot_make_markup() {
+        assert_eq!(
+            escape("<b>comm & \"x\" 'y'</b>"),
+            "&lt;b&gt;comm &amp; &quot;x&quot; &#39;y&#39;&lt;/b&gt;"
+        );
+        // A name holding `</script>` does not end the data's script element.
+        let json = script_json(&serde_json::json!({"name": "</script><b>"})).unwrap();
+        assert!(!json.contains("</"), "{json}");
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["name"], "</script><b>");
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(bytes_text(65536), "64 KiB");
+        assert_eq!(bytes_text(1536), "1.50 KiB");
+        assert_eq!(bytes_text(12), "12 B");
+    }
+}
