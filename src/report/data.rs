@@ -178,7 +178,7 @@ pub fn gather(anchor: &Path, window: Option<Window>) -> Result<Report, crate::su
         comm_names,
     } = crate::summary::summarize_in_detail(anchor)?;
     let failed = crate::summary::Error::Failed;
-    let bandwidth = bandwidth(&collectives, &comm_names);
+    let bandwidth = bandwidth(&collectives, &transfers, &comm_names);
     let latest = summary
         .latest_ranks
         .first()
@@ -201,16 +201,17 @@ pub fn gather(anchor: &Path, window: Option<Window>) -> Result<Report, crate::su
     })
 }
 
+/// Per communicator and collective, and per communicator for its sends, the bus
+/// bandwidth of each call: a collective's from its last rank's arrival to its end, a
+/// send's from its start to its end (bus factor 1).
 fn bandwidth(
     collectives: &[Collective],
+    transfers: &[crate::summary::Transfer],
     comm_names: &HashMap<String, String>,
 ) -> Vec<BandwidthSeries> {
     let mut series = Vec::new();
     for collective in collectives {
-        // Per bucket (ordered by the smallest raw size in it): sizes and bandwidths.
-        let mut buckets: BTreeMap<u64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-        let mut bucket_key: HashMap<&str, u64> = HashMap::new();
-        for instance in &collective.complete {
+        let calls = collective.complete.iter().map(|instance| {
             let last = instance.last_arrival();
             let end = instance
                 .parts
@@ -218,49 +219,101 @@ fn bandwidth(
                 .map(|p| p.completion_ns)
                 .max()
                 .unwrap_or(last);
-            let execution_ns = (end - last) as f64;
-            if execution_ns <= 0.0 || instance.size == 0 {
-                continue;
-            }
             let (size, factor) = size_and_factor(
                 &collective.func,
                 instance.raw_bytes,
                 collective.nranks.max(1),
             );
-            let key = *bucket_key
-                .entry(instance.bucket.as_str())
-                .or_insert(instance.raw_bytes);
-            let slot = buckets.entry(key).or_default();
-            slot.0.push(size as f64);
-            // bytes / ns = GB/s.
-            slot.1.push(size as f64 / execution_ns * factor);
-        }
-        let points: Vec<BandwidthPoint> = buckets
-            .into_values()
-            .map(|(mut sizes, mut bandwidths)| {
-                sizes.sort_by(f64::total_cmp);
-                bandwidths.sort_by(f64::total_cmp);
-                BandwidthPoint {
-                    bytes: sizes[sizes.len() / 2],
-                    calls: bandwidths.len(),
-                    min_gbs: bandwidths[0],
-                    median_gbs: bandwidths[bandwidths.len() / 2],
-                    max_gbs: bandwidths[bandwidths.len() - 1],
-                }
+            Call {
+                bucket: &instance.bucket,
+                raw_bytes: instance.raw_bytes,
+                size,
+                execution_ns: end - last,
+                factor,
+            }
+        });
+        series.extend(one_series(
+            format!(
+                "{} on {}",
+                collective.func,
+                comm_name(&collective.hash, comm_names)
+            ),
+            calls,
+        ));
+    }
+    // Each message once: the sends (a receive is the same bytes seen from the other end).
+    let mut sends: BTreeMap<&str, Vec<&crate::summary::Transfer>> = BTreeMap::new();
+    for transfer in transfers.iter().filter(|t| t.func == "Send") {
+        sends.entry(&transfer.comm_hash).or_default().push(transfer);
+    }
+    for (hash, list) in sends {
+        let buckets: Vec<String> = list
+            .iter()
+            .map(|t| {
+                nccl_scorep_common::sizes::size_bucket(Some(t.part.bytes))
+                    .to_string_lossy()
+                    .into_owned()
             })
             .collect();
-        if !points.is_empty() {
-            series.push(BandwidthSeries {
-                label: format!(
-                    "{} on {}",
-                    collective.func,
-                    comm_name(&collective.hash, comm_names)
-                ),
-                points,
-            });
-        }
+        let calls = list.iter().zip(&buckets).map(|(transfer, bucket)| Call {
+            bucket,
+            raw_bytes: transfer.part.bytes,
+            size: transfer.part.bytes,
+            execution_ns: transfer.part.completion_ns - transfer.part.arrival_ns,
+            factor: 1.0,
+        });
+        series.extend(one_series(
+            format!("Send on {}", comm_name(hash, comm_names)),
+            calls,
+        ));
     }
     series
+}
+
+/// One call's part in the bandwidth plot.
+struct Call<'a> {
+    bucket: &'a str,
+    /// Orders the buckets.
+    raw_bytes: u64,
+    /// As NCCL's tests count it.
+    size: u64,
+    execution_ns: i128,
+    factor: f64,
+}
+
+/// A series of one point per size bucket: the median bandwidth of its calls and their
+/// spread; none when no call took time.
+fn one_series<'a>(label: String, calls: impl Iterator<Item = Call<'a>>) -> Option<BandwidthSeries> {
+    // Per bucket (ordered by the raw size of its first call: buckets do not overlap):
+    // sizes and bandwidths.
+    let mut buckets: BTreeMap<u64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut bucket_key: HashMap<&str, u64> = HashMap::new();
+    for call in calls {
+        if call.execution_ns <= 0 || call.size == 0 {
+            continue;
+        }
+        let key = *bucket_key.entry(call.bucket).or_insert(call.raw_bytes);
+        let slot = buckets.entry(key).or_default();
+        slot.0.push(call.size as f64);
+        // bytes / ns = GB/s.
+        slot.1
+            .push(call.size as f64 / call.execution_ns as f64 * call.factor);
+    }
+    let points: Vec<BandwidthPoint> = buckets
+        .into_values()
+        .map(|(mut sizes, mut bandwidths)| {
+            sizes.sort_by(f64::total_cmp);
+            bandwidths.sort_by(f64::total_cmp);
+            BandwidthPoint {
+                bytes: sizes[sizes.len() / 2],
+                calls: bandwidths.len(),
+                min_gbs: bandwidths[0],
+                median_gbs: bandwidths[bandwidths.len() / 2],
+                max_gbs: bandwidths[bandwidths.len() - 1],
+            }
+        })
+        .collect();
+    (!points.is_empty()).then_some(BandwidthSeries { label, points })
 }
 
 /// The collective `latest` names (communicator hash, function: the summary's latest
@@ -747,8 +800,33 @@ mod tests {
         let mut collective = allreduce(6, 0);
         // One slow call of 1 MiB: 4 ms instead of 1.
         collective.complete[1].parts[0].completion_ns += 3_000_000;
-        let series = bandwidth(&[collective], &HashMap::new());
-        assert_eq!(series.len(), 1);
+        let send = |bytes: u64, took: i128| Transfer {
+            comm_hash: "0xdef".to_owned(),
+            func: "Send".to_owned(),
+            peer: 1,
+            part: part(0, bytes, 0, took),
+        };
+        // Receives are the sends seen from the other end: not a series of their own.
+        let transfers = [
+            send(1 << 20, 1_000_000),
+            send(1 << 20, 2_000_000),
+            send(1 << 20, 4_000_000),
+            Transfer {
+                func: "Recv".to_owned(),
+                ..send(1 << 20, 1_000)
+            },
+        ];
+        let series = bandwidth(&[collective], &transfers, &HashMap::new());
+        assert_eq!(series.len(), 2);
+        assert_eq!(series[1].label, "Send on 0xdef");
+        assert_eq!(series[1].points.len(), 1);
+        let sends = &series[1].points[0];
+        assert_eq!((sends.calls, sends.bytes), (3, 1048576.0));
+        assert!(
+            (sends.median_gbs - 1048576.0 / 2e6).abs() < 1e-9,
+            "{sends:?}"
+        );
+        assert!((sends.min_gbs - 1048576.0 / 4e6).abs() < 1e-9);
         assert_eq!(series[0].label, "AllReduce on 0xabc");
         let points = &series[0].points;
         assert_eq!(points.len(), 2);

@@ -17,9 +17,10 @@ const SCRIPT: &str = include_str!("timeline.js");
 fn explanation(id: &str) -> &'static str {
     match id {
         "bandwidth" => {
-            "Per communicator and collective, one point per message-size bucket: the median \
-             bus bandwidth of its calls (from the last rank's arrival to the end), the bar \
-             from the slowest to the fastest call. The x axis is logarithmic."
+            "Per communicator and collective (and per communicator for its sends), one point \
+             per message-size bucket: the median bus bandwidth of its calls (from the last \
+             rank's arrival to the end; a send from its start), the bar from the slowest to \
+             the fastest call. The x axis is logarithmic."
         }
         "skew-heatmap" => {
             "Each row a rank, each column a call: how long after the first rank this rank \
