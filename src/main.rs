@@ -182,10 +182,12 @@ enum Command {
     /// other failures. A trace (or --window) with more than --max-events slice events is
     /// cut at the time where they run out, and a message on stderr says where.
     Export(export::Args),
-    /// Write a job's merged trace as one self-contained HTML page that opens offline:
-    /// the summary's tables, bus bandwidth vs message size, the ranks' arrival skew, an
+    /// Write a job's merged trace as one self-contained HTML page with plots, that opens
+    /// offline (docs/report.md).
+    ///
+    /// The summary's tables, bus bandwidth vs message size, the ranks' arrival skew, an
     /// interactive timeline of the slowest collective, point-to-point bytes rank to rank,
-    /// and where each process's time went (docs/report.md).
+    /// and where each process's time went; --png DIR also writes each plot as a PNG.
     ///
     /// Exit status: 0 when written, 2 when the trace cannot be found or opened, 1 for
     /// other failures.
