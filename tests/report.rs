@@ -235,14 +235,15 @@ fn the_page_in_headless_chromium_draws_every_plot_and_the_late_rank_is_the_hotte
     );
     assert_eq!(check["hottest_rank"], LATE_RANK, "{check:#}");
 
-    // A picture of the page, to look at.
-    let screenshot = job().join("report-screenshot.png");
+    // A picture of the page, to look at; kept beside the jobs (whose directories go with
+    // their test process).
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
     let output = run_chromium(
         &chromium,
         page,
         &[
             &format!("--screenshot={}", screenshot.display()),
-            "--window-size=1100,3400",
+            "--window-size=1100,4200",
         ],
     );
     assert!(
