@@ -29,7 +29,7 @@
 
 use crate::event::Kind;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = 0x5;
 const MAGIC_SHIFT: u32 = 60;
@@ -97,6 +97,15 @@ struct Slot {
     next: AtomicU32,
 }
 
+/// What a slot holds beside the event when a second plugin is chained
+/// (`NCCL_SCOREP_CHAIN`): that plugin's handle for the same event, and whether our own
+/// sinks record it (the chained plugin may ask for events we do not).
+#[derive(Default)]
+struct ChainSlot {
+    handle: AtomicU64,
+    recorded: AtomicBool,
+}
+
 struct Shard {
     /// Top of the free stack: slot index in the low 32 bits, an ABA tag in the high 32.
     head: CachePadded<AtomicU64>,
@@ -113,6 +122,8 @@ pub struct Slab {
     wrap_mask: u32,
     /// Slots retired so far.
     retired: AtomicU64,
+    /// One per slot with a chained plugin, else empty.
+    chain: Box<[ChainSlot]>,
 }
 
 impl Slab {
@@ -144,6 +155,37 @@ impl Slab {
             per_shard,
             wrap_mask: GEN_MASK,
             retired: AtomicU64::new(0),
+            chain: Box::new([]),
+        }
+    }
+
+    /// The same slab with room, in every slot, for a chained plugin's handle.
+    pub fn with_chain_slots(mut self) -> Slab {
+        self.chain = (0..self.slots.len()).map(|_| ChainSlot::default()).collect();
+        self
+    }
+
+    /// Notes, for the live event in `slot`, the chained plugin's handle (0: none) and
+    /// whether our sinks record the event. Only the thread that acquired the slot writes
+    /// it, before the handle reaches NCCL.
+    #[inline]
+    pub fn set_chained(&self, slot: u32, handle: u64, recorded: bool) {
+        if let Some(entry) = self.chain.get(slot as usize) {
+            entry.handle.store(handle, Ordering::Release);
+            entry.recorded.store(recorded, Ordering::Release);
+        }
+    }
+
+    /// The chained plugin's handle for the event in `slot` and whether our sinks record
+    /// it; `(0, true)` without a chain. Read while the event is live (before its release).
+    #[inline]
+    pub fn chained(&self, slot: u32) -> (u64, bool) {
+        match self.chain.get(slot as usize) {
+            Some(entry) => (
+                entry.handle.load(Ordering::Acquire),
+                entry.recorded.load(Ordering::Acquire),
+            ),
+            None => (0, true),
         }
     }
 
@@ -212,6 +254,11 @@ impl Slab {
             self.push(bits.slot);
         }
         Ok(bits)
+    }
+
+    /// The bits of a value this slab could have issued, live or not.
+    pub fn bits_of(&self, value: u64) -> Option<HandleBits> {
+        self.bits(value).ok()
     }
 
     fn bits(&self, value: u64) -> Result<HandleBits, HandleError> {
