@@ -64,6 +64,18 @@ struct ChainedContext {
     ours: AtomicU64,
     /// Its context value.
     theirs: AtomicU64,
+    /// Its finalize was called. NCCL goes on sending events with a finalized context
+    /// (a split child's proxy uses its parent's) until the process's last finalize.
+    finalized: AtomicBool,
+}
+
+/// How many ended events [`Chain::ended`] remembers (a power of two).
+const ENDED_EVENTS: usize = 1 << 16;
+
+/// One ended event: our handle and the chained plugin's handle of it.
+struct EndedEvent {
+    ours: AtomicU64,
+    theirs: AtomicU64,
 }
 
 /// A loaded chained plugin.
@@ -88,6 +100,12 @@ pub struct Chain {
     /// Type bits of the kinds NCCL emits for our own activation mask.
     our_kinds: u64,
     contexts: Box<[ChainedContext]>,
+    /// The chained plugin's handles of recently ended events, by our handle: NCCL gives an
+    /// ended event as parent (an API call ends before its tasks start; a graph replays its
+    /// capture-time parents), and its slab slot may already hold a later event.
+    /// Direct-mapped: a later event may take an earlier one's place (its children then get
+    /// a NULL parent), but never names another event, as no handle is issued twice.
+    ended: Box<[EndedEvent]>,
 }
 
 // SAFETY: the library and its function pointers are immutable after loading; the plugin
@@ -276,9 +294,42 @@ impl Chain {
                 .map(|_| ChainedContext {
                     ours: AtomicU64::new(0),
                     theirs: AtomicU64::new(0),
+                    finalized: AtomicBool::new(false),
+                })
+                .collect(),
+            ended: (0..ENDED_EVENTS)
+                .map(|_| EndedEvent {
+                    ours: AtomicU64::new(0),
+                    theirs: AtomicU64::new(0),
                 })
                 .collect(),
         })
+    }
+
+    fn ended_entry(&self, ours: u64) -> &EndedEvent {
+        let index = (ours ^ ours >> 29).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48;
+        &self.ended[index as usize & (ENDED_EVENTS - 1)]
+    }
+
+    /// Remembers that our event `ours`, which it knows as `theirs`, has ended.
+    #[inline]
+    pub fn ended(&self, ours: u64, theirs: u64) {
+        let entry = self.ended_entry(ours);
+        // Readers see `ours` only around a complete pair.
+        entry.ours.store(0, Ordering::Release);
+        entry.theirs.store(theirs, Ordering::Release);
+        entry.ours.store(ours, Ordering::Release);
+    }
+
+    /// Its handle of our ended event `ours`, if still remembered.
+    #[inline]
+    pub fn ended_handle(&self, ours: u64) -> Option<u64> {
+        let entry = self.ended_entry(ours);
+        if entry.ours.load(Ordering::Acquire) != ours {
+            return None;
+        }
+        let theirs = entry.theirs.load(Ordering::Acquire);
+        (entry.ours.load(Ordering::Acquire) == ours).then_some(theirs)
     }
 
     /// Calls its `init` for our context `ours` (table slot `slot`) and returns its
@@ -338,6 +389,7 @@ impl Chain {
             return 0;
         }
         entry.theirs.store(theirs as usize as u64, Ordering::Relaxed);
+        entry.finalized.store(false, Ordering::Relaxed);
         entry.ours.store(ours, Ordering::Release);
         self.mask()
     }
@@ -349,20 +401,18 @@ impl Chain {
     }
 
     /// Calls its `finalize` for our context `ours` (slot `slot`), once, if its `init`
-    /// succeeded.
+    /// succeeded. The context stays mapped: events may still come with it.
     pub fn finalize(&self, ours: u64, slot: usize) {
         let Some(entry) = self.contexts.get(slot) else {
             return;
         };
         if ours == 0
-            || entry
-                .ours
-                .compare_exchange(ours, 0, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
+            || entry.ours.load(Ordering::Acquire) != ours
+            || entry.finalized.swap(true, Ordering::AcqRel)
         {
             return;
         }
-        let theirs = entry.theirs.swap(0, Ordering::AcqRel);
+        let theirs = entry.theirs.load(Ordering::Acquire);
         // NCCL 2.28+ skips finalize for a NULL context; earlier releases always call it.
         if theirs != 0 || self.nccl_version <= 4 {
             // SAFETY: its own context, from its `init`, finalized once.
@@ -399,7 +449,7 @@ impl Chain {
     }
 
     /// Its context for a `context` NCCL passed: its own for one of our contexts (`None`
-    /// when it has none: init failed, finalized, or not ours any more), the value
+    /// when it has none: its init failed, or the context is of an earlier cycle), the value
     /// unchanged for another process's context (PXN), which no plugin may dereference.
     #[inline]
     pub fn context_for(&self, context: u64, our_slot: Option<usize>) -> Option<u64> {
@@ -415,8 +465,8 @@ impl Chain {
 
     /// Whether NCCL, calling only the chained plugin, would start an event of `kind`
     /// whose parent has its handle `parent`: up to 2.27 (API v4 and earlier) Coll/P2p
-    /// need a Group handle and ProxySteps a ProxyOp handle; KernelCh always needs its
-    /// task's handle.
+    /// need a Group handle and ProxySteps a ProxyOp handle; 2.27 (v4) starts ProxyOps,
+    /// at append, only under a task handle; KernelCh always needs its task's handle.
     #[inline]
     pub fn parent_allows(&self, kind: Kind, parent: u64) -> bool {
         if parent != 0 {
@@ -425,8 +475,17 @@ impl Chain {
         match kind {
             Kind::KernelCh => false,
             Kind::Coll | Kind::P2p | Kind::ProxyStep => self.nccl_version > 4,
+            Kind::ProxyOp => self.nccl_version != 4,
             _ => true,
         }
+    }
+
+    /// Whether NCCL, calling only the chained plugin, would send the states of an event of
+    /// `kind` whose parent has its handle `parent`: no ProxyStep state without a ProxyOp
+    /// handle.
+    #[inline]
+    pub fn parent_allows_states(&self, kind: Kind, parent: u64) -> bool {
+        parent != 0 || kind != Kind::ProxyStep
     }
 
     /// Its `startEvent` with a descriptor already carrying its parent; its handle (0: none).

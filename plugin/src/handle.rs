@@ -98,12 +98,33 @@ struct Slot {
 }
 
 /// What a slot holds beside the event when a second plugin is chained
-/// (`NCCL_SCOREP_CHAIN`): that plugin's handle for the same event, and whether our own
-/// sinks record it (the chained plugin may ask for events we do not).
+/// (`NCCL_SCOREP_CHAIN`).
 #[derive(Default)]
 struct ChainSlot {
     handle: AtomicU64,
     recorded: AtomicBool,
+    states: AtomicBool,
+}
+
+/// The chained plugin's view of one of our events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chained {
+    /// Its handle of the event (0: none).
+    pub handle: u64,
+    /// Our own sinks record the event (the chained plugin may ask for events we do not).
+    pub recorded: bool,
+    /// It gets the event's states (NCCL sends no ProxyStep state when the plugin gave
+    /// the step's ProxyOp no handle).
+    pub states: bool,
+}
+
+impl Chained {
+    /// An event of ours with nothing chained.
+    pub const NONE: Chained = Chained {
+        handle: 0,
+        recorded: true,
+        states: false,
+    };
 }
 
 struct Shard {
@@ -165,27 +186,28 @@ impl Slab {
         self
     }
 
-    /// Notes, for the live event in `slot`, the chained plugin's handle (0: none) and
-    /// whether our sinks record the event. Only the thread that acquired the slot writes
-    /// it, before the handle reaches NCCL.
+    /// Notes the chained plugin's view of the live event in `slot`. Only the thread that
+    /// acquired the slot writes it, before the handle reaches NCCL.
     #[inline]
-    pub fn set_chained(&self, slot: u32, handle: u64, recorded: bool) {
+    pub fn set_chained(&self, slot: u32, chained: Chained) {
         if let Some(entry) = self.chain.get(slot as usize) {
-            entry.handle.store(handle, Ordering::Release);
-            entry.recorded.store(recorded, Ordering::Release);
+            entry.handle.store(chained.handle, Ordering::Release);
+            entry.recorded.store(chained.recorded, Ordering::Release);
+            entry.states.store(chained.states, Ordering::Release);
         }
     }
 
-    /// The chained plugin's handle for the event in `slot` and whether our sinks record
-    /// it; `(0, true)` without a chain. Read while the event is live (before its release).
+    /// The chained plugin's view of the event in `slot` ([`Chained::NONE`] without a
+    /// chain). Read while the event is live, or ended with the slot not reused since.
     #[inline]
-    pub fn chained(&self, slot: u32) -> (u64, bool) {
+    pub fn chained(&self, slot: u32) -> Chained {
         match self.chain.get(slot as usize) {
-            Some(entry) => (
-                entry.handle.load(Ordering::Acquire),
-                entry.recorded.load(Ordering::Acquire),
-            ),
-            None => (0, true),
+            Some(entry) => Chained {
+                handle: entry.handle.load(Ordering::Acquire),
+                recorded: entry.recorded.load(Ordering::Acquire),
+                states: entry.states.load(Ordering::Acquire),
+            },
+            None => Chained::NONE,
         }
     }
 

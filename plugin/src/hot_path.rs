@@ -13,7 +13,7 @@ use crate::context::{ContextError, ContextState};
 use crate::counters::Counters;
 use crate::decode::{DecodeArgs, DecodeDescr};
 use crate::event::{Action, Event, Kind, Record, Start};
-use crate::handle::HandleError;
+use crate::handle::{Chained, HandleError};
 use crate::runtime::{runtime, Runtime};
 use crate::scorep_mode;
 use std::ffi::c_void;
@@ -59,7 +59,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
         return;
     };
     // SAFETY: `d` is a descriptor of version D announcing `kind`.
-    let handle = unsafe { start_recorded(rt, context as u64, d, kind, time, 0) };
+    let handle = unsafe { start_recorded(rt, context as u64, d, kind, time, None) };
     if handle != 0 {
         // SAFETY: checked non-NULL and writable above.
         unsafe { *handle_out = handle as usize as *mut c_void };
@@ -78,7 +78,7 @@ unsafe fn start_recorded<D: DecodeDescr>(
     d: &D,
     kind: Kind,
     time: u64,
-    chained: u64,
+    chained: Option<Chained>,
 ) -> u64 {
     // SAFETY: the type bit names the union member NCCL filled in (caller).
     let event = unsafe { d.decode(kind) };
@@ -124,8 +124,8 @@ unsafe fn start_recorded<D: DecodeDescr>(
     });
     let handle = issued.unwrap_or(0);
     if handle != 0 {
-        if chained != 0 {
-            set_chained(rt, handle, chained, true);
+        if let Some(chained) = chained {
+            set_chained(rt, handle, chained);
         }
         if scorep_mode::FORWARDING.load(Ordering::Relaxed) && kind.facts().forwarded_to_scorep {
             scorep_mode::entered(rt.shared, &event, handle, context_value);
@@ -135,9 +135,9 @@ unsafe fn start_recorded<D: DecodeDescr>(
 }
 
 #[inline]
-fn set_chained(rt: &Runtime, handle: u64, chained: u64, recorded: bool) {
+fn set_chained(rt: &Runtime, handle: u64, chained: Chained) {
     if let Ok(bits) = rt.shared.slab.check(handle) {
-        rt.shared.slab.set_chained(bits.slot, chained, recorded);
+        rt.shared.slab.set_chained(bits.slot, chained);
     }
 }
 
@@ -168,24 +168,30 @@ unsafe fn start_chained<D: DecodeDescr>(
         return;
     };
     let context_value = context as u64;
-    let mut chained = 0;
+    let mut chained = Chained {
+        handle: 0,
+        recorded: rt.recording() && chain.records_ours(kind),
+        states: true,
+    };
     if chain.wants(kind) {
         let their_context =
             chain.context_for(context_value, rt.shared.contexts.slot_of(context_value));
-        let their_parent = chained_parent(rt, d.parent());
-        if let (Some(their_context), Some(their_parent)) = (their_context, their_parent) {
+        let their_parent = chained_parent(rt, chain, d.parent());
+        if let Some(their_context) = their_context {
             if chain.parent_allows(kind, their_parent) {
                 let mut copy = d.with_parent(their_parent);
                 // SAFETY: a copy of NCCL's descriptor of version D, whose layout the
                 // chained version shares.
-                chained = unsafe { chain.start(their_context, (&mut copy as *mut D).cast()) };
+                chained.handle =
+                    unsafe { chain.start(their_context, (&mut copy as *mut D).cast()) };
+                chained.states = chain.parent_allows_states(kind, their_parent);
             }
         }
     }
-    let handle = if rt.recording() && chain.records_ours(kind) {
+    let handle = if chained.recorded {
         // SAFETY: `d` is a descriptor of version D announcing `kind`.
-        unsafe { start_recorded(rt, context_value, d, kind, time, chained) }
-    } else if chained != 0 {
+        unsafe { start_recorded(rt, context_value, d, kind, time, Some(chained)) }
+    } else if chained.handle != 0 {
         // Only the chained plugin wants it: an id that carries its handle, nothing recorded.
         let issued = rt
             .with_ring(|ring| {
@@ -196,7 +202,7 @@ unsafe fn start_chained<D: DecodeDescr>(
             .flatten();
         match issued {
             Some(handle) => {
-                set_chained(rt, handle, chained, false);
+                set_chained(rt, handle, chained);
                 handle
             }
             None => {
@@ -210,31 +216,26 @@ unsafe fn start_chained<D: DecodeDescr>(
     if handle != 0 {
         // SAFETY: non-NULL and writable (caller).
         unsafe { *handle_out = handle as usize as *mut c_void };
-    } else if chained != 0 {
+    } else if chained.handle != 0 {
         // NCCL cannot stop an event it has no handle for: end it now for the chained
         // plugin rather than leave it open.
-        chain.stop(chained);
+        chain.stop(chained.handle);
     }
 }
 
 /// The chained plugin's parent for the parent `parent` NCCL passed: its handle of the
-/// same event for one of our live events (0 if it gave none), NULL for NULL, and
-/// another process's value unchanged (PXN: no plugin may dereference it).
+/// same event for one of our live or recently ended events (0 if it gave none or it is
+/// forgotten), NULL for NULL, and another process's value unchanged (PXN: no plugin may
+/// dereference it).
 #[inline]
-fn chained_parent(rt: &Runtime, parent: u64) -> Option<u64> {
+fn chained_parent(rt: &Runtime, chain: &chain::Chain, parent: u64) -> u64 {
     match rt.shared.slab.check(parent) {
-        Ok(bits) => Some(rt.shared.slab.chained(bits.slot).0),
-        // Ended, and its slot not reused since: the slot still holds its handle (API
-        // events end before their tasks start).
-        Err(HandleError::AlreadyStopped) => rt
-            .shared
-            .slab
-            .bits_of(parent)
-            .map(|bits| rt.shared.slab.chained(bits.slot).0),
-        Err(HandleError::Null) => Some(0),
-        Err(HandleError::NeverIssued) => Some(parent),
-        // Its slot went to a later event: its handle for this one is gone.
-        Err(HandleError::Stale) => Some(0),
+        Ok(bits) => rt.shared.slab.chained(bits.slot).handle,
+        Err(HandleError::Null) => 0,
+        Err(HandleError::NeverIssued) => parent,
+        Err(HandleError::AlreadyStopped | HandleError::Stale) => {
+            chain.ended_handle(parent).unwrap_or(0)
+        }
     }
 }
 
@@ -328,13 +329,14 @@ fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
 #[cold]
 #[inline(never)]
 fn stop_chained(rt: &Runtime, value: u64) {
-    let (chained, recorded) = match rt.shared.slab.check(value) {
+    let chained = match rt.shared.slab.check(value) {
         Ok(bits) => rt.shared.slab.chained(bits.slot),
-        Err(_) => (0, true),
+        Err(_) => Chained::NONE,
     };
-    if stop_recorded(rt, value, recorded) && chained != 0 {
+    if stop_recorded(rt, value, chained.recorded) && chained.handle != 0 {
         if let Some(chain) = chain::get() {
-            chain.stop(chained);
+            chain.ended(value, chained.handle);
+            chain.stop(chained.handle);
         }
     }
 }
@@ -417,14 +419,14 @@ unsafe fn record_chained<A: DecodeArgs>(rt: &Runtime, value: u64, state: i32, ar
     let Some(bits) = checked_for_record(rt, value) else {
         return;
     };
-    let (chained, recorded) = rt.shared.slab.chained(bits.slot);
-    if chained != 0 {
+    let chained = rt.shared.slab.chained(bits.slot);
+    if chained.handle != 0 && chained.states {
         if let Some(chain) = chain::get() {
             // SAFETY: its live handle, and NCCL's arguments for the state (caller).
-            unsafe { chain.record(chained, state, args as *mut c_void) };
+            unsafe { chain.record(chained.handle, state, args as *mut c_void) };
         }
     }
-    if recorded && rt.recording() {
+    if chained.recorded && rt.recording() {
         // SAFETY: as for this function.
         unsafe { record_recorded(rt, value, bits.kind, state, args) };
     }

@@ -1,0 +1,414 @@
+//! Chaining a second plugin behind ours (NCCL_SCOREP_CHAIN): the recording test plugin
+//! sees the same events, parents and states chained as when nccl-sim loads it directly,
+//! also when it returns errors and NULL handles; and our own trace is the same as
+//! without the chain.
+
+use nccl_sim::nccl::{Nccl, SimConfig};
+use nccl_sim::profiler::Profiler;
+use nccl_sim::release::Release;
+use nccl_sim::scenario::{self, Params};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Both plugins read their settings from the environment at their first init: runs do
+/// not overlap.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The recording plugin's settings for one comparison.
+#[derive(Clone, Copy, Default)]
+struct Faults {
+    /// The n-th init of the process returns an error.
+    init_error: Option<u32>,
+    /// Type bits whose start gives NULL (and an error).
+    null_types: u64,
+    /// stopEvent and recordEventState return errors.
+    call_errors: bool,
+}
+
+/// What one run left: the recording plugin's lines, and our event log (chained runs).
+struct Run {
+    recorded: Vec<String>,
+    ours: Vec<Value>,
+}
+
+/// Runs `scenario` on `release` with `plugin` loaded by nccl-sim, with the recording
+/// plugin `recorder` either loaded directly (`plugin` None) or chained behind ours.
+fn run(
+    release: &str,
+    name: &str,
+    recorder: Option<&Path>,
+    chained_behind_ours: bool,
+    faults: Faults,
+) -> Run {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // Fresh copies: fresh statics in both libraries for every run.
+    let copy = |from: &Path, to: &str| {
+        let path = dir.path().join(to);
+        std::fs::copy(from, &path).unwrap();
+        path
+    };
+    let recorder = recorder.map(|r| copy(r, "libnccl-profiler-recording-copy.so"));
+    let ours = copy(
+        &nccl_sim::our_plugin_for_tests(),
+        "libnccl-profiler-scorep-copy.so",
+    );
+    let record_file = dir.path().join("recorded");
+    let out = dir.path().join("out");
+    for (name, value) in [
+        ("RECORDING_PROFILER_FILE", record_file.display().to_string()),
+        (
+            "RECORDING_PROFILER_INIT_ERROR",
+            faults.init_error.map_or(String::new(), |n| n.to_string()),
+        ),
+        (
+            "RECORDING_PROFILER_NULL_TYPES",
+            faults.null_types.to_string(),
+        ),
+        (
+            "RECORDING_PROFILER_STOP_ERROR",
+            u8::from(faults.call_errors).to_string(),
+        ),
+        (
+            "RECORDING_PROFILER_RECORD_ERROR",
+            u8::from(faults.call_errors).to_string(),
+        ),
+        ("NCCL_SCOREP_OUTPUT_DIR", out.display().to_string()),
+        ("NCCL_SCOREP_JSONL", "1".into()),
+        ("NCCL_SCOREP_MODE", "jsonl".into()),
+        ("NCCL_SCOREP_EVENTS", "default".into()),
+    ] {
+        std::env::set_var(name, value);
+    }
+    let loaded: PathBuf = match (&recorder, chained_behind_ours) {
+        (Some(recorder), true) => {
+            std::env::set_var("NCCL_SCOREP_CHAIN", recorder);
+            ours
+        }
+        (Some(recorder), false) => {
+            std::env::remove_var("NCCL_SCOREP_CHAIN");
+            recorder.clone()
+        }
+        (None, _) => {
+            std::env::remove_var("NCCL_SCOREP_CHAIN");
+            ours
+        }
+    };
+    let release: Release = release.parse().unwrap();
+    let profiler = Arc::new(Profiler::new(release, Some(loaded.into_os_string())));
+    let mut config = SimConfig::default();
+    config.time.speedup = 20.0;
+    let config = scenario::config_for(name, &config);
+    let nccl = Nccl::new(profiler, config);
+    assert!(
+        scenario::run(name, &nccl, &Params::single_process(2, 2)),
+        "unknown scenario {name}"
+    );
+    drop(nccl);
+    std::env::remove_var("NCCL_SCOREP_CHAIN");
+    let recorded = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("recorded.")
+        })
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Run {
+        recorded,
+        ours: our_events(&out),
+    }
+}
+
+fn our_events(out: &Path) -> Vec<Value> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Vec::new();
+    };
+    let mut events = Vec::new();
+    for path in entries.map(|e| e.unwrap().path()) {
+        if path.is_dir() {
+            events.extend(our_events(&path));
+        } else if path.extension().is_some_and(|x| x == "jsonl") {
+            let text = std::fs::read_to_string(path).unwrap();
+            events.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                    .filter(|l| l["type"] == "event"),
+            );
+        }
+    }
+    events
+}
+
+/// One event the recording plugin saw.
+#[derive(Default)]
+struct Seen {
+    context: String,
+    description: String,
+    parent: String,
+    states: Vec<String>,
+    stops: usize,
+}
+
+/// The recording plugin's calls as a sorted list of events, each described by its own
+/// fields, its communicator, its ancestors (handles mapped to the events they name),
+/// its states and how often it was stopped; plus its inits, its finalizes and the calls
+/// NCCL made with NULL handles. Handle and context numbers themselves, which depend on
+/// the threads' interleaving, do not appear.
+fn canonical(lines: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut inits = HashMap::new();
+    let mut other = Vec::new();
+    let mut events: BTreeMap<String, Seen> = BTreeMap::new();
+    let mut anonymous = Vec::new();
+    for line in lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[0] {
+            "I" => {
+                inits.insert(words[2].to_owned(), words[3..].join(" "));
+                other.push(format!("init v{} {}", words[1], words[3..].join(" ")));
+            }
+            "X" => other.push(line.clone()),
+            "F" => other.push(format!("finalize {}", inits.get(words[1]).cloned().unwrap_or_default())),
+            "S" => {
+                let seen = Seen {
+                    context: words[1].to_owned(),
+                    description: words[4..].join(" "),
+                    parent: words[3].to_owned(),
+                    ..Seen::default()
+                };
+                if words[2] == "-" {
+                    anonymous.push(seen);
+                } else {
+                    events.insert(words[2].to_owned(), seen);
+                }
+            }
+            "R" | "E" if words[1] == "-" => other.push(format!("{} with NULL", words[0])),
+            "R" | "E" if !events.contains_key(words[1]) => other.push(format!("{} with an unknown handle", words[0])),
+            "R" => {
+                // How often a wait state repeats depends on timing, not on the plugin.
+                let states = &mut events.get_mut(words[1]).unwrap().states;
+                if states.last().is_none_or(|last| last != words[2]) {
+                    states.push(words[2].to_owned());
+                }
+            }
+            "E" => events.get_mut(words[1]).unwrap().stops += 1,
+            _ => panic!("unknown line {line}"),
+        }
+    }
+    fn describe(
+        seen: &Seen,
+        events: &BTreeMap<String, Seen>,
+        inits: &HashMap<String, String>,
+    ) -> String {
+        let parent = match events.get(&seen.parent) {
+            Some(parent) => describe(parent, events, inits),
+            None if seen.parent.starts_with('h') => "an unknown handle".into(),
+            None => seen.parent.clone(),
+        };
+        let context = inits.get(&seen.context).cloned().unwrap_or(seen.context.clone());
+        format!("[{} in ({context}) <- {parent}]", seen.description)
+    }
+    let mut described: Vec<String> = events
+        .values()
+        .chain(&anonymous)
+        .map(|seen| {
+            format!(
+                "{} states {:?} stops {}",
+                describe(seen, &events, &inits),
+                seen.states,
+                seen.stops
+            )
+        })
+        .collect();
+    described.sort();
+    other.sort();
+    (described, other)
+}
+
+/// Asserts that the recording plugin saw the same chained as directly.
+fn assert_same(release: &str, scenario: &str, recorder: &Path, faults: Faults) -> Run {
+    let direct = run(release, scenario, Some(recorder), false, faults);
+    let chained = run(release, scenario, Some(recorder), true, faults);
+    let (direct_events, direct_other) = canonical(&direct.recorded);
+    let (chained_events, chained_other) = canonical(&chained.recorded);
+    // ProxyCtrl events (the proxy thread going idle, asleep, awake) follow the timing of
+    // each run: compared by presence only.
+    let proxy_ctrl = |e: &String| e.starts_with("[0x20 ");
+    assert_eq!(
+        direct_events.iter().any(proxy_ctrl),
+        chained_events.iter().any(proxy_ctrl),
+        "{release} {scenario}: ProxyCtrl events"
+    );
+    let direct_events: Vec<String> = direct_events.into_iter().filter(|e| !proxy_ctrl(e)).collect();
+    let chained_events: Vec<String> =
+        chained_events.into_iter().filter(|e| !proxy_ctrl(e)).collect();
+    assert!(
+        faults.null_types != 0 || direct_events.len() > 4,
+        "{release} {scenario}: the scenario gave events: {:?}",
+        direct.recorded
+    );
+    if direct_events != chained_events {
+        let (only_direct, only_chained) = multiset_difference(&direct_events, &chained_events);
+        panic!(
+            "{release} {scenario}: {} events directly, {} chained\nonly directly: \
+             {:#?}\nonly chained: {:#?}",
+            direct_events.len(),
+            chained_events.len(),
+            &only_direct[..only_direct.len().min(5)],
+            &only_chained[..only_chained.len().min(5)],
+        );
+    }
+    // NCCL alone also stops NULL handles (net-plugin); chained, it never gets a handle it
+    // did not give.
+    let direct_other: Vec<_> = direct_other
+        .into_iter()
+        .filter(|o| !o.ends_with("with NULL"))
+        .collect();
+    assert_eq!(direct_other, chained_other, "{release} {scenario}");
+    chained
+}
+
+/// What is in `a` more often than in `b`, and the other way round (both sorted).
+fn multiset_difference(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut only_a, mut only_b) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x == y => (i, j) = (i + 1, j + 1),
+            (Some(x), Some(y)) if x < y => {
+                only_a.push(x.clone());
+                i += 1;
+            }
+            (Some(x), None) => {
+                only_a.push(x.clone());
+                i += 1;
+            }
+            (_, Some(y)) => {
+                only_b.push(y.clone());
+                j += 1;
+            }
+            (None, None) => unreachable!(),
+        }
+    }
+    (only_a, only_b)
+}
+
+fn recorder() -> PathBuf {
+    nccl_sim::recording_plugin_path()
+}
+
+/// Events per kind, ProxyCtrl left out (how often the proxy thread sleeps follows the
+/// timing of each run).
+fn kind_counts(events: &[Value]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for event in events.iter().filter(|e| e["kind"] != "ProxyCtrl") {
+        *counts
+            .entry(event["kind"].as_str().unwrap_or("?").to_owned())
+            .or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn the_chained_plugin_sees_what_nccl_alone_gives_it_in_every_release() {
+    for release in ["2.23", "2.26", "2.27", "2.28", "2.30", "2.31"] {
+        for scenario in ["single", "group", "p2p"] {
+            let chained = assert_same(release, scenario, &recorder(), Faults::default());
+            let alone = run(release, scenario, None, false, Faults::default());
+            let (with_chain, without) = (kind_counts(&chained.ours), kind_counts(&alone.ours));
+            assert!(without.contains_key("Coll") || without.contains_key("P2p"));
+            assert_eq!(
+                with_chain, without,
+                "{release} {scenario}: our trace is the same with the chain (the recorder \
+                 asks for every event, we for the default ones)"
+            );
+        }
+    }
+}
+
+#[test]
+fn proxy_steps_net_plugin_kernel_phases_and_copy_engine_events() {
+    for (release, scenario) in [
+        ("2.32", "net-plugin"),
+        ("2.31", "ce"),
+        ("2.31", "nonblocking"),
+        ("2.27", "net-plugin"),
+        ("2.32", "split"),
+    ] {
+        assert_same(release, scenario, &recorder(), Faults::default());
+    }
+}
+
+#[test]
+fn errors_and_null_handles_of_the_chained_plugin_stay_with_it() {
+    use nccl_profiler_abi::event_type as t;
+    // NULL for the API events on 2.28+ (their children get a NULL parent) and for the
+    // ProxyOps (steps then have none).
+    let faults = Faults {
+        null_types: t::GROUP_API | t::PROXY_OP,
+        call_errors: true,
+        ..Faults::default()
+    };
+    for release in ["2.32", "2.28"] {
+        let chained = assert_same(release, "single", &recorder(), faults);
+        assert!(
+            kind_counts(&chained.ours)["Coll"] > 0,
+            "our trace goes on: {:?}",
+            kind_counts(&chained.ours)
+        );
+    }
+    // Before 2.28 a NULL ProxyOp handle means no steps, and a NULL Group handle no
+    // Coll/P2p (nor anything below them).
+    for null_types in [t::PROXY_OP, t::GROUP] {
+        let faults = Faults {
+            null_types,
+            ..Faults::default()
+        };
+        let chained = assert_same("2.27", "group", &recorder(), faults);
+        let (events, _) = canonical(&chained.recorded);
+        let coll = events.iter().filter(|e| e.starts_with("[0x2 ")).count();
+        let steps = events.iter().filter(|e| e.starts_with("[0x10 ")).count();
+        assert_eq!((coll > 0, steps), (null_types == t::PROXY_OP, 0), "{events:#?}");
+    }
+    // An init error: that communicator gets nothing more, the others everything.
+    let faults = Faults {
+        init_error: Some(2),
+        ..Faults::default()
+    };
+    let chained = run("2.32", "single", Some(&recorder()), true, faults);
+    let (events, other) = canonical(&chained.recorded);
+    assert!(other.iter().any(|o| o.starts_with("X init")), "{other:?}");
+    assert_eq!(other.iter().filter(|o| o.starts_with("init")).count(), 1);
+    assert!(!events.is_empty());
+    let contexts: std::collections::HashSet<&str> = events
+        .iter()
+        .map(|e| e[e.find(" in (").unwrap()..e.find(") <- ").unwrap()].trim())
+        .collect();
+    assert_eq!(contexts.len(), 1, "one communicator rank only: {contexts:?}");
+    let alone = run("2.32", "single", None, false, Faults::default());
+    assert_eq!(kind_counts(&chained.ours), kind_counts(&alone.ours));
+}
+
+#[test]
+fn an_older_chained_plugin_gets_what_nccls_shim_would_give_it() {
+    // nccl-sim loads the v6 build directly through its v6 shim; chained, ours is called at
+    // v7 and forwards at v6.
+    let v6 = nccl_sim::recording_plugin_v6_path();
+    for scenario in ["single", "ce", "group"] {
+        assert_same("2.31", scenario, &v6, Faults::default());
+    }
+    let chained = run("2.31", "single", Some(&v6), true, Faults::default());
+    let (_, other) = canonical(&chained.recorded);
+    assert!(other.iter().all(|o| !o.starts_with("init") || o.starts_with("init v6")), "{other:?}");
+}
