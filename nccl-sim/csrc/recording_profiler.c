@@ -32,9 +32,11 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define ERROR_RESULT 3 /* ncclInternalError */
-#define CONTEXT_BASE 0x3c0000000000ULL
-#define HANDLE_BASE 0x3d0000000000ULL
-#define TOKEN_RANGE 0x10000000000ULL
+#define CONTEXT_BASE 0x3c000000000000ULL
+#define HANDLE_BASE 0x3d000000000000ULL
+/* Tokens carry the pid, so that another process's (PXN) read as "x". */
+#define TOKEN_RANGE 0x10000000ULL
+#define PROCESS_BASE(base) ((base) + ((uint64_t)getpid() << 28))
 
 typedef int ncclResult_t;
 
@@ -78,8 +80,8 @@ static void token(char *buf, size_t size, const void *value, uint64_t base, char
     uint64_t v = (uint64_t)(uintptr_t)value;
     if (!v)
         snprintf(buf, size, "-");
-    else if (v > base && v < base + TOKEN_RANGE)
-        snprintf(buf, size, "%c%" PRIu64, letter, v - base);
+    else if (v > PROCESS_BASE(base) && v < PROCESS_BASE(base) + TOKEN_RANGE)
+        snprintf(buf, size, "%c%" PRIu64, letter, v - PROCESS_BASE(base));
     else
         snprintf(buf, size, "x");
 }
@@ -98,7 +100,7 @@ static ncclResult_t init_common(int version, void **context, int *mask, uint64_t
     }
     long id = ++contexts;
     process_version = version;
-    *context = (void *)(uintptr_t)(CONTEXT_BASE + (uint64_t)id);
+    *context = (void *)(uintptr_t)(PROCESS_BASE(CONTEXT_BASE) + (uint64_t)id);
     *mask = mask_setting;
     if (out)
         fprintf(out, "I %d c%ld %#x %d %d %#" PRIx64 "\n", version, id, mask_setting, rank,
@@ -212,7 +214,7 @@ static ncclResult_t start_event(void *context, void **handle, void *descr_ptr) {
         result = ERROR_RESULT;
     } else {
         long n = ++handles;
-        *handle = (void *)(uintptr_t)(HANDLE_BASE + (uint64_t)n);
+        *handle = (void *)(uintptr_t)(PROCESS_BASE(HANDLE_BASE) + (uint64_t)n);
         snprintf(id, sizeof id, "h%ld", n);
     }
     if (out)

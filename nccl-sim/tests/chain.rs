@@ -27,21 +27,26 @@ struct Faults {
     call_errors: bool,
 }
 
-/// What one run left: the recording plugin's lines, and our event log (chained runs).
+/// What one run left: the recording plugin's lines (one list per process), and our
+/// event log.
 struct Run {
-    recorded: Vec<String>,
+    recorded: Vec<Vec<String>>,
     ours: Vec<Value>,
 }
 
-/// Runs `scenario` on `release` with `plugin` loaded by nccl-sim, with the recording
-/// plugin `recorder` either loaded directly (`plugin` None) or chained behind ours.
-fn run(
-    release: &str,
-    name: &str,
-    recorder: Option<&Path>,
-    chained_behind_ours: bool,
-    faults: Faults,
-) -> Run {
+/// Which plugins a run loads.
+#[derive(Clone, Copy)]
+enum Setup<'a> {
+    /// Ours only.
+    Alone,
+    /// This plugin only, loaded by nccl-sim.
+    Direct(&'a Path),
+    /// Ours, with this plugin chained behind it.
+    Chained(&'a Path),
+}
+
+/// Runs scenario `name` on `release` (2 ranks, one thread each, 2 iterations).
+fn run(release: &str, name: &str, setup: Setup, faults: Faults) -> Run {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     // Fresh copies: fresh statics in both libraries for every run.
@@ -50,11 +55,19 @@ fn run(
         std::fs::copy(from, &path).unwrap();
         path
     };
-    let recorder = recorder.map(|r| copy(r, "libnccl-profiler-recording-copy.so"));
     let ours = copy(
         &nccl_sim::our_plugin_for_tests(),
         "libnccl-profiler-scorep-copy.so",
     );
+    let loaded = match setup {
+        Setup::Alone => ours,
+        Setup::Direct(other) => copy(other, "libnccl-profiler-other-copy.so"),
+        Setup::Chained(other) => {
+            let other = copy(other, "libnccl-profiler-other-copy.so");
+            std::env::set_var("NCCL_SCOREP_CHAIN", &other);
+            ours
+        }
+    };
     let record_file = dir.path().join("recorded");
     let out = dir.path().join("out");
     for (name, value) in [
@@ -82,20 +95,6 @@ fn run(
     ] {
         std::env::set_var(name, value);
     }
-    let loaded: PathBuf = match (&recorder, chained_behind_ours) {
-        (Some(recorder), true) => {
-            std::env::set_var("NCCL_SCOREP_CHAIN", recorder);
-            ours
-        }
-        (Some(recorder), false) => {
-            std::env::remove_var("NCCL_SCOREP_CHAIN");
-            recorder.clone()
-        }
-        (None, _) => {
-            std::env::remove_var("NCCL_SCOREP_CHAIN");
-            ours
-        }
-    };
     let release: Release = release.parse().unwrap();
     let profiler = Arc::new(Profiler::new(release, Some(loaded.into_os_string())));
     let mut config = SimConfig::default();
@@ -108,7 +107,15 @@ fn run(
     );
     drop(nccl);
     std::env::remove_var("NCCL_SCOREP_CHAIN");
-    let recorded = std::fs::read_dir(dir.path())
+    Run {
+        recorded: recorded_lines(dir.path()),
+        ours: our_events(&out),
+    }
+}
+
+/// The recording plugin's files in `dir`, one list of lines per process.
+fn recorded_lines(dir: &Path) -> Vec<Vec<String>> {
+    std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
@@ -117,18 +124,14 @@ fn run(
                 .to_string_lossy()
                 .starts_with("recorded.")
         })
-        .flat_map(|p| {
+        .map(|p| {
             std::fs::read_to_string(p)
                 .unwrap()
                 .lines()
                 .map(str::to_owned)
-                .collect::<Vec<_>>()
+                .collect()
         })
-        .collect();
-    Run {
-        recorded,
-        ours: our_events(&out),
-    }
+        .collect()
 }
 
 fn our_events(out: &Path) -> Vec<Value> {
@@ -166,7 +169,20 @@ struct Seen {
 /// its states and how often it was stopped; plus its inits, its finalizes and the calls
 /// NCCL made with NULL handles. Handle and context numbers themselves, which depend on
 /// the threads' interleaving, do not appear.
-fn canonical(lines: &[String]) -> (Vec<String>, Vec<String>) {
+fn canonical(processes: &[Vec<String>]) -> (Vec<String>, Vec<String>) {
+    let (mut events, mut other) = (Vec::new(), Vec::new());
+    for lines in processes {
+        let (e, o) = canonical_process(lines);
+        events.extend(e);
+        other.extend(o);
+    }
+    events.sort();
+    other.sort();
+    (events, other)
+}
+
+/// [`canonical`] for the lines of one process.
+fn canonical_process(lines: &[String]) -> (Vec<String>, Vec<String>) {
     let mut inits = HashMap::new();
     let mut other = Vec::new();
     let mut events: BTreeMap<String, Seen> = BTreeMap::new();
@@ -238,8 +254,8 @@ fn canonical(lines: &[String]) -> (Vec<String>, Vec<String>) {
 
 /// Asserts that the recording plugin saw the same chained as directly.
 fn assert_same(release: &str, scenario: &str, recorder: &Path, faults: Faults) -> Run {
-    let direct = run(release, scenario, Some(recorder), false, faults);
-    let chained = run(release, scenario, Some(recorder), true, faults);
+    let direct = run(release, scenario, Setup::Direct(recorder), faults);
+    let chained = run(release, scenario, Setup::Chained(recorder), faults);
     let (direct_events, direct_other) = canonical(&direct.recorded);
     let (chained_events, chained_other) = canonical(&chained.recorded);
     // ProxyCtrl events (the proxy thread going idle, asleep, awake) follow the timing of
@@ -325,7 +341,7 @@ fn the_chained_plugin_sees_what_nccl_alone_gives_it_in_every_release() {
     for release in ["2.23", "2.26", "2.27", "2.28", "2.30", "2.31"] {
         for scenario in ["single", "group", "p2p"] {
             let chained = assert_same(release, scenario, &recorder(), Faults::default());
-            let alone = run(release, scenario, None, false, Faults::default());
+            let alone = run(release, scenario, Setup::Alone, Faults::default());
             let (with_chain, without) = (kind_counts(&chained.ours), kind_counts(&alone.ours));
             assert!(without.contains_key("Coll") || without.contains_key("P2p"));
             assert_eq!(
@@ -386,7 +402,7 @@ fn errors_and_null_handles_of_the_chained_plugin_stay_with_it() {
         init_error: Some(2),
         ..Faults::default()
     };
-    let chained = run("2.32", "single", Some(&recorder()), true, faults);
+    let chained = run("2.32", "single", Setup::Chained(&recorder()), faults);
     let (events, other) = canonical(&chained.recorded);
     assert!(other.iter().any(|o| o.starts_with("X init")), "{other:?}");
     assert_eq!(other.iter().filter(|o| o.starts_with("init")).count(), 1);
@@ -396,7 +412,7 @@ fn errors_and_null_handles_of_the_chained_plugin_stay_with_it() {
         .map(|e| e[e.find(" in (").unwrap()..e.find(") <- ").unwrap()].trim())
         .collect();
     assert_eq!(contexts.len(), 1, "one communicator rank only: {contexts:?}");
-    let alone = run("2.32", "single", None, false, Faults::default());
+    let alone = run("2.32", "single", Setup::Alone, Faults::default());
     assert_eq!(kind_counts(&chained.ours), kind_counts(&alone.ours));
 }
 
@@ -408,7 +424,121 @@ fn an_older_chained_plugin_gets_what_nccls_shim_would_give_it() {
     for scenario in ["single", "ce", "group"] {
         assert_same("2.31", scenario, &v6, Faults::default());
     }
-    let chained = run("2.31", "single", Some(&v6), true, Faults::default());
+    let chained = run("2.31", "single", Setup::Chained(&v6), Faults::default());
     let (_, other) = canonical(&chained.recorded);
     assert!(other.iter().all(|o| !o.starts_with("init") || o.starts_with("init v6")), "{other:?}");
+}
+
+/// Runs the nccl-sim binary: `processes` processes of one rank each, every rank's sends
+/// progressed by the next process's proxy (PXN), loading `plugin`, with `env` set.
+fn run_processes(plugin: &Path, env: &[(&str, &Path)], dir: &Path) -> std::process::Output {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        // One scenario: NCCL unloads a plugin after its last finalize, and a reloaded
+        // recording plugin numbers its handles from 1 again.
+        .args(["run", "--scenario", "p2p"])
+        .args(["--iterations", "2", "--speedup", "20", "--procs", "2", "--pxn"])
+        .arg("--plugin")
+        .arg(plugin)
+        .env("RECORDING_PROFILER_FILE", dir.join("recorded"))
+        .env("NCCL_SCOREP_OUTPUT_DIR", dir.join("out"))
+        .env("NCCL_SCOREP_MODE", "jsonl")
+        .env("NCCL_SIM_SHM_DIR", dir)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+#[test]
+fn under_pxn_the_chained_plugin_gets_the_foreign_proxy_ops_nccl_would_give_it() {
+    let direct_dir = tempfile::tempdir().unwrap();
+    run_processes(&recorder(), &[], direct_dir.path());
+    let chained_dir = tempfile::tempdir().unwrap();
+    let ours = nccl_sim::our_plugin_for_tests();
+    run_processes(
+        &ours,
+        &[("NCCL_SCOREP_CHAIN", &recorder())],
+        chained_dir.path(),
+    );
+    let direct = recorded_lines(direct_dir.path());
+    let chained = recorded_lines(chained_dir.path());
+    assert_eq!((direct.len(), chained.len()), (2, 2), "one file per process");
+    // Each job draws its communicators' ids at random: they become "comm".
+    let comparable = |processes: &[Vec<String>]| -> Vec<String> {
+        let ids: Vec<String> = processes
+            .iter()
+            .flatten()
+            .filter(|l| l.starts_with("I "))
+            .filter_map(|l| l.split(' ').nth(6).map(str::to_owned))
+            .collect();
+        let mut events: Vec<String> = canonical(processes)
+            .0
+            .into_iter()
+            .filter(|e| !e.starts_with("[0x20 "))
+            .map(|e| ids.iter().fold(e, |e, id| e.replace(id.as_str(), "comm")))
+            .collect();
+        events.sort();
+        events
+    };
+    let (direct_events, chained_events) = (comparable(&direct), comparable(&chained));
+    let foreign = direct_events
+        .iter()
+        .filter(|e| e.starts_with("[0x8 ") && e.contains("pid=other"))
+        .count();
+    assert!(foreign > 0, "the scenario has foreign ProxyOps");
+    let (only_direct, only_chained) = multiset_difference(&direct_events, &chained_events);
+    assert!(
+        only_direct.is_empty() && only_chained.is_empty(),
+        "only directly: {:#?}\nonly chained: {:#?}",
+        &only_direct[..only_direct.len().min(5)],
+        &only_chained[..only_chained.len().min(5)]
+    );
+    for e in direct_events.iter().filter(|e| e.contains("pid=other")) {
+        assert!(
+            e.contains("in (x) <- x]"),
+            "another process's context and parent, never dereferenced: {e}"
+        );
+    }
+}
+
+#[test]
+fn the_empty_plugin_chained_changes_nothing_in_our_trace() {
+    let empty = nccl_sim::bench::empty_plugin_path();
+    for release in ["2.32", "2.26"] {
+        let alone = run(release, "group", Setup::Alone, Faults::default());
+        let with_empty = run(release, "group", Setup::Chained(&empty), Faults::default());
+        assert!(kind_counts(&alone.ours)["Coll"] > 0);
+        assert_eq!(
+            kind_counts(&with_empty.ours),
+            kind_counts(&alone.ours),
+            "{release}"
+        );
+    }
+}
+
+#[test]
+fn a_plugin_that_cannot_be_chained_is_reported_and_the_job_runs_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = nccl_sim::our_plugin_for_tests();
+    let missing = dir.path().join("libnccl-profiler-missing.so");
+    for (spec, problem) in [
+        (missing.as_path(), "cannot load it"),
+        (ours.as_path(), "names nccl-scorep itself"),
+        (Path::new("none"), "names no plugin"),
+    ] {
+        let output = run_processes(&ours, &[("NCCL_SCOREP_CHAIN", spec)], dir.path());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!("NCCL_SCOREP_CHAIN={}: {problem}", spec.display());
+        assert!(stderr.contains(&expected), "{expected} in:\n{stderr}");
+        assert_eq!(
+            stderr.matches("running without the chained plugin").count(),
+            2,
+            "once per process: {stderr}"
+        );
+    }
 }
