@@ -30,6 +30,11 @@ static CHAIN: OnceLock<Option<Chain>> = OnceLock::new();
 /// shared by all its contexts, like NCCL's own, so the last `init` to write it wins.
 static MASK: AtomicI32 = AtomicI32::new(0);
 
+/// The kinds NCCL starts for the chained plugin's mask, with the mask they were computed
+/// for: mask in the high 32 bits, type bits in the low 32. Recomputed when the mask
+/// changed (a plugin may change it at any time through the pointer `init` gave it).
+static EMITTED: AtomicU64 = AtomicU64::new(0);
+
 /// Error results of the chained plugin's calls (other than `init`), reported at the
 /// process's last finalize.
 static CALL_ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -70,7 +75,19 @@ struct ChainedContext {
 }
 
 /// How many ended events [`Chain::ended`] remembers (a power of two).
-const ENDED_EVENTS: usize = 1 << 16;
+const ENDED_EVENTS: usize = 1 << 14;
+
+/// Whether NCCL gives events of `kind` as parent after they ended: API calls end before
+/// their tasks start, and a CUDA graph replays its tasks under capture-time Group and
+/// API events. (The other parents, ProxyOp, ProxyStep, KernelCh and CeColl, outlive
+/// their children.)
+#[inline]
+pub fn parent_after_its_end(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::GroupApi | Kind::CollApi | Kind::P2pApi | Kind::Group | Kind::Coll | Kind::P2p
+    )
+}
 
 /// One ended event: our handle and the chained plugin's handle of it.
 struct EndedEvent {
@@ -107,12 +124,6 @@ pub struct Chain {
     /// a NULL parent), but never names another event, as no handle is issued twice.
     ended: Box<[EndedEvent]>,
 }
-
-// SAFETY: the library and its function pointers are immutable after loading; the plugin
-// itself must be thread-safe, as NCCL calls every plugin from many threads.
-unsafe impl Sync for Chain {}
-// SAFETY: as above.
-unsafe impl Send for Chain {}
 
 /// The chained plugin, once loaded.
 #[inline]
@@ -432,12 +443,25 @@ impl Chain {
         }
     }
 
+    /// The type bits of the kinds NCCL starts for its mask now.
+    #[inline]
+    fn its_emitted_kinds(&self) -> u64 {
+        let mask = self.mask() as u32;
+        let cached = EMITTED.load(Ordering::Relaxed);
+        if (cached >> 32) as u32 == mask && cached != 0 {
+            return cached & 0xFFFF_FFFF;
+        }
+        let kinds = emitted_kinds(u64::from(mask));
+        EMITTED.store(u64::from(mask) << 32 | kinds, Ordering::Relaxed);
+        kinds
+    }
+
     /// Whether our sinks record an event of `kind`: all but those only the chained
     /// plugin's mask made NCCL start.
     #[inline]
     pub fn records_ours(&self, kind: Kind) -> bool {
         let bit = kind.bit();
-        self.our_kinds & bit != 0 || emitted_kinds(self.mask() as u64) & bit == 0
+        self.our_kinds & bit != 0 || self.its_emitted_kinds() & bit == 0
     }
 
     /// Whether the chained plugin gets a start of `kind`: its version has the kind and its
@@ -445,7 +469,7 @@ impl Chain {
     #[inline]
     pub fn wants(&self, kind: Kind) -> bool {
         let bit = kind.bit();
-        self.its_kinds & bit != 0 && emitted_kinds(self.mask() as u64) & bit != 0
+        self.its_kinds & bit != 0 && self.its_emitted_kinds() & bit != 0
     }
 
     /// Its context for a `context` NCCL passed: its own for one of our contexts (`None`

@@ -136,7 +136,7 @@ unsafe fn start_recorded<D: DecodeDescr>(
 
 #[inline]
 fn set_chained(rt: &Runtime, handle: u64, chained: Chained) {
-    if let Ok(bits) = rt.shared.slab.check(handle) {
+    if let Some(bits) = rt.shared.slab.bits_of(handle) {
         rt.shared.slab.set_chained(bits.slot, chained);
     }
 }
@@ -147,7 +147,6 @@ fn set_chained(rt: &Runtime, handle: u64, chained: Chained) {
 ///
 /// # Safety
 /// As for [`start_event`], with `handle_out` non-NULL.
-#[cold]
 #[inline(never)]
 unsafe fn start_chained<D: DecodeDescr>(
     rt: &Runtime,
@@ -326,16 +325,17 @@ fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
 
 /// `stopEvent` with a chained plugin: its handle is read while ours is live, and it is
 /// stopped only when ours was (once, and never with a handle it did not give).
-#[cold]
 #[inline(never)]
 fn stop_chained(rt: &Runtime, value: u64) {
-    let chained = match rt.shared.slab.check(value) {
-        Ok(bits) => rt.shared.slab.chained(bits.slot),
-        Err(_) => Chained::NONE,
+    let (chained, kind) = match rt.shared.slab.check(value) {
+        Ok(bits) => (rt.shared.slab.chained(bits.slot), Some(bits.kind)),
+        Err(_) => (Chained::NONE, None),
     };
     if stop_recorded(rt, value, chained.recorded) && chained.handle != 0 {
         if let Some(chain) = chain::get() {
-            chain.ended(value, chained.handle);
+            if kind.is_some_and(chain::parent_after_its_end) {
+                chain.ended(value, chained.handle);
+            }
             chain.stop(chained.handle);
         }
     }
@@ -412,7 +412,6 @@ unsafe fn record_recorded<A: DecodeArgs>(
 ///
 /// # Safety
 /// `args` is NULL or points to version `A`'s state arguments.
-#[cold]
 #[inline(never)]
 unsafe fn record_chained<A: DecodeArgs>(rt: &Runtime, value: u64, state: i32, args: *const A) {
     panic_probe(value);
