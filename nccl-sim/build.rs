@@ -13,7 +13,12 @@ fn main() {
     empty_plugin();
     // The recording test plugin: every version, and one whose newest is v6 (a plugin
     // older than the NCCL that loads it).
-    test_plugin("recording_profiler.c", "libnccl-profiler-recording.so", &[], "NCCL_SIM_RECORDING_PLUGIN");
+    test_plugin(
+        "recording_profiler.c",
+        "libnccl-profiler-recording.so",
+        &[],
+        "NCCL_SIM_RECORDING_PLUGIN",
+    );
     test_plugin(
         "recording_profiler.c",
         "libnccl-profiler-recording6.so",

@@ -39,8 +39,7 @@ static EMITTED: AtomicU64 = AtomicU64::new(0);
 /// process's last finalize.
 static CALL_ERRORS: AtomicU64 = AtomicU64::new(0);
 
-type StartFn =
-    unsafe extern "C" fn(*mut c_void, *mut *mut c_void, *mut c_void) -> ncclResult_t;
+type StartFn = unsafe extern "C" fn(*mut c_void, *mut *mut c_void, *mut c_void) -> ncclResult_t;
 type HandleFn = unsafe extern "C" fn(*mut c_void) -> ncclResult_t;
 type RecordFn = unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> ncclResult_t;
 
@@ -198,13 +197,22 @@ pub fn emitted_kinds(mask: u64) -> u64 {
     };
     let enablers: [(u64, u64); 16] = [
         (bit::GROUP_API, 0xFFFF & !bit::PROXY_CTRL),
-        (bit::COLL_API, bit::COLL_API | bit::COLL | TASK_CHILDREN | CE),
+        (
+            bit::COLL_API,
+            bit::COLL_API | bit::COLL | TASK_CHILDREN | CE,
+        ),
         (bit::P2P_API, bit::P2P_API | bit::P2P | TASK_CHILDREN),
         (bit::KERNEL_LAUNCH, bit::KERNEL_LAUNCH),
-        (bit::GROUP, bit::GROUP | bit::COLL | bit::P2P | TASK_CHILDREN),
+        (
+            bit::GROUP,
+            bit::GROUP | bit::COLL | bit::P2P | TASK_CHILDREN,
+        ),
         (bit::COLL, bit::COLL | TASK_CHILDREN),
         (bit::P2P, bit::P2P | TASK_CHILDREN),
-        (bit::PROXY_OP, bit::PROXY_OP | bit::PROXY_STEP | bit::NET_PLUGIN),
+        (
+            bit::PROXY_OP,
+            bit::PROXY_OP | bit::PROXY_STEP | bit::NET_PLUGIN,
+        ),
         (bit::PROXY_STEP, bit::PROXY_STEP | bit::NET_PLUGIN),
         (bit::KERNEL_CH, bit::KERNEL_CH),
         (bit::NET_PLUGIN, bit::NET_PLUGIN),
@@ -276,14 +284,14 @@ impl Chain {
             table.record,
             table.finalize,
         ) else {
-            return Err(format!("{path}: ncclProfiler_v{version} has a NULL function"));
+            return Err(format!(
+                "{path}: ncclProfiler_v{version} has a NULL function"
+            ));
         };
         // SAFETY: the table of this version holds an `init` of this version's signature.
         let init = unsafe {
             match version {
-                1..=3 => InitFn::V1(std::mem::transmute::<unsafe extern "C" fn(), InitV1>(
-                    init,
-                )),
+                1..=3 => InitFn::V1(std::mem::transmute::<unsafe extern "C" fn(), InitV1>(init)),
                 4 => InitFn::V4(std::mem::transmute::<unsafe extern "C" fn(), InitV4>(init)),
                 _ => InitFn::V5(std::mem::transmute::<unsafe extern "C" fn(), InitV5>(init)),
             }
@@ -399,7 +407,9 @@ impl Chain {
             ));
             return 0;
         }
-        entry.theirs.store(theirs as usize as u64, Ordering::Relaxed);
+        entry
+            .theirs
+            .store(theirs as usize as u64, Ordering::Relaxed);
         entry.finalized.store(false, Ordering::Relaxed);
         entry.ours.store(ours, Ordering::Release);
         self.mask()
@@ -586,7 +596,11 @@ mod tests {
         assert_eq!(chosen_version(7, &[1, 4]), None, "v4 has another layout");
         assert_eq!(chosen_version(4, &[3]), None);
         assert_eq!(chosen_version(4, &[4, 5]), Some(4));
-        assert_eq!(chosen_version(3, &[5]), None, "NCCL would not load it either");
+        assert_eq!(
+            chosen_version(3, &[5]),
+            None,
+            "NCCL would not load it either"
+        );
     }
 
     #[test]

@@ -182,7 +182,9 @@ impl Slab {
 
     /// The same slab with room, in every slot, for a chained plugin's handle.
     pub fn with_chain_slots(mut self) -> Slab {
-        self.chain = (0..self.slots.len()).map(|_| ChainSlot::default()).collect();
+        self.chain = (0..self.slots.len())
+            .map(|_| ChainSlot::default())
+            .collect();
         self
     }
 

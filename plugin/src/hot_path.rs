@@ -4,6 +4,10 @@
 //! fixed-size record and pushes it into the calling thread's ring. No lock, no
 //! allocation, no system call (after a thread's first call, which registers its ring).
 //! Everything else happens on the collector thread.
+//!
+//! With a chained plugin (`NCCL_SCOREP_CHAIN`, [`crate::chain`]) each callback takes the
+//! `*_chained` path instead, which also calls that plugin; without one, the only cost of
+//! chaining is the test of [`chain::ACTIVE`].
 
 use crate::boundary::panic_probe;
 use crate::chain;
@@ -173,9 +177,19 @@ unsafe fn start_chained<D: DecodeDescr>(
         states: true,
     };
     if chain.wants(kind) {
-        let their_context =
-            chain.context_for(context_value, rt.shared.contexts.slot_of(context_value));
-        let their_parent = chained_parent(rt, chain, d.parent());
+        // A ProxyOp of another process (PXN) carries that process's context and parent:
+        // passed on unchanged, whatever they look like here.
+        // SAFETY: the type bit names the union member NCCL filled in.
+        let foreign = kind == Kind::ProxyOp
+            && matches!(unsafe { d.decode(kind) }, Event::ProxyOp(op) if op.pid != rt.shared.pid);
+        let (their_context, their_parent) = if foreign {
+            (Some(context_value), d.parent())
+        } else {
+            (
+                chain.context_for(context_value, rt.shared.contexts.slot_of(context_value)),
+                chained_parent(rt, chain, d.parent()),
+            )
+        };
         if let Some(their_context) = their_context {
             if chain.parent_allows(kind, their_parent) {
                 let mut copy = d.with_parent(their_parent);
@@ -187,11 +201,15 @@ unsafe fn start_chained<D: DecodeDescr>(
             }
         }
     }
-    let handle = if chained.recorded {
+    let mut handle = 0;
+    if chained.recorded {
         // SAFETY: `d` is a descriptor of version D announcing `kind`.
-        unsafe { start_recorded(rt, context_value, d, kind, time, Some(chained)) }
-    } else if chained.handle != 0 {
-        // Only the chained plugin wants it: an id that carries its handle, nothing recorded.
+        handle = unsafe { start_recorded(rt, context_value, d, kind, time, Some(chained)) };
+    }
+    if handle == 0 && chained.handle != 0 {
+        // Only the chained plugin has it (it alone asked for it, or our sinks refused or
+        // dropped it): an id that carries its handle, nothing recorded.
+        chained.recorded = false;
         let issued = rt
             .with_ring(|ring| {
                 rt.shared
@@ -200,18 +218,13 @@ unsafe fn start_chained<D: DecodeDescr>(
             })
             .flatten();
         match issued {
-            Some(handle) => {
-                set_chained(rt, handle, chained);
-                handle
+            Some(issued) => {
+                set_chained(rt, issued, chained);
+                handle = issued;
             }
-            None => {
-                Counters::bump(&rt.shared.counters.slab_full);
-                0
-            }
+            None => Counters::bump(&rt.shared.counters.slab_full),
         }
-    } else {
-        0
-    };
+    }
     if handle != 0 {
         // SAFETY: non-NULL and writable (caller).
         unsafe { *handle_out = handle as usize as *mut c_void };

@@ -304,7 +304,9 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     let chain_mask = match shared.config.chain.as_deref() {
         Some(spec) => chain::load_once(spec, info.version, shared.config.event_mask.bits())
             .zip(shared.contexts.slot_of(context))
-            .map_or(0, |(chain, slot)| chain.init(context, slot, &info, args.logger)),
+            .map_or(0, |(chain, slot)| {
+                chain.init(context, slot, &info, args.logger)
+            }),
         None => 0,
     };
     if !enabled {
