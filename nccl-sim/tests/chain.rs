@@ -25,6 +25,8 @@ struct Faults {
     null_types: u64,
     /// stopEvent and recordEventState return errors.
     call_errors: bool,
+    /// The activation mask it asks for (every event when `None`).
+    mask: Option<u64>,
 }
 
 /// What one run left: the recording plugin's lines (one list per process), and our
@@ -87,6 +89,10 @@ fn run(release: &str, name: &str, setup: Setup, faults: Faults) -> Run {
         (
             "RECORDING_PROFILER_RECORD_ERROR",
             u8::from(faults.call_errors).to_string(),
+        ),
+        (
+            "RECORDING_PROFILER_MASK",
+            faults.mask.unwrap_or(0xFFFF).to_string(),
         ),
         ("NCCL_SCOREP_OUTPUT_DIR", out.display().to_string()),
         ("NCCL_SCOREP_JSONL", "1".into()),
@@ -435,6 +441,37 @@ fn errors_and_null_handles_of_the_chained_plugin_stay_with_it() {
     );
     let alone = run("2.32", "single", Setup::Alone, Faults::default());
     assert_eq!(kind_counts(&chained.ours), kind_counts(&alone.ours));
+}
+
+#[test]
+fn a_chained_plugin_asking_for_less_gets_only_what_it_asked_for() {
+    use nccl_profiler_abi::event_type as t;
+    // ProxyOps only: NCCL also starts their ancestors, but no KernelCh, ProxyCtrl or
+    // step, which our default mask asks for.
+    let faults = Faults {
+        mask: Some(t::PROXY_OP),
+        ..Faults::default()
+    };
+    for release in ["2.32", "2.27"] {
+        let chained = assert_same(release, "single", &recorder(), faults);
+        let (events, _) = canonical(&chained.recorded);
+        let types: std::collections::BTreeSet<&str> = events
+            .iter()
+            .map(|e| e[1..].split(' ').next().unwrap())
+            .collect();
+        let expected: &[&str] = if release == "2.32" {
+            &["0x1", "0x100", "0x2", "0x200", "0x8"]
+        } else {
+            &["0x1", "0x2", "0x8"]
+        };
+        assert_eq!(types.into_iter().collect::<Vec<_>>(), expected, "{release}");
+        let alone = run(release, "single", Setup::Alone, Faults::default());
+        assert_eq!(
+            kind_counts(&chained.ours),
+            kind_counts(&alone.ours),
+            "{release}"
+        );
+    }
 }
 
 #[test]
