@@ -77,14 +77,20 @@ struct ChainedContext {
 const ENDED_EVENTS: usize = 1 << 14;
 
 /// Whether NCCL gives events of `kind` as parent after they ended: API calls end before
-/// their tasks start, and a CUDA graph replays its tasks under capture-time Group and
-/// API events. (The other parents, ProxyOp, ProxyStep, KernelCh and CeColl, outlive
-/// their children.)
+/// their tasks start, a CUDA graph replays its tasks under capture-time Group and API
+/// events, and a ProxyOp may be stopped before the last of its steps starts. (The other
+/// parents, ProxyStep, KernelCh and CeColl, outlive their children.)
 #[inline]
 pub fn parent_after_its_end(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::GroupApi | Kind::CollApi | Kind::P2pApi | Kind::Group | Kind::Coll | Kind::P2p
+        Kind::GroupApi
+            | Kind::CollApi
+            | Kind::P2pApi
+            | Kind::Group
+            | Kind::Coll
+            | Kind::P2p
+            | Kind::ProxyOp
     )
 }
 

@@ -104,6 +104,8 @@ struct ChainSlot {
     handle: AtomicU64,
     recorded: AtomicBool,
     states: AtomicBool,
+    /// Its stop was passed on to the chained plugin.
+    stopped: AtomicBool,
 }
 
 /// The chained plugin's view of one of our events.
@@ -196,7 +198,56 @@ impl Slab {
             entry.handle.store(chained.handle, Ordering::Release);
             entry.recorded.store(chained.recorded, Ordering::Release);
             entry.states.store(chained.states, Ordering::Release);
+            entry.stopped.store(false, Ordering::Release);
         }
+    }
+
+    /// For an event our sinks are done with before NCCL stopped it (closed at its
+    /// communicator's finalize): true, and the event is no longer ours to record, when the
+    /// chained plugin has a handle of it, so that the slot stays live until NCCL's stop.
+    pub fn keep_for_chain(&self, value: u64) -> bool {
+        let Ok(bits) = self.check(value) else {
+            return false;
+        };
+        match self.chain.get(bits.slot as usize) {
+            Some(entry) if entry.handle.load(Ordering::Acquire) != 0 => {
+                entry.recorded.store(false, Ordering::Release);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Claims the stop of the event in `slot` for the chained plugin: true the first time
+    /// only, so that it gets one stop per event.
+    #[inline]
+    pub fn claim_chained_stop(&self, slot: u32) -> bool {
+        self.chain.get(slot as usize).is_some_and(|entry| {
+            entry
+                .stopped
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
+    }
+
+    /// The chained plugin's view of an event whose slot was freed and not reused since,
+    /// and whose stop it has not had (our collector frees the slots of events NCCL may
+    /// still name: abandoned ProxyOps, restarted steps). `None` for any other handle, or
+    /// when the slot was taken again meanwhile.
+    pub fn chained_after_release(&self, value: u64) -> Option<(HandleBits, Chained)> {
+        let bits = self.bits(value).ok()?;
+        let generation = &self.slots[bits.slot as usize].generation;
+        let before = generation.load(Ordering::Acquire);
+        if classify(before, bits.generation) != Err(HandleError::AlreadyStopped) {
+            return None;
+        }
+        let entry = self.chain.get(bits.slot as usize)?;
+        if entry.stopped.load(Ordering::Acquire) {
+            return None;
+        }
+        let chained = self.chained(bits.slot);
+        // Unchanged generation: nobody acquired the slot while it was read.
+        (generation.load(Ordering::Acquire) == before).then_some((bits, chained))
     }
 
     /// The chained plugin's view of the event in `slot` ([`Chained::NONE`] without a

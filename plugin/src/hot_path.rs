@@ -245,9 +245,13 @@ fn chained_parent(rt: &Runtime, chain: &chain::Chain, parent: u64) -> u64 {
         Ok(bits) => rt.shared.slab.chained(bits.slot).handle,
         Err(HandleError::Null) => 0,
         Err(HandleError::NeverIssued) => parent,
-        Err(HandleError::AlreadyStopped | HandleError::Stale) => {
-            chain.ended_handle(parent).unwrap_or(0)
-        }
+        Err(HandleError::AlreadyStopped | HandleError::Stale) => rt
+            .shared
+            .slab
+            .chained_after_release(parent)
+            .map(|(_, chained)| chained.handle)
+            .or_else(|| chain.ended_handle(parent))
+            .unwrap_or(0),
     }
 }
 
@@ -340,15 +344,40 @@ fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
 /// stopped only when ours was (once, and never with a handle it did not give).
 #[inline(never)]
 fn stop_chained(rt: &Runtime, value: u64) {
-    let (chained, kind) = match rt.shared.slab.check(value) {
-        Ok(bits) => (rt.shared.slab.chained(bits.slot), Some(bits.kind)),
-        Err(_) => (Chained::NONE, None),
-    };
-    if stop_recorded(rt, value, chained.recorded) && chained.handle != 0 {
-        if let Some(chain) = chain::get() {
-            if kind.is_some_and(chain::parent_after_its_end) {
-                chain.ended(value, chained.handle);
+    let slab = &rt.shared.slab;
+    let found = match slab.check(value) {
+        Ok(bits) => {
+            let chained = slab.chained(bits.slot);
+            if chained.handle != 0 && chain::parent_after_its_end(bits.kind) {
+                if let Some(chain) = chain::get() {
+                    // Before the slot is free: a child starting on another thread the
+                    // moment after must find it.
+                    chain.ended(value, chained.handle);
+                }
             }
+            stop_recorded(rt, value, chained.recorded).then_some((bits, chained))
+        }
+        Err(HandleError::AlreadyStopped) => {
+            // Our collector may have freed the slot before NCCL's stop (a ProxyOp it gave
+            // up waiting for, a step NCCL started again): the chained plugin still gets
+            // this stop, once.
+            let found = slab.chained_after_release(value);
+            if let (Some((bits, chained)), Some(chain)) = (found, chain::get()) {
+                if chained.handle != 0 && chain::parent_after_its_end(bits.kind) {
+                    chain.ended(value, chained.handle);
+                }
+            }
+            stop_recorded(rt, value, true);
+            found
+        }
+        Err(_) => {
+            stop_recorded(rt, value, true);
+            None
+        }
+    };
+    let Some((bits, chained)) = found else { return };
+    if chained.handle != 0 && slab.claim_chained_stop(bits.slot) {
+        if let Some(chain) = chain::get() {
             chain.stop(chained.handle);
         }
     }
@@ -428,10 +457,20 @@ unsafe fn record_recorded<A: DecodeArgs>(
 #[inline(never)]
 unsafe fn record_chained<A: DecodeArgs>(rt: &Runtime, value: u64, state: i32, args: *const A) {
     panic_probe(value);
-    let Some(bits) = checked_for_record(rt, value) else {
-        return;
+    let (bits, chained) = match rt.shared.slab.chained_after_release(value) {
+        // Freed by our collector before NCCL is done with it: still the chained plugin's.
+        Some((bits, chained)) => (
+            bits,
+            Chained {
+                recorded: false,
+                ..chained
+            },
+        ),
+        None => match checked_for_record(rt, value) {
+            Some(bits) => (bits, rt.shared.slab.chained(bits.slot)),
+            None => return,
+        },
     };
-    let chained = rt.shared.slab.chained(bits.slot);
     if chained.handle != 0 && chained.states {
         if let Some(chain) = chain::get() {
             // SAFETY: its live handle, and NCCL's arguments for the state (caller).
