@@ -234,6 +234,21 @@ pub fn emitted_kinds(mask: u64) -> u64 {
         .fold(0, |kinds, (kind, _)| kinds | kind)
 }
 
+/// Whether `address` lies in the shared object this code is in (the chained "plugin"
+/// would be nccl-scorep itself).
+fn in_this_library(address: *const c_void) -> bool {
+    let object_of = |address: *const c_void| {
+        // SAFETY: dladdr only reads the loader's tables; `info` is a plain C struct it
+        // fills in when it returns nonzero.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            (libc::dladdr(address, &mut info) != 0).then_some(info.dli_fbase)
+        }
+    };
+    let ours = object_of(in_this_library as fn(*const c_void) -> bool as *const c_void);
+    ours.is_some() && ours == object_of(address)
+}
+
 impl Chain {
     fn load(spec: &str, nccl_version: u8, our_mask: u64) -> Result<Chain, String> {
         let names = match plugin_selection(Some(OsStr::new(spec))) {
@@ -277,10 +292,7 @@ impl Chain {
             ));
         };
         let table = table_of(version).expect("exported above");
-        if std::ptr::eq(
-            table as *const RawTable as *const c_void,
-            crate::ffi::table_address(version),
-        ) {
+        if in_this_library(table as *const RawTable as *const c_void) {
             return Err("names nccl-scorep itself".into());
         }
         let (Some(init), Some(start), Some(stop), Some(record), Some(finalize)) = (

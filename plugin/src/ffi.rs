@@ -175,18 +175,3 @@ profiler_table!(ncclProfiler_v4: abi::v4::ncclProfiler_v4_t = init_v4, abi::v4::
 profiler_table!(ncclProfiler_v5: abi::v5::ncclProfiler_v5_t = init_v5::<5>, abi::v5::ncclProfilerEventDescr_v5_t, abi::StateArgsV4);
 profiler_table!(ncclProfiler_v6: abi::v6::ncclProfiler_v6_t = init_v5::<6>, abi::v6::ncclProfilerEventDescr_v6_t, abi::StateArgsV4);
 profiler_table!(ncclProfiler_v7: abi::v7::ncclProfiler_v7_t = init_v5::<7>, abi::v7::ncclProfilerEventDescr_v7_t, abi::StateArgsV4);
-
-/// The address of our own `ncclProfiler_v<version>` table (NULL for other versions), so
-/// that a chained plugin that is this library is recognized.
-pub fn table_address(version: u8) -> *const c_void {
-    match version {
-        1 => &ncclProfiler_v1 as *const _ as *const c_void,
-        2 => &ncclProfiler_v2 as *const _ as *const c_void,
-        3 => &ncclProfiler_v3 as *const _ as *const c_void,
-        4 => &ncclProfiler_v4 as *const _ as *const c_void,
-        5 => &ncclProfiler_v5 as *const _ as *const c_void,
-        6 => &ncclProfiler_v6 as *const _ as *const c_void,
-        7 => &ncclProfiler_v7 as *const _ as *const c_void,
-        _ => std::ptr::null(),
-    }
-}
