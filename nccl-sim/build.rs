@@ -11,15 +11,40 @@ fn main() {
         .warnings(true)
         .compile("nccl_sim_logger");
     empty_plugin();
+    // The recording test plugin: every version, and one whose newest is v6 (a plugin
+    // older than the NCCL that loads it).
+    test_plugin(
+        "recording_profiler.c",
+        "libnccl-profiler-recording.so",
+        &[],
+        "NCCL_SIM_RECORDING_PLUGIN",
+    );
+    test_plugin(
+        "recording_profiler.c",
+        "libnccl-profiler-recording6.so",
+        &["-DRECORDING_NEWEST=6"],
+        "NCCL_SIM_RECORDING_PLUGIN_V6",
+    );
 }
 
 /// The in-tree empty profiler plugin (`nccl-sim bench`'s floor): a shared object of its
-/// own. `cc` only builds static archives, so its compiler is invoked here directly, with
-/// the flags `cc` picked for the target; always optimised, like a plugin one would measure.
+/// own, always optimised, like a plugin one would measure.
 fn empty_plugin() {
-    println!("cargo:rerun-if-changed=csrc/empty_profiler.c");
+    test_plugin(
+        "empty_profiler.c",
+        "libnccl-profiler-empty.so",
+        &[],
+        "NCCL_SIM_EMPTY_PLUGIN",
+    );
+}
+
+/// Builds `csrc/<source>` into the shared object `library` and passes its path to the
+/// crate in the variable `env`. `cc` only builds static archives, so its compiler is
+/// invoked here directly, with the flags `cc` picked for the target.
+fn test_plugin(source: &str, library: &str, defines: &[&str], env: &str) {
+    println!("cargo:rerun-if-changed=csrc/{source}");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by Cargo"));
-    let library = out_dir.join("libnccl-profiler-empty.so");
+    let library = out_dir.join(library);
     let compiler = cc::Build::new()
         .opt_level(2)
         .pic(true)
@@ -27,18 +52,17 @@ fn empty_plugin() {
         .get_compiler();
     let mut command: Command = compiler.to_command();
     command
-        .args(["-shared", "-fPIC", "-o"])
+        .args(["-shared", "-fPIC", "-pthread"])
+        .args(defines)
+        .arg("-o")
         .arg(&library)
-        .arg("csrc/empty_profiler.c");
-    let status = command.status().unwrap_or_else(|e| {
-        panic!("cannot run the C compiler for the empty plugin ({command:?}): {e}")
-    });
+        .arg(format!("csrc/{source}"));
+    let status = command
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler for {source} ({command:?}): {e}"));
     assert!(
         status.success(),
-        "building the empty profiler plugin failed ({command:?}): {status}"
+        "building {source} failed ({command:?}): {status}"
     );
-    println!(
-        "cargo:rustc-env=NCCL_SIM_EMPTY_PLUGIN={}",
-        library.display()
-    );
+    println!("cargo:rustc-env={env}={}", library.display());
 }

@@ -46,6 +46,17 @@ fn built_for_tests(file: &str, what: &str) -> std::path::PathBuf {
     })
 }
 
+/// The recording test plugin (`csrc/recording_profiler.c`, built by `build.rs`): writes
+/// every call it gets to `$RECORDING_PROFILER_FILE.<pid>`; exports API v1 … v7.
+pub fn recording_plugin_path() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("NCCL_SIM_RECORDING_PLUGIN"))
+}
+
+/// The recording test plugin built to export API v1 … v6 only.
+pub fn recording_plugin_v6_path() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("NCCL_SIM_RECORDING_PLUGIN_V6"))
+}
+
 /// Our profiler plugin as Cargo built it for the running test, benchmark or example
 /// (`target/<profile>/{deps,examples}/…`): in the executable's directory, the parent's
 /// `deps`, or the parent. Panics with what to build when it is not there.

@@ -27,8 +27,12 @@
 //! for the multi-threaded phases; `HOT_PATH_RING_MIB` the ring size per thread (default:
 //! 64 MiB, or more when one phase needs it; never less than a phase needs);
 //! `HOT_PATH_BASELINE` the path of another build of the plugin (say, before a change) to
-//! measure alongside, as a third variant. The results are described in
+//! measure alongside, as a further variant. The results are described in
 //! `docs/performance.md`.
+//!
+//! The variant `chained` is the plugin with a second empty plugin chained behind it
+//! (`NCCL_SCOREP_CHAIN`); that one asks for every event, so every callback is forwarded
+//! to it: the cost of chaining.
 
 mod support;
 
@@ -95,6 +99,15 @@ __attribute__((visibility("default"))) const struct table ncclProfiler_v7 = {
 fn build_empty_plugin(dir: &Path) -> Option<PathBuf> {
     support::compile_shared_object(dir, "empty-profiler", EMPTY_PLUGIN_C)
         .map_err(|why| eprintln!("note: {why}"))
+        .ok()
+}
+
+/// The empty plugin asking for every event, to chain behind ours; `None` without a C
+/// compiler.
+fn build_chained_plugin(dir: &Path) -> Option<PathBuf> {
+    let source = EMPTY_PLUGIN_C.replace("*mask = 0;", "*mask = 0xFFFF;");
+    support::compile_shared_object(dir, "chained-empty-profiler", &source)
+        .map_err(|why| eprintln!("note: no chained variant: {why}"))
         .ok()
 }
 
@@ -648,6 +661,17 @@ fn main() {
             out_dir: Some(work.path().join("out-plugin")),
         }),
     ];
+    let chained_plugin = build_chained_plugin(work.path());
+    if chained_plugin.is_some() {
+        // A copy: its own statics, and its own settings at its first init.
+        let copy = work.path().join("libchained.so");
+        std::fs::copy(&plugin_path, &copy).expect("copy the plugin");
+        variants.push(leak(Variant {
+            name: "chained",
+            table: load_table(&copy),
+            out_dir: Some(work.path().join("out-chained")),
+        }));
+    }
     if let Some(path) = &baseline {
         // A copy, so that even the same file gets its own instance (own statics).
         let copy = work.path().join("libbaseline.so");
@@ -666,6 +690,9 @@ fn main() {
         println!("  baseline: {}", path.display());
     }
     println!("  empty:    {empty_kind}");
+    if chained_plugin.is_some() {
+        println!("  chained:  the plugin, with an empty plugin that asks for every event chained behind it");
+    }
     println!(
         "  cpu:      {} ({} logical CPUs)",
         cpu_model(),
@@ -686,6 +713,10 @@ fn main() {
         // Each plugin reads its settings at its first init: give each its own log.
         let dir = variant.out_dir.as_ref().expect("a real plugin");
         std::env::set_var("NCCL_SCOREP_OUTPUT_DIR", dir);
+        match (&chained_plugin, variant.name) {
+            (Some(chained), "chained") => std::env::set_var("NCCL_SCOREP_CHAIN", chained),
+            _ => std::env::remove_var("NCCL_SCOREP_CHAIN"),
+        }
         eprintln!("faulting in the rings of {} ...", variant.name);
         let first_lap = warm_rings(variant, &workers, capacity, &mut cycle);
         if variant.name == "plugin" {

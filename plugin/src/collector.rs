@@ -860,7 +860,10 @@ impl State {
             if self.open.contains_key(&handle) {
                 Counters::bump(&self.shared.counters.closed_at_finalize);
                 self.close(handle, last, None, closed);
-                let _ = self.shared.slab.release(handle);
+                // A chained plugin still has the event: NCCL's stop frees it.
+                if !self.shared.slab.keep_for_chain(handle) {
+                    let _ = self.shared.slab.release(handle);
+                }
             }
         }
     }

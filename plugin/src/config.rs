@@ -70,6 +70,9 @@ pub struct Config {
     /// Score-P's `SCOREP_EXPERIMENT_DIRECTORY`: in Score-P mode the output goes to its
     /// `nccl/` sidecar directory instead of `output_dir`.
     pub scorep_experiment_dir: Option<PathBuf>,
+    /// `NCCL_SCOREP_CHAIN`: another profiler plugin to load and forward NCCL's calls to
+    /// (a path or a name, resolved as NCCL resolves `NCCL_PROFILER_PLUGIN`).
+    pub chain: Option<String>,
 }
 
 /// Which parameters the Score-P regions carry. Every distinct value becomes a call-tree
@@ -185,6 +188,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "what stamps events on NCCL's threads",
     },
     Variable {
+        name: "NCCL_SCOREP_CHAIN",
+        values: "a profiler plugin's path or name",
+        default: "none",
+        meaning: "another profiler plugin that gets NCCL's events beside nccl-scorep",
+    },
+    Variable {
         name: "NCCL_SCOREP_MAX_OPEN_EVENTS",
         values: "1024 … 1048576",
         default: "65536",
@@ -286,6 +295,7 @@ impl Default for Config {
             step_states: true,
             scorep_parameters: ScorepParameters::ALL,
             scorep_experiment_dir: None,
+            chain: None,
         }
     }
 }
@@ -422,6 +432,12 @@ impl Config {
             match parse_bool(&value) {
                 Some(on) => config.profile = on,
                 None => warn("NCCL_SCOREP_PROFILE", &value, "0/1, yes/no, on/off", "1"),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_CHAIN") {
+            // Empty is the same as unset: nothing chained.
+            if !value.is_empty() {
+                config.chain = Some(value);
             }
         }
         if let Some(value) = get("NCCL_SCOREP_TOOL") {

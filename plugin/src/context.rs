@@ -143,6 +143,11 @@ impl Contexts {
         }
     }
 
+    /// The table slot of a context value this process issued (any state, any cycle).
+    pub fn slot_of(&self, value: u64) -> Option<usize> {
+        self.decode(value).ok().map(|(_, slot)| slot)
+    }
+
     /// Live (not yet finalized) contexts.
     pub fn live(&self) -> usize {
         self.live.load(Ordering::Acquire)

@@ -10,7 +10,7 @@ use nccl_profiler_abi::{
 use std::ffi::c_char;
 
 /// A version's event descriptor.
-pub trait DecodeDescr: Descriptor {
+pub trait DecodeDescr: Descriptor + Copy {
     /// The profiler API version: which kinds its type bits name (see
     /// [`Kind::decode_type`]).
     const VERSION: u8;
@@ -26,6 +26,8 @@ pub trait DecodeDescr: Descriptor {
 
     fn parent(&self) -> u64;
     fn rank(&self) -> i32;
+    /// A copy with another `parentObj` (what a chained plugin gets: its own parent handle).
+    fn with_parent(&self, parent: u64) -> Self;
 }
 
 /// A version's state-argument union.
@@ -133,6 +135,11 @@ macro_rules! common_fields {
         }
         fn rank(&self) -> i32 {
             self.rank
+        }
+        fn with_parent(&self, parent: u64) -> Self {
+            let mut copy = *self;
+            copy.parentObj = parent as usize as *mut std::ffi::c_void;
+            copy
         }
     };
 }

@@ -29,7 +29,7 @@
 
 use crate::event::Kind;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = 0x5;
 const MAGIC_SHIFT: u32 = 60;
@@ -97,6 +97,38 @@ struct Slot {
     next: AtomicU32,
 }
 
+/// What a slot holds beside the event when a second plugin is chained
+/// (`NCCL_SCOREP_CHAIN`).
+#[derive(Default)]
+struct ChainSlot {
+    handle: AtomicU64,
+    recorded: AtomicBool,
+    states: AtomicBool,
+    /// Its stop was passed on to the chained plugin.
+    stopped: AtomicBool,
+}
+
+/// The chained plugin's view of one of our events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chained {
+    /// Its handle of the event (0: none).
+    pub handle: u64,
+    /// Our own sinks record the event (the chained plugin may ask for events we do not).
+    pub recorded: bool,
+    /// It gets the event's states (NCCL sends no ProxyStep state when the plugin gave
+    /// the step's ProxyOp no handle).
+    pub states: bool,
+}
+
+impl Chained {
+    /// An event of ours with nothing chained.
+    pub const NONE: Chained = Chained {
+        handle: 0,
+        recorded: true,
+        states: false,
+    };
+}
+
 struct Shard {
     /// Top of the free stack: slot index in the low 32 bits, an ABA tag in the high 32.
     head: CachePadded<AtomicU64>,
@@ -113,6 +145,8 @@ pub struct Slab {
     wrap_mask: u32,
     /// Slots retired so far.
     retired: AtomicU64,
+    /// One per slot with a chained plugin, else empty.
+    chain: Box<[ChainSlot]>,
 }
 
 impl Slab {
@@ -144,6 +178,89 @@ impl Slab {
             per_shard,
             wrap_mask: GEN_MASK,
             retired: AtomicU64::new(0),
+            chain: Box::new([]),
+        }
+    }
+
+    /// The same slab with room, in every slot, for a chained plugin's handle.
+    pub fn with_chain_slots(mut self) -> Slab {
+        self.chain = (0..self.slots.len())
+            .map(|_| ChainSlot::default())
+            .collect();
+        self
+    }
+
+    /// Notes the chained plugin's view of the live event in `slot`. Only the thread that
+    /// acquired the slot writes it, before the handle reaches NCCL.
+    #[inline]
+    pub fn set_chained(&self, slot: u32, chained: Chained) {
+        if let Some(entry) = self.chain.get(slot as usize) {
+            entry.handle.store(chained.handle, Ordering::Release);
+            entry.recorded.store(chained.recorded, Ordering::Release);
+            entry.states.store(chained.states, Ordering::Release);
+            entry.stopped.store(false, Ordering::Release);
+        }
+    }
+
+    /// For an event our sinks are done with before NCCL stopped it (closed at its
+    /// communicator's finalize): true, and the event is no longer ours to record, when the
+    /// chained plugin has a handle of it, so that the slot stays live until NCCL's stop.
+    pub fn keep_for_chain(&self, value: u64) -> bool {
+        let Ok(bits) = self.check(value) else {
+            return false;
+        };
+        match self.chain.get(bits.slot as usize) {
+            Some(entry) if entry.handle.load(Ordering::Acquire) != 0 => {
+                entry.recorded.store(false, Ordering::Release);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Claims the stop of the event in `slot` for the chained plugin: true the first time
+    /// only, so that it gets one stop per event.
+    #[inline]
+    pub fn claim_chained_stop(&self, slot: u32) -> bool {
+        self.chain.get(slot as usize).is_some_and(|entry| {
+            entry
+                .stopped
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
+    }
+
+    /// The chained plugin's view of an event whose slot was freed and not reused since,
+    /// and whose stop it has not had (our collector frees the slots of events NCCL may
+    /// still name: abandoned ProxyOps, restarted steps). `None` for any other handle, or
+    /// when the slot was taken again meanwhile.
+    pub fn chained_after_release(&self, value: u64) -> Option<(HandleBits, Chained)> {
+        let bits = self.bits(value).ok()?;
+        let generation = &self.slots[bits.slot as usize].generation;
+        let before = generation.load(Ordering::Acquire);
+        if classify(before, bits.generation) != Err(HandleError::AlreadyStopped) {
+            return None;
+        }
+        let entry = self.chain.get(bits.slot as usize)?;
+        if entry.stopped.load(Ordering::Acquire) {
+            return None;
+        }
+        let chained = self.chained(bits.slot);
+        // Unchanged generation: nobody acquired the slot while it was read.
+        (generation.load(Ordering::Acquire) == before).then_some((bits, chained))
+    }
+
+    /// The chained plugin's view of the event in `slot` ([`Chained::NONE`] without a
+    /// chain). Read while the event is live, or ended with the slot not reused since.
+    #[inline]
+    pub fn chained(&self, slot: u32) -> Chained {
+        match self.chain.get(slot as usize) {
+            Some(entry) => Chained {
+                handle: entry.handle.load(Ordering::Acquire),
+                recorded: entry.recorded.load(Ordering::Acquire),
+                states: entry.states.load(Ordering::Acquire),
+            },
+            None => Chained::NONE,
         }
     }
 
@@ -212,6 +329,11 @@ impl Slab {
             self.push(bits.slot);
         }
         Ok(bits)
+    }
+
+    /// The bits of a value this slab could have issued, live or not.
+    pub fn bits_of(&self, value: u64) -> Option<HandleBits> {
+        self.bits(value).ok()
     }
 
     fn bits(&self, value: u64) -> Result<HandleBits, HandleError> {

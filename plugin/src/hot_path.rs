@@ -4,15 +4,20 @@
 //! fixed-size record and pushes it into the calling thread's ring. No lock, no
 //! allocation, no system call (after a thread's first call, which registers its ring).
 //! Everything else happens on the collector thread.
+//!
+//! With a chained plugin (`NCCL_SCOREP_CHAIN`, [`crate::chain`]) each callback takes the
+//! `*_chained` path instead, which also calls that plugin; without one, the only cost of
+//! chaining is the test of [`chain::ACTIVE`].
 
 use crate::boundary::panic_probe;
+use crate::chain;
 use crate::clock;
 use crate::config::OnFull;
 use crate::context::{ContextError, ContextState};
 use crate::counters::Counters;
 use crate::decode::{DecodeArgs, DecodeDescr};
 use crate::event::{Action, Event, Kind, Record, Start};
-use crate::handle::HandleError;
+use crate::handle::{Chained, HandleError};
 use crate::runtime::{runtime, Runtime};
 use crate::scorep_mode;
 use std::ffi::c_void;
@@ -38,6 +43,11 @@ pub unsafe fn start_event<D: DecodeDescr>(
     // value, whatever happens below.
     unsafe { *handle_out = std::ptr::null_mut() };
     let Some(rt) = runtime() else { return };
+    if chain::ACTIVE.load(Ordering::Relaxed) {
+        // SAFETY: as for this function.
+        unsafe { start_chained(rt, context, handle_out, descr) };
+        return;
+    }
     if !rt.recording() {
         return;
     }
@@ -52,11 +62,32 @@ pub unsafe fn start_event<D: DecodeDescr>(
         Counters::bump(&rt.shared.counters.unknown_type);
         return;
     };
-    // SAFETY: the type bit names the union member NCCL filled in.
+    // SAFETY: `d` is a descriptor of version D announcing `kind`.
+    let handle = unsafe { start_recorded(rt, context as u64, d, kind, time, None) };
+    if handle != 0 {
+        // SAFETY: checked non-NULL and writable above.
+        unsafe { *handle_out = handle as usize as *mut c_void };
+    }
+}
+
+/// Our part of a start: decodes the event, takes a slab id (noting the chained plugin's
+/// handle `chained` in it) and pushes the record. The handle, or 0 when refused.
+///
+/// # Safety
+/// `d` is a descriptor of version `D` whose type bit is `kind`.
+#[inline]
+unsafe fn start_recorded<D: DecodeDescr>(
+    rt: &Runtime,
+    context_value: u64,
+    d: &D,
+    kind: Kind,
+    time: u64,
+    chained: Option<Chained>,
+) -> u64 {
+    // SAFETY: the type bit names the union member NCCL filled in (caller).
     let event = unsafe { d.decode(kind) };
-    let context_value = context as u64;
     if !context_accepted(rt, kind, &event, context_value) {
-        return;
+        return 0;
     }
     let start = Start {
         parent: d.parent(),
@@ -95,12 +126,132 @@ pub unsafe fn start_event<D: DecodeDescr>(
             0
         }
     });
-    if let Some(handle) = issued.filter(|&h| h != 0) {
-        // SAFETY: checked non-NULL and writable above.
-        unsafe { *handle_out = handle as usize as *mut c_void };
+    let handle = issued.unwrap_or(0);
+    if handle != 0 {
+        if let Some(chained) = chained {
+            set_chained(rt, handle, chained);
+        }
         if scorep_mode::FORWARDING.load(Ordering::Relaxed) && kind.facts().forwarded_to_scorep {
             scorep_mode::entered(rt.shared, &event, handle, context_value);
         }
+    }
+    handle
+}
+
+#[inline]
+fn set_chained(rt: &Runtime, handle: u64, chained: Chained) {
+    if let Some(bits) = rt.shared.slab.bits_of(handle) {
+        rt.shared.slab.set_chained(bits.slot, chained);
+    }
+}
+
+/// `startEvent` with a chained plugin: it gets the start first (with its own context and
+/// parent), then our sinks, when each asked for the event; the handle NCCL gets is ours,
+/// with the chained plugin's beside it in the slab.
+///
+/// # Safety
+/// As for [`start_event`], with `handle_out` non-NULL.
+#[inline(never)]
+unsafe fn start_chained<D: DecodeDescr>(
+    rt: &Runtime,
+    context: *mut c_void,
+    handle_out: *mut *mut c_void,
+    descr: *const D,
+) {
+    let Some(chain) = chain::get() else { return };
+    let time = clock::ticks();
+    // SAFETY: NULL or a valid descriptor (caller).
+    let Some(d) = (unsafe { descr.as_ref() }) else {
+        Counters::bump(&rt.shared.counters.null_descriptor);
+        return;
+    };
+    panic_probe(d.event_type());
+    let Some(kind) = Kind::decode_type_in(D::KINDS, d.event_type()) else {
+        Counters::bump(&rt.shared.counters.unknown_type);
+        return;
+    };
+    let context_value = context as u64;
+    let mut chained = Chained {
+        handle: 0,
+        recorded: rt.recording() && chain.records_ours(kind),
+        states: true,
+    };
+    if chain.wants(kind) {
+        // A ProxyOp of another process (PXN) carries that process's context and parent:
+        // passed on unchanged, whatever they look like here.
+        // SAFETY: the type bit names the union member NCCL filled in.
+        let foreign = kind == Kind::ProxyOp
+            && matches!(unsafe { d.decode(kind) }, Event::ProxyOp(op) if op.pid != rt.shared.pid);
+        let (their_context, their_parent) = if foreign {
+            (Some(context_value), d.parent())
+        } else {
+            (
+                chain.context_for(context_value, rt.shared.contexts.slot_of(context_value)),
+                chained_parent(rt, chain, d.parent()),
+            )
+        };
+        if let Some(their_context) = their_context {
+            if chain.parent_allows(kind, their_parent) {
+                let mut copy = d.with_parent(their_parent);
+                // SAFETY: a copy of NCCL's descriptor of version D, whose layout the
+                // chained version shares.
+                chained.handle =
+                    unsafe { chain.start(their_context, (&mut copy as *mut D).cast()) };
+                chained.states = chain.parent_allows_states(kind, their_parent);
+            }
+        }
+    }
+    let mut handle = 0;
+    if chained.recorded {
+        // SAFETY: `d` is a descriptor of version D announcing `kind`.
+        handle = unsafe { start_recorded(rt, context_value, d, kind, time, Some(chained)) };
+    }
+    if handle == 0 && chained.handle != 0 {
+        // Only the chained plugin has it (it alone asked for it, or our sinks refused or
+        // dropped it): an id that carries its handle, nothing recorded.
+        chained.recorded = false;
+        let issued = rt
+            .with_ring(|ring| {
+                rt.shared
+                    .slab
+                    .acquire(kind, ring.shared.thread_index as usize)
+            })
+            .flatten();
+        match issued {
+            Some(issued) => {
+                set_chained(rt, issued, chained);
+                handle = issued;
+            }
+            None => Counters::bump(&rt.shared.counters.slab_full),
+        }
+    }
+    if handle != 0 {
+        // SAFETY: non-NULL and writable (caller).
+        unsafe { *handle_out = handle as usize as *mut c_void };
+    } else if chained.handle != 0 {
+        // NCCL cannot stop an event it has no handle for: end it now for the chained
+        // plugin rather than leave it open.
+        chain.stop(chained.handle);
+    }
+}
+
+/// The chained plugin's parent for the parent `parent` NCCL passed: its handle of the
+/// same event for one of our live or recently ended events (0 if it gave none or it is
+/// forgotten), NULL for NULL, and another process's value unchanged (PXN: no plugin may
+/// dereference it).
+#[inline]
+fn chained_parent(rt: &Runtime, chain: &chain::Chain, parent: u64) -> u64 {
+    match rt.shared.slab.check(parent) {
+        Ok(bits) => rt.shared.slab.chained(bits.slot).handle,
+        Err(HandleError::Null) => 0,
+        Err(HandleError::NeverIssued) => parent,
+        Err(HandleError::AlreadyStopped | HandleError::Stale) => rt
+            .shared
+            .slab
+            .chained_after_release(parent)
+            .map(|(_, chained)| chained.handle)
+            .or_else(|| chain.ended_handle(parent))
+            .unwrap_or(0),
     }
 }
 
@@ -143,11 +294,24 @@ fn context_accepted(rt: &Runtime, kind: Kind, event: &Event, context: u64) -> bo
 #[inline]
 pub fn stop_event(handle: *mut c_void) {
     let Some(rt) = runtime() else { return };
+    if chain::ACTIVE.load(Ordering::Relaxed) {
+        stop_chained(rt, handle as u64);
+        return;
+    }
+    stop_recorded(rt, handle as u64, true);
+}
+
+/// Our part of a stop: frees the id and, if `recorded`, pushes the stop. Whether the
+/// handle was live.
+#[inline]
+fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
     let time = clock::ticks();
-    let value = handle as u64;
     panic_probe(value);
     match rt.shared.slab.release(value) {
         Ok(bits) => {
+            if !recorded {
+                return true;
+            }
             if scorep_mode::FORWARDING.load(Ordering::Relaxed)
                 && bits.kind.facts().forwarded_to_scorep
             {
@@ -162,13 +326,60 @@ pub fn stop_event(handle: *mut c_void) {
             {
                 Counters::bump(&rt.shared.counters.lost_stops);
             }
+            true
         }
-        Err(error) => Counters::bump(match error {
-            HandleError::Null => &rt.shared.counters.stop_null,
-            HandleError::NeverIssued => &rt.shared.counters.stop_never_issued,
-            HandleError::AlreadyStopped => &rt.shared.counters.stop_double,
-            HandleError::Stale => &rt.shared.counters.stop_stale,
-        }),
+        Err(error) => {
+            Counters::bump(match error {
+                HandleError::Null => &rt.shared.counters.stop_null,
+                HandleError::NeverIssued => &rt.shared.counters.stop_never_issued,
+                HandleError::AlreadyStopped => &rt.shared.counters.stop_double,
+                HandleError::Stale => &rt.shared.counters.stop_stale,
+            });
+            false
+        }
+    }
+}
+
+/// `stopEvent` with a chained plugin: its handle is read while ours is live, and it is
+/// stopped only when ours was (once, and never with a handle it did not give).
+#[inline(never)]
+fn stop_chained(rt: &Runtime, value: u64) {
+    let slab = &rt.shared.slab;
+    let found = match slab.check(value) {
+        Ok(bits) => {
+            let chained = slab.chained(bits.slot);
+            if chained.handle != 0 && chain::parent_after_its_end(bits.kind) {
+                if let Some(chain) = chain::get() {
+                    // Before the slot is free: a child starting on another thread the
+                    // moment after must find it.
+                    chain.ended(value, chained.handle);
+                }
+            }
+            stop_recorded(rt, value, chained.recorded).then_some((bits, chained))
+        }
+        Err(HandleError::AlreadyStopped) => {
+            // Our collector may have freed the slot before NCCL's stop (a ProxyOp it gave
+            // up waiting for, a step NCCL started again): the chained plugin still gets
+            // this stop, once.
+            let found = slab.chained_after_release(value);
+            if let (Some((bits, chained)), Some(chain)) = (found, chain::get()) {
+                if chained.handle != 0 && chain::parent_after_its_end(bits.kind) {
+                    chain.ended(value, chained.handle);
+                }
+            }
+            stop_recorded(rt, value, true);
+            found
+        }
+        Err(_) => {
+            stop_recorded(rt, value, true);
+            None
+        }
+    };
+    let Some((bits, chained)) = found else { return };
+    if chained.handle != 0 && slab.claim_chained_stop(bits.slot) {
+        if let Some(chain) = chain::get() {
+            chain.stop(chained.handle);
+        }
     }
 }
 
@@ -179,14 +390,27 @@ pub fn stop_event(handle: *mut c_void) {
 #[inline]
 pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args: *const A) {
     let Some(rt) = runtime() else { return };
+    if chain::ACTIVE.load(Ordering::Relaxed) {
+        // SAFETY: as for this function.
+        unsafe { record_chained(rt, handle as u64, state, args) };
+        return;
+    }
     if !rt.recording() {
         return;
     }
-    let time = clock::ticks();
     let value = handle as u64;
     panic_probe(value);
-    let bits = match rt.shared.slab.check(value) {
-        Ok(bits) => bits,
+    if let Some(bits) = checked_for_record(rt, value) {
+        // SAFETY: as for this function.
+        unsafe { record_recorded(rt, value, bits.kind, state, args) };
+    }
+}
+
+/// The bits of a live handle a state is recorded for; a bad one is counted.
+#[inline]
+fn checked_for_record(rt: &Runtime, value: u64) -> Option<crate::handle::HandleBits> {
+    match rt.shared.slab.check(value) {
+        Ok(bits) => Some(bits),
         Err(error) => {
             Counters::bump(match error {
                 HandleError::Null => &rt.shared.counters.record_null,
@@ -194,10 +418,25 @@ pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args:
                 HandleError::AlreadyStopped => &rt.shared.counters.record_after_stop,
                 HandleError::Stale => &rt.shared.counters.record_stale,
             });
-            return;
+            None
         }
-    };
-    if !bits.kind.accepts_state(state) {
+    }
+}
+
+/// Our part of a state: pushes it for a live event of `kind`.
+///
+/// # Safety
+/// `args` is NULL or points to version `A`'s state arguments.
+#[inline]
+unsafe fn record_recorded<A: DecodeArgs>(
+    rt: &Runtime,
+    value: u64,
+    kind: Kind,
+    state: i32,
+    args: *const A,
+) {
+    let time = clock::ticks();
+    if !kind.accepts_state(state) {
         Counters::bump(&rt.shared.counters.unknown_state);
         return;
     }
@@ -208,4 +447,38 @@ pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args:
         handle: value,
         action: Action::State { state, arg },
     });
+}
+
+/// `recordEventState` with a chained plugin: it gets the state with its own handle when
+/// it has one for the event; our sinks get it when they record the event.
+///
+/// # Safety
+/// `args` is NULL or points to version `A`'s state arguments.
+#[inline(never)]
+unsafe fn record_chained<A: DecodeArgs>(rt: &Runtime, value: u64, state: i32, args: *const A) {
+    panic_probe(value);
+    let (bits, chained) = match rt.shared.slab.chained_after_release(value) {
+        // Freed by our collector before NCCL is done with it: still the chained plugin's.
+        Some((bits, chained)) => (
+            bits,
+            Chained {
+                recorded: false,
+                ..chained
+            },
+        ),
+        None => match checked_for_record(rt, value) {
+            Some(bits) => (bits, rt.shared.slab.chained(bits.slot)),
+            None => return,
+        },
+    };
+    if chained.handle != 0 && chained.states {
+        if let Some(chain) = chain::get() {
+            // SAFETY: its live handle, and NCCL's arguments for the state (caller).
+            unsafe { chain.record(chained.handle, state, args as *mut c_void) };
+        }
+    }
+    if chained.recorded && rt.recording() {
+        // SAFETY: as for this function.
+        unsafe { record_recorded(rt, value, bits.kind, state, args) };
+    }
 }

@@ -10,6 +10,7 @@
 
 pub mod boundary;
 pub mod c_string;
+pub mod chain;
 pub mod clock;
 pub mod collector;
 pub mod config;

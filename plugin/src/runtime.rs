@@ -2,6 +2,7 @@
 //! runs the collector while communicators are profiled, and carries out `init` and
 //! `finalize` for every API version. The callbacks in between are in [`crate::hot_path`].
 
+use crate::chain;
 use crate::collector::Collector;
 use crate::config::{Config, Mode, OnFull};
 use crate::context::ContextInfo;
@@ -289,6 +290,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     let enabled = rt.recording() && shared.config.mode != Mode::Off;
     let name = args.info.comm_name.clone().unwrap_or_default();
     let (hash, rank, n_ranks) = (args.info.comm_hash, args.info.rank, args.info.n_ranks);
+    let info = args.info.clone();
     let Some(context) = shared.contexts.register(args.info, enabled) else {
         Counters::bump(&shared.counters.disabled_inits);
         log::warn(&format!(
@@ -299,7 +301,19 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     };
     // SAFETY: non-NULL and writable (caller).
     unsafe { *context_out = context as usize as *mut c_void };
+    let chain_mask = match shared.config.chain.as_deref() {
+        Some(spec) => chain::load_once(spec, info.version, shared.config.event_mask.bits())
+            .zip(shared.contexts.slot_of(context))
+            .map_or(0, |(chain, slot)| {
+                chain.init(context, slot, &info, args.logger)
+            }),
+        None => 0,
+    };
     if !enabled {
+        if chain_mask != 0 && !mask.is_null() {
+            // SAFETY: non-NULL and writable (caller).
+            unsafe { *mask = chain_mask };
+        }
         Counters::bump(&shared.counters.disabled_inits);
         log::info(&format!(
             "comm {hash:#x} rank {rank}: profiling off (NCCL_SCOREP_MODE=off or plugin disabled)"
@@ -308,7 +322,7 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     }
     if !mask.is_null() {
         // SAFETY: non-NULL and writable (caller); NCCL reads it with relaxed atomics.
-        unsafe { *mask = shared.config.event_mask.bits() as i32 };
+        unsafe { *mask = shared.config.event_mask.bits() as i32 | chain_mask };
     }
     let first_of_cycle = !rt.collecting.load(Ordering::Acquire);
     rt.ensure_collector();
@@ -339,6 +353,14 @@ pub fn finalize(context: *mut c_void) {
     let _lifecycle = rt.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
     match shared.contexts.finalize(value) {
         Ok(done) => {
+            if let Some(chain) = chain::get() {
+                if let Some(slot) = shared.contexts.slot_of(value) {
+                    chain.finalize(value, slot);
+                }
+                if done.last {
+                    chain.report();
+                }
+            }
             if rt.recording() {
                 rt.push_here(Record {
                     time: crate::clock::ticks(),

@@ -51,11 +51,17 @@ impl Shared {
         } else {
             clock::Source::Monotonic
         });
+        let slab = Slab::new(salt, config.max_open_events, shards);
+        let slab = if config.chain.is_some() {
+            slab.with_chain_slots()
+        } else {
+            slab
+        };
         Shared {
             pid,
             host,
             run_dir,
-            slab: Slab::new(salt, config.max_open_events, shards),
+            slab,
             contexts: Contexts::new(salt),
             counters: Counters::default(),
             idle_rings: Mutex::new(Vec::new()),
