@@ -285,7 +285,6 @@ impl Recording {
         let mut entries = Vec::new();
         let mut complete = false;
         while cursor.at < data.len() {
-            let begin = cursor.at;
             match cursor.entry() {
                 Ok(Entry::End) => {
                     complete = true;
@@ -293,10 +292,7 @@ impl Recording {
                 }
                 Ok(entry) => entries.push(entry),
                 // A writer killed mid-entry leaves a partial last entry.
-                Err(ReadError::Damaged(_, "cut short")) => {
-                    cursor.at = begin;
-                    break;
-                }
+                Err(ReadError::Damaged(_, "cut short")) => break,
                 Err(error) => return Err(error),
             }
         }
