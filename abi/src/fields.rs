@@ -39,7 +39,10 @@ pub const fn state_args_size(version: u8) -> usize {
 }
 
 /// The union starts at the same offset in every version.
-const U: usize = offset_of!(v7::ncclProfilerEventDescr_v7_t, u);
+pub const UNION_OFFSET: usize = offset_of!(v7::ncclProfilerEventDescr_v7_t, u);
+/// Offset of a ProxyOp's `pid`, the same in every version.
+pub const PROXY_OP_PID_OFFSET: usize = UNION_OFFSET + offset_of!(crate::ProxyOpDescr, pid);
+const U: usize = UNION_OFFSET;
 
 macro_rules! at {
     ($ty:ty: $($field:ident),*) => {
