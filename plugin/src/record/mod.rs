@@ -233,15 +233,11 @@ pub unsafe fn state(handle: *mut c_void, state: i32, size: usize, args: *const u
 /// What `init` was passed, kept before the plugin takes it over.
 pub struct InitCall {
     info: ContextInfo,
-    time: u64,
 }
 
 impl InitCall {
     pub fn of(info: &ContextInfo) -> InitCall {
-        InitCall {
-            info: info.clone(),
-            time: clock::ticks(),
-        }
+        InitCall { info: info.clone() }
     }
 }
 
@@ -257,7 +253,8 @@ pub unsafe fn init(call: InitCall, context_out: *mut *mut c_void, mask: *const i
     let context = unsafe { context_out.as_ref() }.map_or(0, |&c| c as u64);
     // SAFETY: NULL or readable (caller).
     let mask = unsafe { mask.as_ref() }.copied().unwrap_or(0);
-    writer::init(thread_index(), call.time, context, mask, &call.info);
+    // Stamped after the plugin's init: the process's first init chooses the clock.
+    writer::init(thread_index(), clock::ticks(), context, mask, &call.info);
 }
 
 /// `finalize`, before the plugin's own: then everything recorded so far goes to the file.
