@@ -24,7 +24,13 @@ fn recordings_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Runs `nccl-sim` with the plugin writing to `out`; returns its stderr.
-fn nccl_sim(args: &[&str], recordings: &[PathBuf], plugin: &Path, out: &Path, mode: &str) -> String {
+fn nccl_sim(
+    args: &[&str],
+    recordings: &[PathBuf],
+    plugin: &Path,
+    out: &Path,
+    mode: &str,
+) -> String {
     let output = Command::new(nccl_sim::binary_for_tests())
         .args(args)
         .args(recordings)
@@ -38,7 +44,10 @@ fn nccl_sim(args: &[&str], recordings: &[PathBuf], plugin: &Path, out: &Path, mo
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "nccl-sim {args:?} failed:\n{stderr}");
+    assert!(
+        output.status.success(),
+        "nccl-sim {args:?} failed:\n{stderr}"
+    );
     stderr
 }
 
@@ -87,7 +96,9 @@ fn facts(run: &Path) -> Value {
     let events = events(run);
     let mut kinds = BTreeMap::new();
     for event in events.by_id.values() {
-        *kinds.entry(event["kind"].as_str().unwrap().to_owned()).or_insert(0u64) += 1;
+        *kinds
+            .entry(event["kind"].as_str().unwrap().to_owned())
+            .or_insert(0u64) += 1;
     }
     let parents: Vec<&Value> = events
         .by_id
@@ -114,8 +125,17 @@ fn facts(run: &Path) -> Value {
 
 /// The summary's operations (comm, func, kind, nranks, calls), sorted.
 fn operations(run: &Path) -> Value {
-    let output = Command::new(TOOL).arg("summary").arg(run).arg("--json").output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = Command::new(TOOL)
+        .arg("summary")
+        .arg(run)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     let mut rows: Vec<Value> = summary["operations"]
         .as_array()
@@ -168,8 +188,14 @@ fn every_corpus_recording_replays_to_what_the_original_run_gave() {
         assert!(!report.contains("passed as recorded"), "{name}: {report}");
         let mut got = facts(&out);
         got["operations"] = operations(&out);
-        assert_eq!(got, expected, "{name}: the replay differs from the original run");
-        assert!(expected["kinds"]["Coll"].as_u64().unwrap_or(0) > 0, "{name}");
+        assert_eq!(
+            got, expected,
+            "{name}: the replay differs from the original run"
+        );
+        assert!(
+            expected["kinds"]["Coll"].as_u64().unwrap_or(0) > 0,
+            "{name}"
+        );
         assert_eq!(
             expected["parents"], expected["parents_linked"],
             "{name}: every local parent links to an event"
@@ -182,8 +208,19 @@ fn every_corpus_recording_replays_to_what_the_original_run_gave() {
 /// same of its parents: two runs of the same calls give the same multiset of these.
 fn signature(events: &HashMap<String, Value>, event: &Value, depth: usize) -> String {
     const RUN_CHOSEN: &[&str] = &[
-        "id", "parent", "parent_group", "context", "foreign", "pid", "start_ns", "stop_ns",
-        "start_thread", "stop_thread", "gpu_start_ns", "gpu_stop_ns", "gpu_clock_error_ns",
+        "id",
+        "parent",
+        "parent_group",
+        "context",
+        "foreign",
+        "pid",
+        "start_ns",
+        "stop_ns",
+        "start_thread",
+        "stop_thread",
+        "gpu_start_ns",
+        "gpu_stop_ns",
+        "gpu_clock_error_ns",
     ];
     let mut own = event.clone();
     let fields = own.as_object_mut().unwrap();
@@ -225,8 +262,20 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
     let dir = tempfile::tempdir().unwrap();
     let original = dir.path().join("original");
     let run = [
-        "run", "--procs", "2", "--pxn", "--iterations", "2", "--scenario", "group",
-        "--scenario", "p2p", "--scenario", "graph", "--scenario", "split",
+        "run",
+        "--procs",
+        "2",
+        "--pxn",
+        "--iterations",
+        "2",
+        "--scenario",
+        "group",
+        "--scenario",
+        "p2p",
+        "--scenario",
+        "graph",
+        "--scenario",
+        "split",
     ];
     nccl_sim(&run, &[], &plugin, &original, "otf2,record");
     let recordings = recordings_in(&original.join("recordings"));
@@ -237,8 +286,14 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
 
     let (before, after) = (signatures(&original), signatures(&replayed));
     assert!(before.values().sum::<usize>() > 100, "{before:#?}");
-    assert!(!before.keys().any(|s| s.contains("unlinked")), "{before:#?}");
-    assert_eq!(before, after, "the same events, with the same contents and parents");
+    assert!(
+        !before.keys().any(|s| s.contains("unlinked")),
+        "{before:#?}"
+    );
+    assert_eq!(
+        before, after,
+        "the same events, with the same contents and parents"
+    );
     assert_eq!(facts(&original), facts(&replayed));
     assert_eq!(operations(&original), operations(&replayed));
     // The merged OTF2 traces: the same locations, events and communicators.
@@ -256,8 +311,17 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
     let recorded_ns = recordings.iter().map(|r| span(r)).max().unwrap();
     let paced = dir.path().join("paced");
     let started = std::time::Instant::now();
-    nccl_sim(&["replay", "--timing", "original"], &recordings, &plugin, &paced, "jsonl");
-    assert!(started.elapsed().as_nanos() as u64 >= recorded_ns, "{recorded_ns} ns");
+    nccl_sim(
+        &["replay", "--timing", "original"],
+        &recordings,
+        &plugin,
+        &paced,
+        "jsonl",
+    );
+    assert!(
+        started.elapsed().as_nanos() as u64 >= recorded_ns,
+        "{recorded_ns} ns"
+    );
     assert_eq!(facts(&paced), facts(&original));
 }
 
@@ -280,7 +344,10 @@ fn other_plugins_take_a_replay() {
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("{report}"));
     assert!(calls > 1000, "{report}");
-    assert!(!dir.path().join("empty").exists(), "the empty plugin writes nothing");
+    assert!(
+        !dir.path().join("empty").exists(),
+        "the empty plugin writes nothing"
+    );
 
     // Another file with our plugin, in JSON-lines mode only.
     let copy = dir.path().join("libnccl-profiler-other.so");
@@ -291,5 +358,8 @@ fn other_plugins_take_a_replay() {
         serde_json::from_str(&std::fs::read_to_string(entry.join("expected.json")).unwrap())
             .unwrap();
     assert_eq!(facts(&out)["kinds"], expected["kinds"]);
-    assert!(!out.join("traces.otf2").exists(), "jsonl mode writes no trace");
+    assert!(
+        !out.join("traces.otf2").exists(),
+        "jsonl mode writes no trace"
+    );
 }

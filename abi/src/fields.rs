@@ -113,7 +113,10 @@ mod tests {
                 let strings = string_offsets(version, bit);
                 assert!(strings.len() <= MAX_STRINGS);
                 for &offset in strings.iter().chain(handle_offsets(version, bit)) {
-                    assert!(offset + 8 <= descr_size(version), "v{version} type {bit:#x}");
+                    assert!(
+                        offset + 8 <= descr_size(version),
+                        "v{version} type {bit:#x}"
+                    );
                     assert_eq!(offset % 8, 0);
                 }
             }

@@ -480,7 +480,18 @@ mod tests {
         let mut out = Vec::new();
         encode::header(&mut out, &header);
         encode::clock(&mut out, 1000, 500);
-        encode::init(&mut out, 0, 1001, 0xc0, 0x7f, 0xabc, 1, 2, 1, Some(b"world"));
+        encode::init(
+            &mut out,
+            0,
+            1001,
+            0xc0,
+            0x7f,
+            0xabc,
+            1,
+            2,
+            1,
+            Some(b"world"),
+        );
         let descr = [9u8; 136];
         let strings = [(32u16, Some(&b"AllReduce"[..])), (40, None)];
         encode::start(&mut out, 1, 1002, 0xc0, 0x11, &descr, strings.into_iter());

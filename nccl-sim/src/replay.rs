@@ -96,7 +96,10 @@ pub fn main(args: ReplayArgs) -> ExitCode {
 fn launch_job(args: &ReplayArgs) -> ExitCode {
     let exchange = std::env::temp_dir().join(format!("nccl-sim-replay-{}", std::process::id()));
     if let Err(error) = std::fs::create_dir_all(&exchange) {
-        eprintln!("nccl-sim replay: cannot create {}: {error}", exchange.display());
+        eprintln!(
+            "nccl-sim replay: cannot create {}: {error}",
+            exchange.display()
+        );
         return ExitCode::FAILURE;
     }
     let all: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -131,7 +134,10 @@ enum Ref {
     /// What the plugin returned for this process's call at this position.
     Local(usize),
     /// What another process's replay got for its call at this position.
-    Foreign { process: usize, position: usize },
+    Foreign {
+        process: usize,
+        position: usize,
+    },
     /// Nothing in the recordings returned it: passed as recorded.
     Opaque(u64),
 }
@@ -180,11 +186,7 @@ impl Origins {
 
     /// The latest call before `position` that returned `value`.
     fn find(list: Option<&Vec<(u64, usize)>>, position: usize) -> Option<usize> {
-        list?
-            .iter()
-            .rev()
-            .map(|&(_, p)| p)
-            .find(|&p| p < position)
+        list?.iter().rev().map(|&(_, p)| p).find(|&p| p < position)
     }
 
     /// The latest call at or before `time` that returned `value` (for another process's
@@ -265,7 +267,11 @@ fn word_at(bytes: &[u8], offset: usize) -> u64 {
 
 /// A ProxyOp's pid field: its offset, and the recording of the process it names (None:
 /// none of the recordings given). None for any other event.
-fn proxy_op_origin(recordings: &[Recording], api: u8, descr: &[u8]) -> Option<(usize, Option<usize>)> {
+fn proxy_op_origin(
+    recordings: &[Recording],
+    api: u8,
+    descr: &[u8],
+) -> Option<(usize, Option<usize>)> {
     if fields::type_bit(api, descr) != t::PROXY_OP {
         return None;
     }
@@ -347,7 +353,8 @@ fn plan(recordings: &[Recording], origins: &[Origins], own: usize) -> (Vec<Vec<S
                     None if contexts => local(&mine.contexts, value, position),
                     None => local(&mine.handles, value, position),
                 };
-                let mut handles = vec![(PARENT_OFFSET, resolve(word_at(descr, PARENT_OFFSET), false))];
+                let mut handles =
+                    vec![(PARENT_OFFSET, resolve(word_at(descr, PARENT_OFFSET), false))];
                 for &offset in fields::handle_offsets(api, fields::type_bit(api, descr)) {
                     handles.push((offset, resolve(word_at(descr, offset), false)));
                 }
@@ -415,7 +422,10 @@ fn plan(recordings: &[Recording], origins: &[Origins], own: usize) -> (Vec<Vec<S
     exported.dedup();
     let mut threads: Vec<(u32, Vec<Step>)> = threads.into_iter().collect();
     threads.sort_by_key(|(thread, _)| *thread);
-    (threads.into_iter().map(|(_, steps)| steps).collect(), exported)
+    (
+        threads.into_iter().map(|(_, steps)| steps).collect(),
+        exported,
+    )
 }
 
 /// The plugin's table of one version: the six slots, with the descriptor and state
@@ -455,7 +465,12 @@ fn open_plugin(setting: Option<&OsStr>, api: u8) -> Result<(Library, Table), Str
     let table = unsafe {
         let address = *library
             .get::<*const c_void>(symbol.as_bytes())
-            .map_err(|_| format!("the plugin has no {} (the recording is of API v{api})", loader::symbol_name(api)))?;
+            .map_err(|_| {
+                format!(
+                    "the plugin has no {} (the recording is of API v{api})",
+                    loader::symbol_name(api)
+                )
+            })?;
         if address.is_null() {
             return Err(format!("the plugin's {} is NULL", loader::symbol_name(api)));
         }
@@ -594,7 +609,12 @@ impl Results {
 
     fn pid_of(&self, process: usize) -> Option<i32> {
         let exchange = self.exchange.as_ref()?;
-        if let Some(&pid) = self.foreign_pids.lock().unwrap_or_else(|e| e.into_inner()).get(&process) {
+        if let Some(&pid) = self
+            .foreign_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&process)
+        {
             return Some(pid);
         }
         let deadline = Instant::now() + self.patience;
@@ -632,8 +652,11 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
     let calls = origins[own].position_of.len();
     let published = match exchange {
         Some(dir) => {
-            std::fs::write(dir.join(format!("{own}.pid")), std::process::id().to_string())
-                .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?;
+            std::fs::write(
+                dir.join(format!("{own}.pid")),
+                std::process::id().to_string(),
+            )
+            .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?;
             Some(
                 std::fs::File::create(dir.join(format!("{own}.ids")))
                     .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?,
@@ -676,7 +699,8 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
                 .spawn_scoped(scope, move || {
                     for step in steps {
                         if args.timing == Timing::Original {
-                            let due = start + Duration::from_nanos(step.time_ns.saturating_sub(first_ns));
+                            let due =
+                                start + Duration::from_nanos(step.time_ns.saturating_sub(first_ns));
                             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                                 std::thread::sleep(wait);
                             }
@@ -702,7 +726,10 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
         header.pid,
         threads.len(),
         if late > 0 {
-            format!("; {late} values passed as recorded after waiting {} ms", args.patience_ms)
+            format!(
+                "; {late} values passed as recorded after waiting {} ms",
+                args.patience_ms
+            )
         } else {
             String::new()
         },
@@ -735,8 +762,26 @@ unsafe fn make_call(table: &Table, results: &Results, own: usize, step: &Step) -
             unsafe {
                 match table.init {
                     Init::V1(init) => init(&mut context, &mut mask),
-                    Init::V4(init) => init(&mut context, &mut mask, name, *comm_id, *n_nodes, *n_ranks, *rank, logger),
-                    Init::V5(init) => init(&mut context, *comm_id, &mut mask, name, *n_nodes, *n_ranks, *rank, logger),
+                    Init::V4(init) => init(
+                        &mut context,
+                        &mut mask,
+                        name,
+                        *comm_id,
+                        *n_nodes,
+                        *n_ranks,
+                        *rank,
+                        logger,
+                    ),
+                    Init::V5(init) => init(
+                        &mut context,
+                        *comm_id,
+                        &mut mask,
+                        name,
+                        *n_nodes,
+                        *n_ranks,
+                        *rank,
+                        logger,
+                    ),
                 };
             }
             results.set(step.position, context as u64);
@@ -797,7 +842,9 @@ unsafe fn make_call(table: &Table, results: &Results, own: usize, step: &Step) -
         } => match results.get(*handle, 0) {
             Some(handle) => {
                 let mut args = args.clone();
-                let pointer = args.as_mut().map_or(std::ptr::null_mut(), |a| a.as_mut_ptr());
+                let pointer = args
+                    .as_mut()
+                    .map_or(std::ptr::null_mut(), |a| a.as_mut_ptr());
                 // SAFETY: the version's state arguments (or NULL), alive through the call.
                 unsafe { (table.record)(handle as *mut c_void, *state, pointer) };
                 true

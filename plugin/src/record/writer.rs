@@ -68,8 +68,8 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
     }
     let dir = shared.run_dir.root().join(recording::DIR);
     let path = dir.join(recording::file_name(&shared.host, shared.pid));
-    let file = std::fs::create_dir_all(&dir)
-        .and_then(|()| nccl_scorep_common::safe_file::create(&path));
+    let file =
+        std::fs::create_dir_all(&dir).and_then(|()| nccl_scorep_common::safe_file::create(&path));
     let file = match file {
         Ok(file) => file,
         Err(error) => {
@@ -131,7 +131,10 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
         }
         libc::pthread_atfork(None, None, Some(in_forked_child));
     }
-    log::info(&format!("record mode: recording every call to {}", path.display()));
+    log::info(&format!(
+        "record mode: recording every call to {}",
+        path.display()
+    ));
     true
 }
 
@@ -198,12 +201,19 @@ fn drain(recorder: &Recorder, state: &mut State) {
     if state.file.is_none() {
         return;
     }
-    let adopted = std::mem::take(&mut *recorder.new_threads.lock().unwrap_or_else(|e| e.into_inner()));
-    state.threads.extend(adopted.into_iter().map(|(consumer, shared)| Adopted {
-        consumer,
-        shared,
-        drops_written: 0,
-    }));
+    let adopted = std::mem::take(
+        &mut *recorder
+            .new_threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    );
+    state
+        .threads
+        .extend(adopted.into_iter().map(|(consumer, shared)| Adopted {
+            consumer,
+            shared,
+            drops_written: 0,
+        }));
     let State { out, threads, .. } = state;
     for thread in threads.iter_mut() {
         let index = thread.shared.index;
@@ -239,7 +249,15 @@ fn encode_slot(out: &mut Vec<u8>, thread: u32, slot: &Slot) {
                 let text = (len != u16::MAX).then(|| &slot.strings[i][..len as usize]);
                 (slot.string_offsets[i], text)
             });
-            encode::start(out, thread, slot.time, slot.context, slot.handle, bytes, strings);
+            encode::start(
+                out,
+                thread,
+                slot.time,
+                slot.context,
+                slot.handle,
+                bytes,
+                strings,
+            );
         }
         What::Stop => encode::stop(out, thread, slot.time, slot.handle),
         What::State => {
