@@ -325,6 +325,16 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
     assert_eq!(facts(&paced), facts(&original));
 }
 
+/// N of the replay's report `replayed N of M calls of …`.
+fn calls_made(report: &str) -> u64 {
+    report
+        .split_whitespace()
+        .skip_while(|w| *w != "replayed")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{report}"))
+}
+
 #[test]
 fn other_plugins_take_a_replay() {
     let entry = corpus().join("nccl-2.32-v7");
@@ -337,13 +347,7 @@ fn other_plugins_take_a_replay() {
         &dir.path().join("empty"),
         "otf2",
     );
-    let calls = report
-        .split_whitespace()
-        .skip_while(|w| *w != "replayed")
-        .nth(1)
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("{report}"));
-    assert!(calls > 1000, "{report}");
+    assert!(calls_made(&report) > 1000, "{report}");
     assert!(
         !dir.path().join("empty").exists(),
         "the empty plugin writes nothing"
@@ -362,4 +366,40 @@ fn other_plugins_take_a_replay() {
         !out.join("traces.otf2").exists(),
         "jsonl mode writes no trace"
     );
+}
+
+#[test]
+fn a_file_that_is_no_recording_is_refused_and_a_cut_one_replays_as_far_as_it_goes() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let bogus = dir.path().join("bogus.ncclrec");
+    std::fs::write(&bogus, "not a recording at all").unwrap();
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .arg("replay")
+        .arg(&bogus)
+        .arg("--plugin")
+        .arg(&plugin)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bogus.ncclrec: not a recording"),
+        "{stderr}"
+    );
+
+    // The v7 entry cut in the middle of an entry, as a killed process leaves it.
+    let entry = corpus().join("nccl-2.32-v7");
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&recordings_in(&entry)[0]).unwrap())
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let cut = dir.path().join("cut.ncclrec");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2 + 3]).unwrap();
+    let report = replay(&[cut], &plugin, &dir.path().join("out"), "jsonl");
+    assert!(report.contains("the recording was cut short"), "{report}");
+    assert!(calls_made(&report) > 1000, "{report}");
+    let events = events(&dir.path().join("out"));
+    assert!(!events.by_id.is_empty());
 }

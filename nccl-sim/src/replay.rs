@@ -251,8 +251,10 @@ enum After {
     Lifecycle(usize),
 }
 
-fn aligned(bytes: &[u8]) -> Vec<u64> {
-    let mut words = vec![0u64; bytes.len().div_ceil(8).max(1)];
+/// The bytes, 8-aligned and zero-padded to at least `size` (a damaged recording's short
+/// descriptor never lets the plugin read past the buffer).
+fn aligned(bytes: &[u8], size: usize) -> Vec<u64> {
+    let mut words = vec![0u64; bytes.len().max(size).div_ceil(8).max(1)];
     for (i, &byte) in bytes.iter().enumerate() {
         words[i / 8] |= u64::from(byte) << (8 * (i % 8));
     }
@@ -358,18 +360,24 @@ fn plan(recordings: &[Recording], origins: &[Origins], own: usize) -> (Vec<Vec<S
                 for &offset in fields::handle_offsets(api, fields::type_bit(api, descr)) {
                     handles.push((offset, resolve(word_at(descr, offset), false)));
                 }
+                // Every string field of the type points at its recorded copy, or is NULL:
+                // the recorded process's pointers never reach the plugin.
+                let known = fields::string_offsets(api, fields::type_bit(api, descr));
+                let strings = known
+                    .iter()
+                    .map(|&offset| {
+                        let text = strings
+                            .iter()
+                            .find(|(at, _)| *at as usize == offset)
+                            .and_then(|(_, text)| text.as_ref());
+                        let copy = text.map(|t| CString::new(t.clone()).unwrap_or_default());
+                        (offset, copy)
+                    })
+                    .collect();
                 Action::Start {
                     context: resolve(*context, true),
-                    descr: aligned(descr),
-                    strings: strings
-                        .iter()
-                        .map(|(offset, text)| {
-                            let copy = text
-                                .as_ref()
-                                .map(|t| CString::new(t.clone()).unwrap_or_default());
-                            (*offset as usize, copy)
-                        })
-                        .collect(),
+                    descr: aligned(descr, fields::MAX_DESCR_BYTES),
+                    strings,
                     handles,
                     pid: origin,
                 }
@@ -384,7 +392,9 @@ fn plan(recordings: &[Recording], origins: &[Origins], own: usize) -> (Vec<Vec<S
             } => Action::State {
                 handle: local(&mine.handles, *handle, position),
                 state: *state,
-                args: args.as_deref().map(aligned),
+                args: args
+                    .as_deref()
+                    .map(|a| aligned(a, fields::MAX_STATE_ARGS_BYTES)),
             },
             Call::Finalize { context } => Action::Finalize {
                 context: local(&mine.contexts, *context, position),
@@ -643,6 +653,13 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
         .collect::<Result<Vec<_>, _>>()?;
     let recording = &recordings[own];
     let header = &recording.header;
+    if fields::descr_size(header.api) == 0 {
+        return Err(format!(
+            "{}: profiler API v{} is not one this build knows (v1-v7)",
+            args.recordings[own].display(),
+            header.api
+        ));
+    }
     if args.recorded_hosts {
         // No other thread runs yet: the plugin reads it when it is loaded below.
         std::env::set_var(nccl_scorep_common::job::ENV_HOSTNAME, &header.host);
