@@ -403,3 +403,37 @@ fn a_file_that_is_no_recording_is_refused_and_a_cut_one_replays_as_far_as_it_goe
     let events = events(&dir.path().join("out"));
     assert!(!events.by_id.is_empty());
 }
+
+#[test]
+fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
+    // The bench calls without pause, far faster than the writer empties a 1024-slot ring
+    // every 5 ms.
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let out = dir.path().join("out");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .args(["bench", "--iterations", "3000", "--warmup", "0", "--plugin"])
+        .arg(&plugin)
+        .env("NCCL_SCOREP_MODE", "jsonl,record")
+        .env("NCCL_SCOREP_BUFFER_SIZE", "4K")
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let recordings = recordings_in(&out.join("recordings"));
+    let recording = nccl_scorep_common::recording::Recording::read_file(&recordings[0]).unwrap();
+    assert!(recording.complete, "the exit handler ends the file");
+    let (calls, drops) = (recording.calls().count() as u64, recording.drops());
+    assert!(drops > 0 && calls > 1024, "{calls} calls, {drops} drops");
+    let report = replay(&recordings, &plugin, &dir.path().join("replayed"), "jsonl");
+    assert!(
+        report.contains(&format!("{drops} calls were not recorded (buffer full)")),
+        "{report}"
+    );
+    assert_eq!(calls_made(&report), calls, "{report}");
+}
