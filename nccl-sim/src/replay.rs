@@ -337,9 +337,15 @@ fn plan(recordings: &[Recording], origins: &[Origins], own: usize) -> (Vec<Vec<S
                 ..
             } => {
                 let origin = proxy_op_origin(recordings, api, descr);
-                let foreign = origin.and_then(|(_, p)| p).filter(|&p| p != own);
+                // A ProxyOp of another process (PXN): Some(its recording, if given).
+                let foreign = origin
+                    .filter(|&(_, process)| process != Some(own))
+                    .map(|(_, process)| process);
                 let resolve = |value: u64, contexts: bool| match foreign {
-                    Some(process) => {
+                    // Its values are the other process's: never ours, whatever they equal.
+                    Some(None) if value == 0 => Ref::Null,
+                    Some(None) => Ref::Opaque(value),
+                    Some(Some(process)) => {
                         let theirs = &origins[process];
                         let list = if contexts {
                             &theirs.contexts
