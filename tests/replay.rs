@@ -437,3 +437,38 @@ fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
     );
     assert_eq!(calls_made(&report), calls, "{report}");
 }
+
+#[test]
+fn a_pxn_op_of_a_process_not_replayed_keeps_its_recorded_foreign_values() {
+    use nccl_scorep_common::recording::{Call, Recording};
+    let recordings = recordings_in(&corpus().join("nccl-2.32-pxn"));
+    let other = Recording::read_file(&recordings[1]).unwrap();
+    // The parents the other process's handles gave this process's PXN ProxyOps.
+    let other_handles: Vec<u64> = other
+        .calls()
+        .filter_map(|(_, _, call)| match call {
+            Call::Start { handle, .. } => Some(*handle),
+            _ => None,
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    replay(
+        &recordings[..1],
+        &nccl_sim::our_plugin_for_tests(),
+        &out,
+        "jsonl",
+    );
+    let events = events(&out).by_id;
+    let foreign: Vec<&Value> = events
+        .values()
+        .filter(|e| e["parent"].get("foreign_pid").is_some())
+        .collect();
+    assert!(!foreign.is_empty());
+    for op in foreign {
+        assert_eq!(op["parent"]["foreign_pid"], other.header.pid, "{op}");
+        let value = op["parent"]["value"].as_str().unwrap();
+        let value = u64::from_str_radix(value.trim_start_matches("0x"), 16).unwrap();
+        assert!(other_handles.contains(&value), "{op}");
+    }
+}
