@@ -15,6 +15,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
+pub mod fields;
 pub mod layout;
 pub mod loader;
 pub mod v1;

@@ -10,6 +10,7 @@ pub mod flock;
 pub mod job;
 pub mod ledger;
 pub mod provenance;
+pub mod recording;
 pub mod run_dir;
 pub mod safe_file;
 pub mod sizes;

@@ -6,7 +6,8 @@
 //!   `nccl-scorep doctor` shares), reference counting, the activation mask, and the version
 //!   adapters that imitate NCCL's in-core shims;
 //! - [`event`], [`names`]: events as NCCL's core describes them;
-//! - [`logger`]: the C-variadic logger plugins receive.
+//! - [`logger`]: the C-variadic logger plugins receive;
+//! - [`replay`]: drives a plugin with a recording of real calls (`nccl-sim replay`).
 
 pub mod bench;
 pub mod event;
@@ -18,6 +19,7 @@ pub mod profiler;
 pub mod pxn;
 pub mod release;
 pub mod rendezvous;
+pub mod replay;
 pub mod scenario;
 pub mod time;
 

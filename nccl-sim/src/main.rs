@@ -35,6 +35,8 @@ enum Command {
     Scenarios,
     /// Drive identical callback streams through several plugins and compare their cost.
     Bench(nccl_sim::bench::BenchArgs),
+    /// Drive a plugin with recorded calls (NCCL_SCOREP_MODE=…,record); see docs/record.md.
+    Replay(nccl_sim::replay::ReplayArgs),
 }
 
 #[derive(Args, Debug)]
@@ -185,6 +187,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Bench(args) => nccl_sim::bench::main(args),
+        Command::Replay(args) => nccl_sim::replay::main(args),
     }
 }
 

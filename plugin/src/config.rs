@@ -43,6 +43,8 @@ pub enum OnFull {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub mode: Mode,
+    /// Also record every profiler call as NCCL made it (`record` in NCCL_SCOREP_MODE).
+    pub record: bool,
     pub output_dir: PathBuf,
     /// The activation mask written into NCCL's `eActivationMask`.
     pub event_mask: KindSet,
@@ -110,10 +112,11 @@ pub struct Variable {
 pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "NCCL_SCOREP_MODE",
-        values: "auto, otf2, scorep, jsonl, off",
+        values: "auto, otf2, scorep, jsonl, off; each may add `,record`",
         default: "auto",
         meaning: "what to produce: the OTF2 trace, Score-P regions when measured by Score-P \
-                  (auto), only the event log, or nothing",
+                  (auto), only the event log, or nothing; `record` also records every \
+                  profiler call for nccl-sim replay",
     },
     Variable {
         name: "NCCL_SCOREP_OUTPUT_DIR",
@@ -281,6 +284,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             mode: Mode::Auto,
+            record: false,
             output_dir: PathBuf::from(DEFAULT_OUTPUT_DIR),
             event_mask: DEFAULT_EVENT_MASK,
             buffer_bytes: DEFAULT_BUFFER_BYTES,
@@ -336,12 +340,12 @@ impl Config {
         let get = |name: &str| lookup(name).map(|v| v.trim().to_owned());
 
         if let Some(value) = get("NCCL_SCOREP_MODE") {
-            match parse_mode(&value) {
-                Some(mode) => config.mode = mode,
+            match parse_modes(&value) {
+                Some((mode, record)) => (config.mode, config.record) = (mode, record),
                 None => warn(
                     "NCCL_SCOREP_MODE",
                     &value,
-                    "auto, otf2, scorep, jsonl or off",
+                    "auto, otf2, scorep, jsonl or off, each optionally with `,record`",
                     "auto",
                 ),
             }
@@ -509,6 +513,21 @@ impl Config {
     pub fn writes_otf2(&self) -> bool {
         matches!(self.mode, Mode::Auto | Mode::Otf2 | Mode::Scorep)
     }
+}
+
+/// A mode, with `record` added to it or alone (`record` alone keeps the default mode):
+/// `standalone,record`, `record,jsonl`, `record`. Two modes are an error.
+fn parse_modes(value: &str) -> Option<(Mode, bool)> {
+    let mut mode = None;
+    let mut record = false;
+    for word in value.split(',').map(str::trim) {
+        if word.eq_ignore_ascii_case("record") {
+            record = true;
+        } else if mode.replace(parse_mode(word)?).is_some() {
+            return None;
+        }
+    }
+    Some((mode.unwrap_or(Mode::Auto), record))
 }
 
 fn parse_mode(value: &str) -> Option<Mode> {
@@ -711,6 +730,20 @@ mod tests {
                 variable.name
             );
         }
+    }
+
+    #[test]
+    fn record_is_added_to_a_mode_or_stands_alone() {
+        let mode = |value: &str| {
+            let (config, warnings) = read(&[("NCCL_SCOREP_MODE", value)]);
+            (config.mode, config.record, warnings.len())
+        };
+        assert_eq!(mode("otf2"), (Mode::Otf2, false, 0));
+        assert_eq!(mode("standalone,record"), (Mode::Otf2, true, 0));
+        assert_eq!(mode(" RECORD , jsonl"), (Mode::Jsonl, true, 0));
+        assert_eq!(mode("record"), (Mode::Auto, true, 0));
+        assert_eq!(mode("otf2,jsonl"), (Mode::Auto, false, 1));
+        assert_eq!(mode("record,bogus"), (Mode::Auto, false, 1));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use crate::context::ContextInfo;
 use crate::decode::{DecodeArgs, DecodeDescr};
 use crate::runtime::{self, InitArgs};
-use crate::{hot_path, scorep_mode};
+use crate::{hot_path, record, scorep_mode};
 use nccl_profiler_abi::{
     self as abi, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable,
     NCCL_SUCCESS,
@@ -36,11 +36,23 @@ unsafe extern "C" fn start_event<D: DecodeDescr>(
 ) -> ncclResult_t {
     // SAFETY: NCCL passes a writable handle slot and a descriptor of the version whose
     // table it called (both checked for NULL inside).
-    boundary(|| unsafe { hot_path::start_event::<D>(context, handle_out, descr) })
+    boundary(|| unsafe {
+        hot_path::start_event::<D>(context, handle_out, descr);
+        record::started(
+            D::VERSION,
+            size_of::<D>(),
+            context,
+            handle_out,
+            descr.cast(),
+        );
+    })
 }
 
 unsafe extern "C" fn stop_event(handle: *mut c_void) -> ncclResult_t {
-    boundary(|| hot_path::stop_event(handle))
+    boundary(|| {
+        hot_path::stop_event(handle);
+        record::stopped(handle);
+    })
 }
 
 unsafe extern "C" fn record_event_state<A: DecodeArgs>(
@@ -49,11 +61,17 @@ unsafe extern "C" fn record_event_state<A: DecodeArgs>(
     args: *mut A,
 ) -> ncclResult_t {
     // SAFETY: NCCL passes NULL or the state arguments of the version whose table it called.
-    boundary(|| unsafe { hot_path::record_state::<A>(handle, state, args) })
+    boundary(|| unsafe {
+        hot_path::record_state::<A>(handle, state, args);
+        record::state(handle, state, size_of::<A>(), args.cast());
+    })
 }
 
 unsafe extern "C" fn finalize(context: *mut c_void) -> ncclResult_t {
-    boundary(|| runtime::finalize(context))
+    boundary(|| {
+        record::finalized(context);
+        runtime::finalize(context);
+    })
 }
 
 /// Copies a communicator name NCCL passed (NULL allowed).

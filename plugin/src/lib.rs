@@ -27,6 +27,7 @@ pub mod kinds;
 pub mod log;
 pub mod model;
 pub mod provenance;
+pub mod record;
 pub mod ring;
 pub mod runtime;
 pub mod scorep_mode;

@@ -272,6 +272,18 @@ pub struct InitArgs {
 /// # Safety
 /// `context_out` and `mask` are NULL or writable.
 pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs) {
+    let recorded = crate::record::InitCall::of(&args.info);
+    // SAFETY: forwarded from the caller.
+    unsafe { init_profiling(context_out, mask, args) };
+    // SAFETY: forwarded from the caller; the plugin wrote both just before.
+    unsafe { crate::record::init(recorded, context_out, mask) };
+}
+
+/// The plugin's own part of `init`.
+///
+/// # Safety
+/// As for [`init`].
+unsafe fn init_profiling(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs) {
     if !context_out.is_null() {
         // SAFETY: non-NULL and writable (caller).
         unsafe { *context_out = std::ptr::null_mut() };
@@ -279,6 +291,9 @@ pub unsafe fn init(context_out: *mut *mut c_void, mask: *mut i32, args: InitArgs
     log::set_logger(args.logger);
     let rt = runtime_or_init();
     let shared = rt.shared;
+    if shared.config.record && !rt.is_forked_child() {
+        crate::record::begin(shared, args.info.version);
+    }
     let _lifecycle = rt.lifecycle.lock().unwrap_or_else(|e| e.into_inner());
     if context_out.is_null() {
         // Nowhere to return a context: registering one would leave a live context that

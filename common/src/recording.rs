@@ -1,0 +1,531 @@
+//! The recording format of `NCCL_SCOREP_MODE=record`: every profiler call NCCL made in
+//! one process, as NCCL made it, for `nccl-sim replay` (layout in docs/record.md).
+//!
+//! A file is a header followed by entries, all little-endian. Each entry starts with a
+//! one-byte tag; the file ends with an [`Entry::End`] entry when the process finished
+//! writing it (a file without one was cut short, e.g. by a crash).
+
+use std::io::{self, Read};
+use std::path::Path;
+
+/// The first eight bytes of a recording.
+pub const MAGIC: &[u8; 8] = b"NCCLREC\0";
+/// The version of the layout this code writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// The directory, in the run directory, that holds the recordings.
+pub const DIR: &str = "recordings";
+/// The file-name suffix of a recording.
+pub const SUFFIX: &str = ".ncclrec";
+/// A length that stands for "NULL pointer" (a string or argument pointer NCCL passed as
+/// NULL) or "unreadable" (a string without a NUL within the bound).
+pub const ABSENT: u16 = u16::MAX;
+
+/// The file of a process's recording in a run directory.
+pub fn file_name(host: &str, pid: i32) -> String {
+    format!("{host}.{pid}{SUFFIX}")
+}
+
+/// What the time stamps of a recording count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockKind {
+    /// CLOCK_MONOTONIC nanoseconds.
+    Monotonic = 0,
+    /// The CPU's time-stamp counter: [`Entry::Clock`] entries relate it to nanoseconds.
+    Tsc = 1,
+}
+
+/// The file header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub format: u16,
+    /// The profiler API version NCCL called (the table it picked).
+    pub api: u8,
+    pub clock: ClockKind,
+    pub pid: i32,
+    pub host: String,
+    /// The real-time clock when the recording began, in ns since the epoch.
+    pub realtime_ns: u64,
+}
+
+/// One call NCCL made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `init`: the arguments NCCL passed (v1–v3 pass no communicator facts: zeros) and
+    /// what the plugin returned in `*context` and `*eActivationMask`.
+    Init {
+        context: u64,
+        mask: i32,
+        comm_id: u64,
+        n_nodes: i32,
+        n_ranks: i32,
+        rank: i32,
+        name: Option<Vec<u8>>,
+    },
+    /// `startEvent`: the context NCCL passed, the handle the plugin returned (0 for
+    /// NULL), the descriptor's bytes, and a copy of each string field (by its offset).
+    Start {
+        context: u64,
+        handle: u64,
+        descr: Vec<u8>,
+        strings: Vec<(u16, Option<Vec<u8>>)>,
+    },
+    /// `stopEvent` with the handle NCCL passed.
+    Stop { handle: u64 },
+    /// `recordEventState`: handle, state and the state arguments' bytes (None: NULL).
+    State {
+        handle: u64,
+        state: i32,
+        args: Option<Vec<u8>>,
+    },
+    /// `finalize` with the context NCCL passed.
+    Finalize { context: u64 },
+}
+
+/// One entry of a recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A call, on the process's `thread`-th thread that called the plugin, at `time`.
+    Call { thread: u32, time: u64, call: Call },
+    /// A reading of the recording's clock and of CLOCK_MONOTONIC, taken together.
+    Clock { ticks: u64, ns: u64 },
+    /// So many calls of `thread` could not be recorded (its buffer was full).
+    Drops { thread: u32, count: u64 },
+    /// The process finished its recording.
+    End,
+}
+
+mod tag {
+    pub const INIT: u8 = 1;
+    pub const START: u8 = 2;
+    pub const STOP: u8 = 3;
+    pub const STATE: u8 = 4;
+    pub const FINALIZE: u8 = 5;
+    pub const CLOCK: u8 = 6;
+    pub const DROPS: u8 = 7;
+    pub const END: u8 = 8;
+}
+
+/// Appends encoded entries to a byte buffer (the writer of the plugin's recorder).
+pub mod encode {
+    use super::*;
+
+    fn bytes(out: &mut Vec<u8>, value: Option<&[u8]>) {
+        match value {
+            Some(value) => {
+                let value = &value[..value.len().min(ABSENT as usize - 1)];
+                out.extend_from_slice(&(value.len() as u16).to_le_bytes());
+                out.extend_from_slice(value);
+            }
+            None => out.extend_from_slice(&ABSENT.to_le_bytes()),
+        }
+    }
+
+    fn call_head(out: &mut Vec<u8>, tag: u8, thread: u32, time: u64) {
+        out.push(tag);
+        out.extend_from_slice(&thread.to_le_bytes());
+        out.extend_from_slice(&time.to_le_bytes());
+    }
+
+    pub fn header(out: &mut Vec<u8>, header: &Header) {
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&header.format.to_le_bytes());
+        out.push(header.api);
+        out.push(header.clock as u8);
+        out.extend_from_slice(&header.pid.to_le_bytes());
+        out.extend_from_slice(&header.realtime_ns.to_le_bytes());
+        bytes(out, Some(header.host.as_bytes()));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn init(
+        out: &mut Vec<u8>,
+        thread: u32,
+        time: u64,
+        context: u64,
+        mask: i32,
+        comm_id: u64,
+        n_nodes: i32,
+        n_ranks: i32,
+        rank: i32,
+        name: Option<&[u8]>,
+    ) {
+        call_head(out, tag::INIT, thread, time);
+        out.extend_from_slice(&context.to_le_bytes());
+        out.extend_from_slice(&mask.to_le_bytes());
+        out.extend_from_slice(&comm_id.to_le_bytes());
+        for value in [n_nodes, n_ranks, rank] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        bytes(out, name);
+    }
+
+    pub fn start<'a>(
+        out: &mut Vec<u8>,
+        thread: u32,
+        time: u64,
+        context: u64,
+        handle: u64,
+        descr: &[u8],
+        strings: impl ExactSizeIterator<Item = (u16, Option<&'a [u8]>)>,
+    ) {
+        call_head(out, tag::START, thread, time);
+        out.extend_from_slice(&context.to_le_bytes());
+        out.extend_from_slice(&handle.to_le_bytes());
+        bytes(out, Some(descr));
+        out.push(strings.len() as u8);
+        for (offset, value) in strings {
+            out.extend_from_slice(&offset.to_le_bytes());
+            bytes(out, value);
+        }
+    }
+
+    pub fn stop(out: &mut Vec<u8>, thread: u32, time: u64, handle: u64) {
+        call_head(out, tag::STOP, thread, time);
+        out.extend_from_slice(&handle.to_le_bytes());
+    }
+
+    pub fn state(
+        out: &mut Vec<u8>,
+        thread: u32,
+        time: u64,
+        handle: u64,
+        state: i32,
+        args: Option<&[u8]>,
+    ) {
+        call_head(out, tag::STATE, thread, time);
+        out.extend_from_slice(&handle.to_le_bytes());
+        out.extend_from_slice(&state.to_le_bytes());
+        bytes(out, args);
+    }
+
+    pub fn finalize(out: &mut Vec<u8>, thread: u32, time: u64, context: u64) {
+        call_head(out, tag::FINALIZE, thread, time);
+        out.extend_from_slice(&context.to_le_bytes());
+    }
+
+    pub fn clock(out: &mut Vec<u8>, ticks: u64, ns: u64) {
+        out.push(tag::CLOCK);
+        out.extend_from_slice(&ticks.to_le_bytes());
+        out.extend_from_slice(&ns.to_le_bytes());
+    }
+
+    pub fn drops(out: &mut Vec<u8>, thread: u32, count: u64) {
+        out.push(tag::DROPS);
+        out.extend_from_slice(&thread.to_le_bytes());
+        out.extend_from_slice(&count.to_le_bytes());
+    }
+
+    pub fn end(out: &mut Vec<u8>) {
+        out.push(tag::END);
+    }
+}
+
+/// Why a recording cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read it: {0}")]
+    Io(#[from] io::Error),
+    #[error("not a recording (no NCCLREC magic)")]
+    NotARecording,
+    #[error("recording format {0}, this build reads format {FORMAT_VERSION}")]
+    Format(u16),
+    #[error("damaged at byte {0}: {1}")]
+    Damaged(usize, &'static str),
+}
+
+/// A whole recording, read.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    pub header: Header,
+    pub entries: Vec<Entry>,
+    /// Whether the file ended with [`Entry::End`] (else it was cut short).
+    pub complete: bool,
+}
+
+impl Recording {
+    /// Reads a recording file, gzip-compressed when its name ends in `.gz`.
+    pub fn read_file(path: &Path) -> Result<Recording, ReadError> {
+        let file = std::fs::File::open(path)?;
+        let mut data = Vec::new();
+        if path.extension().is_some_and(|e| e == "gz") {
+            flate2::read::MultiGzDecoder::new(file).read_to_end(&mut data)?;
+        } else {
+            io::BufReader::new(file).read_to_end(&mut data)?;
+        }
+        Recording::parse(&data)
+    }
+
+    /// Parses a recording's bytes. A last entry cut short is left out.
+    pub fn parse(data: &[u8]) -> Result<Recording, ReadError> {
+        let mut cursor = Cursor { data, at: 0 };
+        if cursor.take(8).ok() != Some(&MAGIC[..]) {
+            return Err(ReadError::NotARecording);
+        }
+        let format = cursor.u16()?;
+        if format != FORMAT_VERSION {
+            return Err(ReadError::Format(format));
+        }
+        let api = cursor.u8()?;
+        let clock = match cursor.u8()? {
+            0 => ClockKind::Monotonic,
+            1 => ClockKind::Tsc,
+            _ => return Err(ReadError::Damaged(cursor.at, "unknown clock")),
+        };
+        let pid = cursor.i32()?;
+        let realtime_ns = cursor.u64()?;
+        let host = String::from_utf8_lossy(&cursor.bytes()?.unwrap_or_default()).into_owned();
+        let header = Header {
+            format,
+            api,
+            clock,
+            pid,
+            host,
+            realtime_ns,
+        };
+        let mut entries = Vec::new();
+        let mut complete = false;
+        while cursor.at < data.len() {
+            match cursor.entry() {
+                Ok(Entry::End) => {
+                    complete = true;
+                    break;
+                }
+                Ok(entry) => entries.push(entry),
+                // A writer killed mid-entry leaves a partial last entry.
+                Err(ReadError::Damaged(_, "cut short")) => break,
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(Recording {
+            header,
+            entries,
+            complete,
+        })
+    }
+
+    /// The calls, in file order (which is each thread's call order).
+    pub fn calls(&self) -> impl Iterator<Item = (u32, u64, &Call)> {
+        self.entries.iter().filter_map(|entry| match entry {
+            Entry::Call { thread, time, call } => Some((*thread, *time, call)),
+            _ => None,
+        })
+    }
+
+    /// The calls that could not be recorded, all threads together.
+    pub fn drops(&self) -> u64 {
+        self.entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::Drops { count, .. } => *count,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// A function from the recording's time stamps to CLOCK_MONOTONIC nanoseconds.
+    pub fn to_ns(&self) -> impl Fn(u64) -> u64 {
+        let clocks: Vec<(u64, u64)> = self
+            .entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Clock { ticks, ns } => Some((*ticks, *ns)),
+                _ => None,
+            })
+            .collect();
+        let tsc = self.header.clock == ClockKind::Tsc;
+        let first = clocks.first().copied().unwrap_or((0, 0));
+        let last = clocks.last().copied().unwrap_or((1, 1));
+        let rate = if tsc && last.0 > first.0 {
+            (last.1 - first.1) as f64 / (last.0 - first.0) as f64
+        } else {
+            1.0
+        };
+        move |ticks| {
+            if tsc {
+                (first.1 as f64 + (ticks as f64 - first.0 as f64) * rate).max(0.0) as u64
+            } else {
+                ticks
+            }
+        }
+    }
+}
+
+struct Cursor<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ReadError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.data.len())
+            .ok_or(ReadError::Damaged(self.at, "cut short"))?;
+        let bytes = &self.data[self.at..end];
+        self.at = end;
+        Ok(bytes)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ReadError> {
+        let mut out = [0; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, ReadError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, ReadError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, ReadError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn i32(&mut self) -> Result<i32, ReadError> {
+        Ok(i32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, ReadError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn bytes(&mut self) -> Result<Option<Vec<u8>>, ReadError> {
+        let len = self.u16()?;
+        if len == ABSENT {
+            return Ok(None);
+        }
+        Ok(Some(self.take(len as usize)?.to_vec()))
+    }
+
+    fn entry(&mut self) -> Result<Entry, ReadError> {
+        let tag = self.u8()?;
+        let call = |this: &mut Self, call: fn(&mut Self) -> Result<Call, ReadError>| {
+            let thread = this.u32()?;
+            let time = this.u64()?;
+            Ok(Entry::Call {
+                thread,
+                time,
+                call: call(this)?,
+            })
+        };
+        match tag {
+            tag::INIT => call(self, |c| {
+                Ok(Call::Init {
+                    context: c.u64()?,
+                    mask: c.i32()?,
+                    comm_id: c.u64()?,
+                    n_nodes: c.i32()?,
+                    n_ranks: c.i32()?,
+                    rank: c.i32()?,
+                    name: c.bytes()?,
+                })
+            }),
+            tag::START => call(self, |c| {
+                let context = c.u64()?;
+                let handle = c.u64()?;
+                let descr = c.bytes()?.unwrap_or_default();
+                let n = c.u8()?;
+                let mut strings = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    strings.push((c.u16()?, c.bytes()?));
+                }
+                Ok(Call::Start {
+                    context,
+                    handle,
+                    descr,
+                    strings,
+                })
+            }),
+            tag::STOP => call(self, |c| Ok(Call::Stop { handle: c.u64()? })),
+            tag::STATE => call(self, |c| {
+                Ok(Call::State {
+                    handle: c.u64()?,
+                    state: c.i32()?,
+                    args: c.bytes()?,
+                })
+            }),
+            tag::FINALIZE => call(self, |c| Ok(Call::Finalize { context: c.u64()? })),
+            tag::CLOCK => Ok(Entry::Clock {
+                ticks: self.u64()?,
+                ns: self.u64()?,
+            }),
+            tag::DROPS => Ok(Entry::Drops {
+                thread: self.u32()?,
+                count: self.u64()?,
+            }),
+            tag::END => Ok(Entry::End),
+            _ => Err(ReadError::Damaged(self.at - 1, "unknown entry tag")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_reads_back_as_written_and_a_cut_file_keeps_its_whole_entries() {
+        let header = Header {
+            format: FORMAT_VERSION,
+            api: 7,
+            clock: ClockKind::Tsc,
+            pid: 4242,
+            host: "node0".into(),
+            realtime_ns: 17,
+        };
+        let mut out = Vec::new();
+        encode::header(&mut out, &header);
+        encode::clock(&mut out, 1000, 500);
+        encode::init(
+            &mut out,
+            0,
+            1001,
+            0xc0,
+            0x7f,
+            0xabc,
+            1,
+            2,
+            1,
+            Some(b"world"),
+        );
+        let descr = [9u8; 136];
+        let strings = [(32u16, Some(&b"AllReduce"[..])), (40, None)];
+        encode::start(&mut out, 1, 1002, 0xc0, 0x11, &descr, strings.into_iter());
+        encode::state(&mut out, 1, 1003, 0x11, 21, None);
+        encode::stop(&mut out, 1, 1004, 0x11);
+        encode::drops(&mut out, 1, 3);
+        encode::finalize(&mut out, 0, 1005, 0xc0);
+        encode::clock(&mut out, 3000, 1500);
+        let before_end = out.len();
+        encode::end(&mut out);
+
+        let read = Recording::parse(&out).unwrap();
+        assert_eq!(read.header, header);
+        assert!(read.complete);
+        assert_eq!(read.calls().count(), 5);
+        assert_eq!(read.drops(), 3);
+        assert_eq!(
+            read.calls().nth(1).unwrap().2,
+            &Call::Start {
+                context: 0xc0,
+                handle: 0x11,
+                descr: descr.to_vec(),
+                strings: vec![(32, Some(b"AllReduce".to_vec())), (40, None)],
+            }
+        );
+        // TSC ticks to ns: 2 ticks a nanosecond from the two clock entries.
+        assert_eq!(read.to_ns()(2000), 1000);
+
+        let cut = Recording::parse(&out[..before_end - 17 - 3]).unwrap();
+        assert!(!cut.complete);
+        assert_eq!(cut.calls().count(), 4, "the cut finalize is left out");
+        assert!(matches!(
+            Recording::parse(b"NOTAREC!"),
+            Err(ReadError::NotARecording)
+        ));
+    }
+}

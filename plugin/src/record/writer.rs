@@ -1,0 +1,284 @@
+//! The recorder's writer: one thread that moves the NCCL threads' rings into the process's
+//! recording file every few milliseconds; `init`, `finalize` and the process's exit write
+//! through it too, after emptying the rings, so that each thread's calls keep their order.
+
+use super::{Slot, ThreadShared, What, LOST_AT_THREAD_EXIT};
+use crate::{clock, log};
+use nccl_scorep_common::recording::{self, encode, ClockKind, Header};
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// How often the writer thread empties the rings.
+const DRAIN_INTERVAL: Duration = Duration::from_millis(5);
+
+pub(super) struct Recorder {
+    state: Mutex<State>,
+    new_threads: Mutex<Vec<(rtrb::Consumer<Slot>, Arc<ThreadShared>)>>,
+    next_thread: AtomicU32,
+    capacity: usize,
+}
+
+struct Adopted {
+    consumer: rtrb::Consumer<Slot>,
+    shared: Arc<ThreadShared>,
+    drops_written: u64,
+}
+
+struct State {
+    file: Option<File>,
+    out: Vec<u8>,
+    threads: Vec<Adopted>,
+    lost_written: u64,
+}
+
+static RECORDER: OnceLock<Recorder> = OnceLock::new();
+
+pub(super) fn recorder() -> Option<&'static Recorder> {
+    RECORDER.get()
+}
+
+impl Recorder {
+    #[cold]
+    pub(super) fn register_thread(&self) -> (rtrb::Producer<Slot>, Arc<ThreadShared>) {
+        let (producer, consumer) = rtrb::RingBuffer::new(self.capacity);
+        let shared = Arc::new(ThreadShared {
+            index: self.next_thread.fetch_add(1, Ordering::Relaxed),
+            drops: AtomicU64::new(0),
+        });
+        self.new_threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((consumer, shared.clone()));
+        (producer, shared)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Opens the recording file and starts the writer thread (once per process); false when
+/// the file cannot be created (said as a warning).
+pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
+    if RECORDER.get().is_some() {
+        return true;
+    }
+    let dir = shared.run_dir.root().join(recording::DIR);
+    let path = dir.join(recording::file_name(&shared.host, shared.pid));
+    let file =
+        std::fs::create_dir_all(&dir).and_then(|()| nccl_scorep_common::safe_file::create(&path));
+    let file = match file {
+        Ok(file) => file,
+        Err(error) => {
+            log::warn(&format!(
+                "record mode: cannot create {} ({error}); the calls are not recorded",
+                path.display()
+            ));
+            return false;
+        }
+    };
+    let mut out = Vec::with_capacity(1 << 16);
+    encode::header(
+        &mut out,
+        &Header {
+            format: recording::FORMAT_VERSION,
+            api,
+            clock: match clock::source() {
+                clock::Source::Tsc => ClockKind::Tsc,
+                clock::Source::Monotonic => ClockKind::Monotonic,
+            },
+            pid: shared.pid,
+            host: shared.host.clone(),
+            realtime_ns: clock::realtime_ns(),
+        },
+    );
+    encode::clock(&mut out, clock::ticks(), clock::now_ns());
+    let capacity = (shared.config.buffer_bytes / std::mem::size_of::<Slot>()).max(1024);
+    let recorder = RECORDER.get_or_init(|| Recorder {
+        state: Mutex::new(State {
+            file: Some(file),
+            out,
+            threads: Vec::new(),
+            lost_written: 0,
+        }),
+        new_threads: Mutex::new(Vec::new()),
+        next_thread: AtomicU32::new(0),
+        capacity,
+    });
+    let spawned = std::thread::Builder::new()
+        .name("nccl-scorep-rec".into())
+        .spawn(move || loop {
+            std::thread::sleep(DRAIN_INTERVAL);
+            let mut state = recorder.state();
+            if state.file.is_none() {
+                return;
+            }
+            drain(recorder, &mut state);
+        });
+    if let Err(error) = spawned {
+        log::warn(&format!(
+            "record mode: cannot start the writer thread ({error}); calls are written at each finalize only"
+        ));
+    }
+    // SAFETY: registers plain `extern "C" fn()`s that catch their panics; the fork
+    // handler only stores an atomic.
+    unsafe {
+        if libc::atexit(finish_at_exit) != 0 {
+            log::warn("record mode: cannot register the exit handler: end the job with ncclCommDestroy for a complete recording");
+        }
+        libc::pthread_atfork(None, None, Some(in_forked_child));
+    }
+    log::info(&format!(
+        "record mode: recording every call to {}",
+        path.display()
+    ));
+    true
+}
+
+extern "C" fn in_forked_child() {
+    crate::boundary::guarded(super::stop_in_forked_child);
+}
+
+/// At exit: the rings' last calls, a last clock reading and the end mark.
+extern "C" fn finish_at_exit() {
+    crate::boundary::guarded(|| {
+        let Some(recorder) = RECORDER.get() else {
+            return;
+        };
+        let mut state = recorder.state();
+        drain(recorder, &mut state);
+        encode::clock(&mut state.out, clock::ticks(), clock::now_ns());
+        encode::end(&mut state.out);
+        write_out(&mut state);
+        state.file = None;
+    });
+}
+
+pub(super) fn init(
+    thread: u32,
+    time: u64,
+    context: u64,
+    mask: i32,
+    info: &crate::context::ContextInfo,
+) {
+    let Some(recorder) = RECORDER.get() else {
+        return;
+    };
+    let mut state = recorder.state();
+    drain(recorder, &mut state);
+    let name = info.comm_name.as_deref().map(str::as_bytes);
+    encode::init(
+        &mut state.out,
+        thread,
+        time,
+        context,
+        mask,
+        info.comm_hash,
+        info.n_nodes,
+        info.n_ranks,
+        info.rank,
+        name,
+    );
+    write_out(&mut state);
+}
+
+pub(super) fn finalize(thread: u32, time: u64, context: u64) {
+    let Some(recorder) = RECORDER.get() else {
+        return;
+    };
+    let mut state = recorder.state();
+    drain(recorder, &mut state);
+    encode::finalize(&mut state.out, thread, time, context);
+    encode::clock(&mut state.out, clock::ticks(), clock::now_ns());
+    write_out(&mut state);
+}
+
+/// Encodes what the rings hold and writes it to the file.
+fn drain(recorder: &Recorder, state: &mut State) {
+    if state.file.is_none() {
+        return;
+    }
+    let adopted = std::mem::take(
+        &mut *recorder
+            .new_threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    );
+    state
+        .threads
+        .extend(adopted.into_iter().map(|(consumer, shared)| Adopted {
+            consumer,
+            shared,
+            drops_written: 0,
+        }));
+    let State { out, threads, .. } = state;
+    for thread in threads.iter_mut() {
+        let index = thread.shared.index;
+        let available = thread.consumer.slots();
+        let Ok(chunk) = thread.consumer.read_chunk(available) else {
+            continue;
+        };
+        let (first, second) = chunk.as_slices();
+        for slot in first.iter().chain(second) {
+            encode_slot(out, index, slot);
+        }
+        chunk.commit_all();
+        let drops = thread.shared.drops.load(Ordering::Relaxed);
+        if drops > thread.drops_written {
+            encode::drops(out, index, drops - thread.drops_written);
+            thread.drops_written = drops;
+        }
+    }
+    let lost = LOST_AT_THREAD_EXIT.load(Ordering::Relaxed);
+    if lost > state.lost_written {
+        encode::drops(&mut state.out, u32::MAX, lost - state.lost_written);
+        state.lost_written = lost;
+    }
+    write_out(state);
+}
+
+fn encode_slot(out: &mut Vec<u8>, thread: u32, slot: &Slot) {
+    let bytes = &slot.bytes[..slot.len as usize];
+    match slot.what {
+        What::Start => {
+            let strings = (0..slot.n_strings as usize).map(|i| {
+                let len = slot.string_lens[i];
+                let text = (len != u16::MAX).then(|| &slot.strings[i][..len as usize]);
+                (slot.string_offsets[i], text)
+            });
+            encode::start(
+                out,
+                thread,
+                slot.time,
+                slot.context,
+                slot.handle,
+                bytes,
+                strings,
+            );
+        }
+        What::Stop => encode::stop(out, thread, slot.time, slot.handle),
+        What::State => {
+            let args = (!slot.null_args).then_some(bytes);
+            encode::state(out, thread, slot.time, slot.handle, slot.state, args);
+        }
+    }
+}
+
+fn write_out(state: &mut State) {
+    if state.out.is_empty() {
+        return;
+    }
+    if let Some(file) = &mut state.file {
+        if let Err(error) = file.write_all(&state.out) {
+            log::warn(&format!(
+                "record mode: cannot write the recording ({error}); recording stops"
+            ));
+            super::ON.store(false, Ordering::Relaxed);
+            state.file = None;
+        }
+    }
+    state.out.clear();
+}

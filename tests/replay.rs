@@ -1,0 +1,474 @@
+//! Record and replay: every recording of the corpus (tests/corpus/) replayed through the
+//! plugin gives what the original run gave; a job recorded here replays to the same trace
+//! content; other plugins take a replay too.
+
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
+}
+
+fn recordings_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".ncclrec"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs `nccl-sim` with the plugin writing to `out`; returns its stderr.
+fn nccl_sim(
+    args: &[&str],
+    recordings: &[PathBuf],
+    plugin: &Path,
+    out: &Path,
+    mode: &str,
+) -> String {
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .args(args)
+        .args(recordings)
+        .arg("--plugin")
+        .arg(plugin)
+        .env("NCCL_SCOREP_MODE", mode)
+        .env("NCCL_SCOREP_JSONL", "1")
+        .env("NCCL_SCOREP_OUTPUT_DIR", out)
+        .env("NCCL_SCOREP_TOOL", TOOL)
+        .env("NCCL_SCOREP_HOSTNAME", "corpus")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "nccl-sim {args:?} failed:\n{stderr}"
+    );
+    stderr
+}
+
+fn replay(recordings: &[PathBuf], plugin: &Path, out: &Path, mode: &str) -> String {
+    nccl_sim(&["replay"], recordings, plugin, out, mode)
+}
+
+/// The events of a run directory's event logs, by id, and its header and comm counts.
+struct Events {
+    by_id: HashMap<String, Value>,
+    cycles: u64,
+    comms: u64,
+}
+
+fn events(run: &Path) -> Events {
+    let mut found = Events {
+        by_id: HashMap::new(),
+        cycles: 0,
+        comms: 0,
+    };
+    for entry in std::fs::read_dir(run).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("nccl-scorep-") && name.ends_with(".jsonl")) {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let record: Value = serde_json::from_str(line).unwrap();
+            match record["type"].as_str().unwrap() {
+                "header" => found.cycles += 1,
+                "comm" => found.comms += 1,
+                "event" => {
+                    found
+                        .by_id
+                        .insert(record["id"].as_str().unwrap().to_owned(), record);
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+/// The facts scripts/make-corpus.sh wrote to expected.json, from a run directory.
+fn facts(run: &Path) -> Value {
+    let events = events(run);
+    let mut kinds = BTreeMap::new();
+    for event in events.by_id.values() {
+        *kinds
+            .entry(event["kind"].as_str().unwrap().to_owned())
+            .or_insert(0u64) += 1;
+    }
+    let parents: Vec<&Value> = events
+        .by_id
+        .values()
+        .filter(|e| !e["parent"].is_null())
+        .map(|e| &e["parent"])
+        .collect();
+    let count = |keep: &dyn Fn(&Value) -> bool| parents.iter().filter(|p| keep(p)).count();
+    let groups = events
+        .by_id
+        .values()
+        .filter(|e| e["parent_group"].as_str().is_some_and(|g| g != "0x0"))
+        .count();
+    json!({
+        "cycles": events.cycles,
+        "comms": events.comms,
+        "kinds": kinds,
+        "parents": count(&|p| p.get("id").is_some()),
+        "parents_linked": count(&|p| p["id"].as_str().is_some_and(|id| events.by_id.contains_key(id))),
+        "foreign_parents": count(&|p| p.get("foreign_pid").is_some()),
+        "parent_groups": groups,
+    })
+}
+
+/// The summary's operations (comm, func, kind, nranks, calls), sorted.
+fn operations(run: &Path) -> Value {
+    let output = Command::new(TOOL)
+        .arg("summary")
+        .arg(run)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut rows: Vec<Value> = summary["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| {
+            json!({"comm": op["comm"], "func": op["func"], "kind": op["kind"],
+                   "nranks": op["nranks"], "calls": op["calls"]})
+        })
+        .collect();
+    rows.sort_by_key(|op| (op["comm"].to_string(), op["func"].to_string()));
+    Value::Array(rows)
+}
+
+fn assert_valid_trace(run: &Path) {
+    let output = Command::new(TOOL)
+        .arg("validate")
+        .arg(run.join("traces.otf2"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}: {}{}",
+        run.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn every_corpus_recording_replays_to_what_the_original_run_gave() {
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    entries.sort();
+    assert!(entries.len() >= 5, "{entries:?}");
+    for entry in entries {
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        let expected: Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.join("expected.json")).unwrap())
+                .unwrap();
+        let recordings = recordings_in(&entry);
+        assert!(!recordings.is_empty(), "{name}");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let report = replay(&recordings, &plugin, &out, "otf2");
+        assert!(!report.contains("passed as recorded"), "{name}: {report}");
+        let mut got = facts(&out);
+        got["operations"] = operations(&out);
+        assert_eq!(
+            got, expected,
+            "{name}: the replay differs from the original run"
+        );
+        assert!(
+            expected["kinds"]["Coll"].as_u64().unwrap_or(0) > 0,
+            "{name}"
+        );
+        assert_eq!(
+            expected["parents"], expected["parents_linked"],
+            "{name}: every local parent links to an event"
+        );
+        assert_valid_trace(&out);
+    }
+}
+
+/// What an event says, without what a run chooses (ids, times, threads, pids), and the
+/// same of its parents: two runs of the same calls give the same multiset of these.
+fn signature(events: &HashMap<String, Value>, event: &Value, depth: usize) -> String {
+    const RUN_CHOSEN: &[&str] = &[
+        "id",
+        "parent",
+        "parent_group",
+        "context",
+        "foreign",
+        "pid",
+        "start_ns",
+        "stop_ns",
+        "start_thread",
+        "stop_thread",
+        "gpu_start_ns",
+        "gpu_stop_ns",
+        "gpu_clock_error_ns",
+    ];
+    let mut own = event.clone();
+    let fields = own.as_object_mut().unwrap();
+    fields.retain(|key, _| !RUN_CHOSEN.contains(&key.as_str()));
+    if let Some(Value::Array(states)) = fields.get_mut("states") {
+        for state in states {
+            state.as_object_mut().unwrap().remove("ns");
+        }
+    }
+    let parent = &event["parent"];
+    let parent_id = parent["id"].as_str().or(parent["value"].as_str());
+    let parent = match parent_id.and_then(|id| events.get(id)) {
+        Some(parent) if depth < 4 => signature(events, parent, depth + 1),
+        _ if parent.is_null() => "none".into(),
+        _ => "unlinked".into(),
+    };
+    format!("{own} <- {parent}")
+}
+
+fn signatures(run: &Path) -> BTreeMap<String, usize> {
+    let events = events(run).by_id;
+    let mut all = BTreeMap::new();
+    for event in events.values() {
+        *all.entry(signature(&events, event, 0)).or_insert(0) += 1;
+    }
+    all
+}
+
+/// The merge report's first line: parts, locations, events, communicators.
+fn merged(run: &Path) -> String {
+    let report = std::fs::read_to_string(run.join("merge-report.txt")).unwrap();
+    let first = report.lines().next().unwrap().to_owned();
+    first.split_once(": ").unwrap().1.to_owned()
+}
+
+#[test]
+fn a_recorded_job_replays_to_the_same_trace_content() {
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original");
+    let run = [
+        "run",
+        "--procs",
+        "2",
+        "--pxn",
+        "--iterations",
+        "2",
+        "--scenario",
+        "group",
+        "--scenario",
+        "p2p",
+        "--scenario",
+        "graph",
+        "--scenario",
+        "split",
+    ];
+    nccl_sim(&run, &[], &plugin, &original, "otf2,record");
+    let recordings = recordings_in(&original.join("recordings"));
+    assert_eq!(recordings.len(), 2, "one recording per process");
+    let replayed = dir.path().join("replayed");
+    let report = replay(&recordings, &plugin, &replayed, "otf2");
+    assert!(!report.contains("passed as recorded"), "{report}");
+
+    let (before, after) = (signatures(&original), signatures(&replayed));
+    assert!(before.values().sum::<usize>() > 100, "{before:#?}");
+    assert!(
+        !before.keys().any(|s| s.contains("unlinked")),
+        "{before:#?}"
+    );
+    assert_eq!(
+        before, after,
+        "the same events, with the same contents and parents"
+    );
+    assert_eq!(facts(&original), facts(&replayed));
+    assert_eq!(operations(&original), operations(&replayed));
+    // The merged OTF2 traces: the same locations, events and communicators.
+    assert_eq!(merged(&original), merged(&replayed));
+    assert_valid_trace(&replayed);
+
+    // The recorded pace: the replay of a 2-process job takes at least as long as the
+    // recorded calls spanned.
+    let span = |path: &Path| {
+        let recording = nccl_scorep_common::recording::Recording::read_file(path).unwrap();
+        let to_ns = recording.to_ns();
+        let times: Vec<u64> = recording.calls().map(|(_, t, _)| to_ns(t)).collect();
+        times.iter().max().unwrap() - times.iter().min().unwrap()
+    };
+    let recorded_ns = recordings.iter().map(|r| span(r)).max().unwrap();
+    let paced = dir.path().join("paced");
+    let started = std::time::Instant::now();
+    nccl_sim(
+        &["replay", "--timing", "original"],
+        &recordings,
+        &plugin,
+        &paced,
+        "jsonl",
+    );
+    assert!(
+        started.elapsed().as_nanos() as u64 >= recorded_ns,
+        "{recorded_ns} ns"
+    );
+    assert_eq!(facts(&paced), facts(&original));
+}
+
+/// N of the replay's report `replayed N of M calls of …`.
+fn calls_made(report: &str) -> u64 {
+    report
+        .split_whitespace()
+        .skip_while(|w| *w != "replayed")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{report}"))
+}
+
+#[test]
+fn other_plugins_take_a_replay() {
+    let entry = corpus().join("nccl-2.32-v7");
+    let recordings = recordings_in(&entry);
+    let dir = tempfile::tempdir().unwrap();
+    // The in-tree empty plugin: every call made, nothing written.
+    let report = replay(
+        &recordings,
+        &nccl_sim::bench::empty_plugin_path(),
+        &dir.path().join("empty"),
+        "otf2",
+    );
+    assert!(calls_made(&report) > 1000, "{report}");
+    assert!(
+        !dir.path().join("empty").exists(),
+        "the empty plugin writes nothing"
+    );
+
+    // Another file with our plugin, in JSON-lines mode only.
+    let copy = dir.path().join("libnccl-profiler-other.so");
+    std::fs::copy(nccl_sim::our_plugin_for_tests(), &copy).unwrap();
+    let out = dir.path().join("other");
+    replay(&recordings, &copy, &out, "jsonl");
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(entry.join("expected.json")).unwrap())
+            .unwrap();
+    assert_eq!(facts(&out)["kinds"], expected["kinds"]);
+    assert!(
+        !out.join("traces.otf2").exists(),
+        "jsonl mode writes no trace"
+    );
+}
+
+#[test]
+fn a_file_that_is_no_recording_is_refused_and_a_cut_one_replays_as_far_as_it_goes() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let bogus = dir.path().join("bogus.ncclrec");
+    std::fs::write(&bogus, "not a recording at all").unwrap();
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .arg("replay")
+        .arg(&bogus)
+        .arg("--plugin")
+        .arg(&plugin)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bogus.ncclrec: not a recording"),
+        "{stderr}"
+    );
+
+    // The v7 entry cut in the middle of an entry, as a killed process leaves it.
+    let entry = corpus().join("nccl-2.32-v7");
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&recordings_in(&entry)[0]).unwrap())
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let cut = dir.path().join("cut.ncclrec");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2 + 3]).unwrap();
+    let report = replay(&[cut], &plugin, &dir.path().join("out"), "jsonl");
+    assert!(report.contains("the recording was cut short"), "{report}");
+    assert!(calls_made(&report) > 1000, "{report}");
+    let events = events(&dir.path().join("out"));
+    assert!(!events.by_id.is_empty());
+}
+
+#[test]
+fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
+    // The bench calls without pause, far faster than the writer empties a 1024-slot ring
+    // every 5 ms.
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let out = dir.path().join("out");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .args(["bench", "--iterations", "3000", "--warmup", "0", "--plugin"])
+        .arg(&plugin)
+        .env("NCCL_SCOREP_MODE", "jsonl,record")
+        .env("NCCL_SCOREP_BUFFER_SIZE", "4K")
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let recordings = recordings_in(&out.join("recordings"));
+    let recording = nccl_scorep_common::recording::Recording::read_file(&recordings[0]).unwrap();
+    assert!(recording.complete, "the exit handler ends the file");
+    let (calls, drops) = (recording.calls().count() as u64, recording.drops());
+    assert!(drops > 0 && calls > 1024, "{calls} calls, {drops} drops");
+    let report = replay(&recordings, &plugin, &dir.path().join("replayed"), "jsonl");
+    assert!(
+        report.contains(&format!("{drops} calls were not recorded (buffer full)")),
+        "{report}"
+    );
+    assert_eq!(calls_made(&report), calls, "{report}");
+}
+
+#[test]
+fn a_pxn_op_of_a_process_not_replayed_keeps_its_recorded_foreign_values() {
+    use nccl_scorep_common::recording::{Call, Recording};
+    let recordings = recordings_in(&corpus().join("nccl-2.32-pxn"));
+    let other = Recording::read_file(&recordings[1]).unwrap();
+    // The parents the other process's handles gave this process's PXN ProxyOps.
+    let other_handles: Vec<u64> = other
+        .calls()
+        .filter_map(|(_, _, call)| match call {
+            Call::Start { handle, .. } => Some(*handle),
+            _ => None,
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    replay(
+        &recordings[..1],
+        &nccl_sim::our_plugin_for_tests(),
+        &out,
+        "jsonl",
+    );
+    let events = events(&out).by_id;
+    let foreign: Vec<&Value> = events
+        .values()
+        .filter(|e| e["parent"].get("foreign_pid").is_some())
+        .collect();
+    assert!(!foreign.is_empty());
+    for op in foreign {
+        assert_eq!(op["parent"]["foreign_pid"], other.header.pid, "{op}");
+        let value = op["parent"]["value"].as_str().unwrap();
+        let value = u64::from_str_radix(value.trim_start_matches("0x"), 16).unwrap();
+        assert!(other_handles.contains(&value), "{op}");
+    }
+}
