@@ -1,6 +1,6 @@
 //! Records the git commit the tool was built from, for `nccl-scorep --version`.
 //!
-//! Sets `NCCL_SCOREP_GIT_COMMIT` to the short hash of `HEAD`, or to "unknown" when the
+//! Sets `NCCLSCOREP_GIT_COMMIT` to the short hash of `HEAD`, or to "unknown" when the
 //! sources are not a git checkout (a release tarball, a vendored copy) or git is missing.
 //! Never fails: a version string is not worth a broken build.
 
@@ -21,7 +21,7 @@ fn main() {
         // report the commit of some enclosing repository.
         None => "unknown".to_owned(),
     };
-    println!("cargo:rustc-env=NCCL_SCOREP_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=NCCLSCOREP_GIT_COMMIT={commit}");
 }
 
 /// The git directory of a checkout rooted at `root`: `.git` itself, or the directory a

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// The git commit the tool was built from, or "unknown" (set by build.rs).
-const GIT_COMMIT: &str = env!("NCCL_SCOREP_GIT_COMMIT");
+const GIT_COMMIT: &str = env!("NCCLSCOREP_GIT_COMMIT");
 
 /// The version, with the commit when the build knew it: "0.1.0 (git 1a2b3c4)".
 fn version_text() -> String {

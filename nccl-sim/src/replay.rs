@@ -45,8 +45,9 @@ pub struct ReplayArgs {
     plugin: Option<OsString>,
     #[arg(long, value_enum, default_value = "fast")]
     timing: Timing,
-    /// How long a call waits for the call whose handle it needs (another thread's, or
-    /// another process's for PXN) before it passes the recorded value instead.
+    /// How long a call waits for a value another process's replay publishes (PXN) before
+    /// it passes the recorded value instead. (Calls of this process wait for each other
+    /// without a limit: the recorded order guarantees the call waited for comes.)
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     patience_ms: u64,
     /// Keep each recording's host name for the plugin (NCCL_SCOREP_HOSTNAME), so that the
@@ -155,7 +156,19 @@ struct Origins {
 
 impl Origins {
     fn of(recording: &Recording) -> Origins {
-        let calls: Vec<(u64, &Call)> = recording.calls().map(|(_, time, c)| (time, c)).collect();
+        // A thread's calls keep their recorded order even where its stamps step back (a
+        // clock recalibrated between two calls): each stamp is at least the thread's
+        // previous one, so that no call waits, through the time order, for a later call of
+        // its own thread.
+        let mut latest_of_thread: HashMap<u32, u64> = HashMap::new();
+        let calls: Vec<(u64, &Call)> = recording
+            .calls()
+            .map(|(thread, time, c)| {
+                let latest = latest_of_thread.entry(thread).or_insert(time);
+                *latest = (*latest).max(time);
+                (*latest, c)
+            })
+            .collect();
         let mut order: Vec<usize> = (0..calls.len()).collect();
         order.sort_by_key(|&i| calls[i].0);
         let mut position_of = vec![0; calls.len()];
@@ -522,15 +535,13 @@ struct Results {
 }
 
 impl Results {
-    /// Waits until the call at `position` was made (or skipped); false after the patience.
-    fn wait_for(&self, position: usize) -> bool {
-        let deadline = Instant::now() + self.patience;
+    /// Waits until the call at `position` was made (or skipped). Without a time limit: a
+    /// call of this process only waits for calls before it in the time order, and each
+    /// thread's calls keep that order, so the call waited for always comes (a limit would
+    /// only cut a slow call short, e.g. a finalize that runs the job-end merge).
+    fn wait_for(&self, position: usize) {
         let mut spins = 0u32;
         while !self.ready[position].load(Ordering::Acquire) {
-            if Instant::now() > deadline {
-                self.late.fetch_add(1, Ordering::Relaxed);
-                return false;
-            }
             // A short wait is another thread's next call; a long one is not worth a core.
             spins += 1;
             if spins < 64 {
@@ -539,22 +550,13 @@ impl Results {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
-        true
     }
 
     fn wait_after(&self, after: &After, position: usize) {
         match after {
             After::Nothing => {}
-            After::Lifecycle(before) => {
-                self.wait_for(*before);
-            }
-            After::Everything => {
-                for before in 0..position {
-                    if !self.wait_for(before) {
-                        return;
-                    }
-                }
-            }
+            After::Lifecycle(before) => self.wait_for(*before),
+            After::Everything => (0..position).for_each(|before| self.wait_for(before)),
         }
     }
 
@@ -579,9 +581,7 @@ impl Results {
             Ref::Null => Some(0),
             Ref::Opaque(value) => Some(value),
             Ref::Local(position) => {
-                if !self.wait_for(position) {
-                    return Some(recorded_if_late);
-                }
+                self.wait_for(position);
                 Some(self.values[position].load(Ordering::Relaxed)).filter(|&v| v != 0)
             }
             Ref::Foreign { process, position } => Some(
