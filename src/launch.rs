@@ -21,6 +21,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Local, SecondsFormat};
 use nccl_scorep_common::job::{file_name_safe, Job};
 use nccl_scorep_common::provenance::{self, RUN_JSON_FILE, RUN_JSON_SCHEMA};
+use nccl_scorep_common::safe_file;
 use nccl_scorep_common::RunDir;
 use serde::Serialize;
 
@@ -238,7 +239,7 @@ pub fn create_experiment_dir(
                 dir.display()
             )));
         }
-        fs::create_dir_all(&dir)
+        safe_file::create_dirs(&dir)
             .map_err(|e| error(format!("cannot create {}: {e}", dir.display())))?;
         return Ok(dir);
     }
@@ -251,7 +252,7 @@ pub fn create_experiment_dir(
         } else {
             cwd.join(format!("{name}.{n}"))
         };
-        match fs::create_dir(&candidate) {
+        match safe_file::create_dir(&candidate) {
             Ok(()) => return Ok(candidate),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
@@ -581,7 +582,8 @@ fn prepare_exec(settings: &Settings, command: &[OsString]) -> Result<Command, La
 /// A directory every rank writes to: created if missing (by whichever rank comes first).
 fn shared_dir(dir: &Path) -> Result<PathBuf, LaunchError> {
     let dir = absolute(dir).unwrap_or_else(|| dir.to_owned());
-    fs::create_dir_all(&dir).map_err(|e| error(format!("cannot create {}: {e}", dir.display())))?;
+    safe_file::create_dirs(&dir)
+        .map_err(|e| error(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir)
 }
 

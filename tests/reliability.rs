@@ -134,3 +134,77 @@ fn a_damaged_event_file_is_refused_by_the_merge() {
     );
     assert!(said.contains(&evt.display().to_string()), "{said}");
 }
+
+/// The modes of every directory under `root` (itself included), by path.
+fn directory_modes(root: &Path) -> Vec<(String, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = vec![(
+        root.display().to_string(),
+        std::fs::metadata(root).unwrap().permissions().mode() & 0o777,
+    )];
+    for entry in std::fs::read_dir(root).unwrap().flatten() {
+        if entry.file_type().unwrap().is_dir() {
+            found.extend(directory_modes(&entry.path()));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_directories_of_a_trace_are_private_unless_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let private = dir.path().join("private");
+    let output = single_job(&private);
+    assert!(output.status.success(), "{output:?}");
+    assert!(private.join("traces.otf2").is_file(), "{output:?}");
+    let modes = directory_modes(&private);
+    // The output directory, the parts, their event files and the merged archive's.
+    assert!(modes.len() >= 4, "{modes:?}");
+    for (path, mode) in &modes {
+        assert_eq!(*mode, 0o700, "{path}");
+    }
+
+    // A group-readable setting, read by the plugin and by the tool's merge alike.
+    let shared = dir.path().join("shared");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .arg("run")
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .args(["--scenario", "single"])
+        .env("NCCL_SCOREP_OUTPUT_DIR", &shared)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_DIR_MODE", "0750")
+        .env_remove("NCCL_DEBUG")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(shared.join("traces.otf2").is_file(), "{output:?}");
+    for (path, mode) in directory_modes(&shared) {
+        // The umask may take rights from the group, never give them.
+        assert_eq!(mode & !0o750, 0, "{path}: {mode:o}");
+        assert_eq!(mode & 0o700, 0o700, "{path}: {mode:o}");
+    }
+
+    // A bad value: one warning naming the variable, and the private default.
+    let bad = dir.path().join("bad");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .arg("run")
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .args(["--scenario", "single"])
+        .env("NCCL_SCOREP_OUTPUT_DIR", &bad)
+        .env("NCCL_SCOREP_AUTO_MERGE", "0")
+        .env("NCCL_SCOREP_DIR_MODE", "0644")
+        .env_remove("NCCL_DEBUG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("[NCCL-Score-P] Warning:") && stderr.contains("NCCL_SCOREP_DIR_MODE"),
+        "{stderr}"
+    );
+    for (path, mode) in directory_modes(&bad) {
+        assert_eq!(mode, 0o700, "{path}");
+    }
+}

@@ -104,10 +104,99 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     })
 }
 
+/// The variable that sets the mode of the directories the plugin and the tool create.
+pub const DIR_MODE_VARIABLE: &str = "NCCL_SCOREP_DIR_MODE";
+
+/// New directories are the user's alone unless [`DIR_MODE_VARIABLE`] says otherwise: a
+/// trace names hosts, commands and the job's environment.
+pub const DEFAULT_DIR_MODE: u32 = 0o700;
+
+/// A directory mode as written in [`DIR_MODE_VARIABLE`]: octal (`0750`, `750`), at most
+/// `0777`, with the owner keeping read, write and search (we must write there).
+pub fn parse_dir_mode(value: &str) -> Option<u32> {
+    let digits = value.trim();
+    if digits.is_empty() || digits.len() > 4 {
+        return None;
+    }
+    let mode = u32::from_str_radix(digits, 8).ok()?;
+    (mode <= 0o777 && mode & 0o700 == 0o700).then_some(mode)
+}
+
+/// The mode new directories get: [`DIR_MODE_VARIABLE`] when valid, else
+/// [`DEFAULT_DIR_MODE`] (the plugin's configuration and `doctor` report a bad value; the
+/// process's umask still applies).
+pub fn dir_mode() -> u32 {
+    static MODE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| {
+        std::env::var(DIR_MODE_VARIABLE)
+            .ok()
+            .and_then(|value| parse_dir_mode(&value))
+            .unwrap_or(DEFAULT_DIR_MODE)
+    })
+}
+
+/// Creates the directory `path` and its missing parents with [`dir_mode`]; an existing
+/// directory is left as it is.
+pub fn create_dirs(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(dir_mode())
+        .create(path)
+}
+
+/// Creates the one new directory `path` with [`dir_mode`] (an error when it exists).
+pub fn create_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(dir_mode()).create(path)
+}
+
+/// Gives the directory `path` (made by a library with the umask's mode) the mode
+/// [`dir_mode`]; a link there is refused, never followed.
+pub fn set_dir_mode(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.file_type().is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is not a directory: refused", path.display()),
+        ));
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(dir_mode()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn directory_modes_are_octal_and_leave_the_owner_all_rights() {
+        assert_eq!(parse_dir_mode("0700"), Some(0o700));
+        assert_eq!(parse_dir_mode("750"), Some(0o750));
+        assert_eq!(parse_dir_mode(" 0755 "), Some(0o755));
+        for bad in ["", "0600", "0500", "1777", "0o750", "rwx", "08", "07777"] {
+            assert_eq!(parse_dir_mode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn new_directories_get_the_mode_and_parents_too() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c");
+        create_dirs(&deep).unwrap();
+        create_dirs(&deep).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // The umask can only take rights away from the default 0700.
+        for path in [dir.path().join("a"), dir.path().join("a/b"), deep.clone()] {
+            assert_eq!(mode(&path) & !0o700, 0, "{}", path.display());
+            assert_eq!(mode(&path) & 0o700, 0o700, "{}", path.display());
+        }
+        create_dir(&dir.path().join("one")).unwrap();
+        assert_eq!(mode(&dir.path().join("one")), 0o700);
+        assert!(create_dir(&dir.path().join("one")).is_err());
+    }
     use std::os::unix::fs::symlink;
 
     #[test]

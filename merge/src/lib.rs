@@ -854,14 +854,15 @@ struct TempDir(PathBuf);
 impl TempDir {
     /// Creates `out` if need be, and in it a fresh `.traces.<doing>.<pid>`.
     fn create(out: &Path, doing: &str) -> Result<TempDir, String> {
-        std::fs::create_dir_all(out)
+        nccl_scorep_common::safe_file::create_dirs(out)
             .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
         let temp = out.join(format!(".traces.{doing}.{}", std::process::id()));
         if temp.exists() {
             std::fs::remove_dir_all(&temp)
                 .map_err(|e| format!("cannot remove {}: {e}", temp.display()))?;
         }
-        std::fs::create_dir(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+        nccl_scorep_common::safe_file::create_dir(&temp)
+            .map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
         Ok(TempDir(temp))
     }
 }
@@ -1146,6 +1147,9 @@ fn install(temp: &Path, out: &Path) -> Result<(), String> {
         let old = temp.join("old-traces");
         std::fs::rename(&events, &old).map_err(|e| fail("move away", &events, e))?;
     }
+    // OTF2 made the event files' directory with the umask's mode; ours is private.
+    nccl_scorep_common::safe_file::set_dir_mode(&temp.join(EVENT_FILES_DIR))
+        .map_err(|e| fail("set the mode of", &temp.join(EVENT_FILES_DIR), e))?;
     std::fs::rename(temp.join(EVENT_FILES_DIR), &events).map_err(|e| fail("create", &events, e))?;
     std::fs::rename(temp.join(GLOBAL_DEFINITIONS_FILE), &defs)
         .map_err(|e| fail("create", &defs, e))?;

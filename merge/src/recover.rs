@@ -78,7 +78,7 @@ pub(crate) fn recover_part(part: &Path, scratch: &Path) -> Result<RecoveredPart,
     let fail = |what: &str, path: &Path, e: std::io::Error| {
         format!("cannot {what} {}: {e}", path.display())
     };
-    std::fs::create_dir_all(&traces).map_err(|e| fail("create", &traces, e))?;
+    nccl_scorep_common::safe_file::create_dirs(&traces).map_err(|e| fail("create", &traces, e))?;
     let snapshot = part.join(SNAPSHOT_DIR);
     for file in [ANCHOR_FILE, GLOBAL_DEFINITIONS_FILE] {
         std::fs::copy(snapshot.join(file), together.join(file))

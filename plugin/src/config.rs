@@ -203,6 +203,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "events open at once in a process; beyond it new ones are refused",
     },
     Variable {
+        name: "NCCL_SCOREP_DIR_MODE",
+        values: "an octal mode from 0700 to 0777",
+        default: "0700",
+        meaning: "the mode of the directories nccl-scorep creates (the umask still applies)",
+    },
+    Variable {
         name: "NCCL_SCOREP_HOSTNAME",
         values: "letters, digits, -, _, . (at most 64)",
         default: "the system's host name",
@@ -442,6 +448,18 @@ impl Config {
             // Empty is the same as unset: nothing chained.
             if !value.is_empty() {
                 config.chain = Some(value);
+            }
+        }
+        if let Some(value) = get(nccl_scorep_common::safe_file::DIR_MODE_VARIABLE) {
+            // Read where directories are made (safe_file::dir_mode); checked here so that
+            // a bad value is reported with the others.
+            if nccl_scorep_common::safe_file::parse_dir_mode(&value).is_none() {
+                warn(
+                    nccl_scorep_common::safe_file::DIR_MODE_VARIABLE,
+                    &value,
+                    "an octal mode from 0700 to 0777",
+                    "0700",
+                );
             }
         }
         if let Some(value) = get("NCCL_SCOREP_TOOL") {

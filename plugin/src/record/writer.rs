@@ -68,8 +68,8 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
     }
     let dir = shared.run_dir.root().join(recording::DIR);
     let path = dir.join(recording::file_name(&shared.host, shared.pid));
-    let file =
-        std::fs::create_dir_all(&dir).and_then(|()| nccl_scorep_common::safe_file::create(&path));
+    let file = nccl_scorep_common::safe_file::create_dirs(&dir)
+        .and_then(|()| nccl_scorep_common::safe_file::create(&path));
     let file = match file {
         Ok(file) => file,
         Err(error) => {

@@ -54,7 +54,7 @@ impl JsonlSink {
     /// Opens (appends to) the run directory's `nccl-scorep-<host>-<pid>.jsonl` and writes
     /// a header.
     pub fn create(run_dir: &RunDir, host: &str, pid: i32) -> std::io::Result<JsonlSink> {
-        std::fs::create_dir_all(run_dir.root())?;
+        nccl_scorep_common::safe_file::create_dirs(run_dir.root())?;
         let path = run_dir.event_log(host, pid);
         let file = nccl_scorep_common::safe_file::append(&path)?;
         let mut sink = JsonlSink {

@@ -335,7 +335,7 @@ impl EventFile {
         self.chunk[LAST_EVENT_AT..HEADER_BYTES].copy_from_slice(&last_event.to_ne_bytes());
         if self.file.is_none() {
             if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir)?;
+                nccl_scorep_common::safe_file::create_dirs(dir)?;
             }
             self.file = Some(nccl_scorep_common::safe_file::create(&self.path)?);
         }

@@ -91,17 +91,21 @@ pub struct OpenError(pub String);
 /// archive, pattern B), with the flush callbacks its definitions need.
 fn create_archive(dir: &Path) -> Result<*mut OTF2_Archive, String> {
     let path = cstring(&dir.to_string_lossy());
-    otf2_sys::writing::create_archive(&path, EVENT_CHUNK_BYTES, DEFINITION_CHUNK_BYTES).map_err(
-        |error| match error {
-            otf2_sys::writing::CreateError::Open => {
-                format!("OTF2 cannot create an archive in {}", dir.display())
-            }
-            otf2_sys::writing::CreateError::Setup(_) => format!(
-                "OTF2 cannot create {}/traces (does it exist already?)",
-                dir.display()
-            ),
-        },
-    )
+    let archive =
+        otf2_sys::writing::create_archive(&path, EVENT_CHUNK_BYTES, DEFINITION_CHUNK_BYTES)
+            .map_err(|error| match error {
+                otf2_sys::writing::CreateError::Open => {
+                    format!("OTF2 cannot create an archive in {}", dir.display())
+                }
+                otf2_sys::writing::CreateError::Setup(_) => format!(
+                    "OTF2 cannot create {}/traces (does it exist already?)",
+                    dir.display()
+                ),
+            })?;
+    // OTF2 made its event files' directory with the umask's mode; ours is private. (A
+    // failure leaves it readable only as far as `dir`, made with our mode, allows.)
+    drop(nccl_scorep_common::safe_file::set_dir_mode(&dir.join("traces")));
+    Ok(archive)
 }
 
 impl Writer {
@@ -114,7 +118,7 @@ impl Writer {
         clock_start: ClockSample,
     ) -> Result<Writer, OpenError> {
         otf2_sys::install_error_handler(report_otf2_error);
-        std::fs::create_dir_all(dir)
+        nccl_scorep_common::safe_file::create_dirs(dir)
             .map_err(|e| OpenError(format!("cannot create {}: {e}", dir.display())))?;
         let archive = create_archive(dir).map_err(OpenError)?;
         // SAFETY: the rest of OTF2's write sequence on this thread
@@ -431,7 +435,7 @@ impl Writer {
                     .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
             }
         }
-        std::fs::create_dir(&fresh)
+        nccl_scorep_common::safe_file::create_dir(&fresh)
             .map_err(|e| format!("cannot create {}: {e}", fresh.display()))?;
         let archive = create_archive(&fresh)?;
         let zeros = vec![0u64; self.defs.location_ids().len()];
