@@ -286,3 +286,34 @@ fn merge_of_a_directory_that_does_not_exist_names_it_and_exits_2_like_validate()
         assert!(said.contains("/nonexistent/run-dir"), "{command}: {said}");
     }
 }
+
+#[test]
+fn doctor_tells_which_version_a_chained_plugin_gets_from_each_nccl() {
+    // A plugin exporting v1 … v6 only: NCCL 2.31–2.32 call us at v7, and we forward v6.
+    let older = nccl_sim::recording_plugin_v6_path();
+    let output = run(&["doctor"], &[("NCCL_SCOREP_CHAIN", &older)]);
+    assert_eq!(output.status.code(), Some(0));
+    let report = stdout_of(&output);
+    assert!(
+        report.lines().any(|line| line == "Chained profiler plugin"),
+        "{report}"
+    );
+    assert!(
+        line_for(&report, "library").contains(&*older.to_string_lossy()),
+        "{report}"
+    );
+    let newest = line_for(&report, "NCCL 2.31–2.32");
+    assert!(newest.contains("forwarded at ncclProfiler_v6"), "{newest}");
+    let oldest = line_for(&report, "NCCL 2.23");
+    assert!(oldest.contains("forwarded at ncclProfiler_v1"), "{oldest}");
+
+    // A name that finds nothing: said, with the names NCCL's rules try.
+    let output = run(&["doctor"], &[("NCCL_SCOREP_CHAIN", "no-such-plugin")]);
+    let report = stdout_of(&output);
+    let line = line_for(&report, "chain");
+    assert!(line.trim_start().starts_with("error"), "{line}");
+    assert!(
+        line.contains("no-such-plugin, libnccl-profiler-no-such-plugin.so"),
+        "{line}"
+    );
+}

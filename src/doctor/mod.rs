@@ -68,6 +68,7 @@ pub fn run(out: &mut impl Write, version: &str) -> io::Result<()> {
     mpi_section(&mut report);
     scorep_section(&mut report);
     plugin_section(&mut report, &search, &nccl_versions);
+    plugin::chained_plugin_section(&mut report, &search, &nccl_versions);
     configuration_section(&mut report);
 
     writeln!(out, "nccl-scorep {version} doctor")?;

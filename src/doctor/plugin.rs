@@ -146,6 +146,102 @@ pub(super) fn plugin_section(
     }
 }
 
+/// `NCCL_SCOREP_CHAIN`: the plugin nccl-scorep would load beside itself, found as NCCL
+/// finds its own, and the version each NCCL release family would forward to it.
+pub(super) fn chained_plugin_section(
+    report: &mut Report,
+    search: &SearchPath,
+    nccl_versions: &[NcclVersion],
+) {
+    const CHAIN_ENV: &str = "NCCL_SCOREP_CHAIN";
+    let value = std::env::var_os(CHAIN_ENV).filter(|value| !value.is_empty());
+    report.section("Chained profiler plugin");
+    let Some(value) = value else {
+        report.line(Status::Unset, CHAIN_ENV, "no plugin chained");
+        return;
+    };
+    report.line(Status::Set, CHAIN_ENV, show_os(&value));
+    let names = match loader::plugin_selection(Some(&value)) {
+        PluginSelection::Disabled => {
+            report.line(
+                Status::Error,
+                "chain",
+                "names no plugin: nothing is chained",
+            );
+            return;
+        }
+        PluginSelection::GlobalScope => {
+            report.line(
+                Status::Error,
+                "chain",
+                "a plugin linked into the program cannot be chained: give a library's path or name",
+            );
+            return;
+        }
+        PluginSelection::Candidates(names) => names,
+    };
+    let Some((found, exported)) = names.iter().find_map(|name| {
+        let found = search.resolve(name)?;
+        let exported = exported_api_versions(&found.path).ok()?;
+        Some((found, exported))
+    }) else {
+        let tried: Vec<String> = names.iter().map(|name| show_os(name)).collect();
+        report.line(
+            Status::Error,
+            "chain",
+            format!(
+                "none of {} can be found and loaded: the job runs without it (one warning)",
+                tried.join(", ")
+            ),
+        );
+        return;
+    };
+    report.line(Status::Found, "library", show_with_target(&found.path));
+    if exported.is_empty() {
+        report.line(
+            Status::Error,
+            "symbols",
+            "no ncclProfiler_v* symbol: it cannot be chained",
+        );
+        return;
+    }
+    let installed: Vec<ReleaseFamily> = nccl_versions
+        .iter()
+        .filter_map(NcclVersion::family)
+        .collect();
+    let ours: Vec<ApiVersion> = (1..=loader::NEWEST_API_VERSION).collect();
+    for family in RELEASE_FAMILIES {
+        let here = if installed.contains(&family) {
+            "  <- NCCL found on this machine"
+        } else {
+            ""
+        };
+        let item = format!("NCCL {}", family.releases);
+        let Some(called) = family.pick(&ours) else {
+            continue;
+        };
+        match nccl_profiler_scorep::chain::chosen_version(called, &exported) {
+            Some(version) => report.line(
+                Status::Uses,
+                item,
+                format!("forwarded at {}{here}", loader::symbol_name(version)),
+            ),
+            None => report.line(
+                Status::Missing,
+                item,
+                format!(
+                    "not chained: NCCL calls v{called}, the plugin exports v{} (docs/chaining.md){here}",
+                    exported
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", v")
+                ),
+            ),
+        }
+    }
+}
+
 /// Tries the names in NCCL's order; NCCL keeps the first library that loads, whether or
 /// not it exports a profiler symbol.
 fn candidate_libraries(

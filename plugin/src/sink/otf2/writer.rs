@@ -104,7 +104,9 @@ fn create_archive(dir: &Path) -> Result<*mut OTF2_Archive, String> {
             })?;
     // OTF2 made its event files' directory with the umask's mode; ours is private. (A
     // failure leaves it readable only as far as `dir`, made with our mode, allows.)
-    drop(nccl_scorep_common::safe_file::set_dir_mode(&dir.join("traces")));
+    drop(nccl_scorep_common::safe_file::set_dir_mode(
+        &dir.join("traces"),
+    ));
     Ok(archive)
 }
 
