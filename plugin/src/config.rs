@@ -70,6 +70,16 @@ pub struct Config {
     /// Score-P's `SCOREP_EXPERIMENT_DIRECTORY`: in Score-P mode the output goes to its
     /// `nccl/` sidecar directory instead of `output_dir`.
     pub scorep_experiment_dir: Option<PathBuf>,
+    /// Write the flight recorder file (see docs/hangs.md).
+    pub flight_recorder: bool,
+    /// Communicator ranks the flight recorder file has room for.
+    pub flight_comms: u32,
+    /// Operations the flight recorder keeps per communicator rank.
+    pub flight_ops: u32,
+    /// An operation unfinished this long makes the process write a hang report.
+    pub hang_timeout: Option<std::time::Duration>,
+    /// The signal on which the process writes a hang report (a `libc::SIG*` number).
+    pub report_signal: Option<i32>,
 }
 
 /// Which parameters the Score-P regions carry. Every distinct value becomes a call-tree
@@ -179,6 +189,37 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "proxy steps show their wait states as nested intervals",
     },
     Variable {
+        name: "NCCL_SCOREP_FLIGHT_RECORDER",
+        values: "1/0, yes/no, on/off, true/false",
+        default: "1",
+        meaning:
+            "keep each communicator rank's last operations in a file `nccl-scorep status` reads",
+    },
+    Variable {
+        name: "NCCL_SCOREP_FLIGHT_COMMS",
+        values: "1 to 4096",
+        default: "16",
+        meaning: "communicator ranks the flight recorder has room for",
+    },
+    Variable {
+        name: "NCCL_SCOREP_FLIGHT_OPS",
+        values: "1 to 4096",
+        default: "64",
+        meaning: "operations the flight recorder keeps per communicator rank",
+    },
+    Variable {
+        name: "NCCL_SCOREP_HANG_TIMEOUT",
+        values: "seconds (0 or off: never)",
+        default: "off",
+        meaning: "an operation unfinished this long writes a hang report",
+    },
+    Variable {
+        name: "NCCL_SCOREP_SIGNAL",
+        values: "USR1, USR2 or off",
+        default: "off",
+        meaning: "the signal on which the process writes a hang report",
+    },
+    Variable {
         name: "NCCL_SCOREP_CLOCK",
         values: "auto, tsc, monotonic",
         default: "auto",
@@ -206,6 +247,9 @@ pub fn is_our_variable(name: &str) -> bool {
 /// One problem found while reading the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigWarning(pub String);
+
+pub const DEFAULT_FLIGHT_COMMS: u32 = 16;
+pub const DEFAULT_FLIGHT_OPS: u32 = 64;
 
 pub const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 pub const DEFAULT_MAX_OPEN_EVENTS: usize = 1 << 16;
@@ -286,6 +330,11 @@ impl Default for Config {
             step_states: true,
             scorep_parameters: ScorepParameters::ALL,
             scorep_experiment_dir: None,
+            flight_recorder: true,
+            flight_comms: DEFAULT_FLIGHT_COMMS,
+            flight_ops: DEFAULT_FLIGHT_OPS,
+            hang_timeout: None,
+            report_signal: None,
         }
     }
 }
@@ -447,6 +496,58 @@ impl Config {
                 ),
             }
         }
+        if let Some(value) = get("NCCL_SCOREP_FLIGHT_RECORDER") {
+            match parse_bool(&value) {
+                Some(on) => config.flight_recorder = on,
+                None => warn(
+                    "NCCL_SCOREP_FLIGHT_RECORDER",
+                    &value,
+                    "0/1, yes/no, on/off",
+                    "1",
+                ),
+            }
+        }
+        for (name, field, default) in [
+            (
+                "NCCL_SCOREP_FLIGHT_COMMS",
+                &mut config.flight_comms,
+                DEFAULT_FLIGHT_COMMS,
+            ),
+            (
+                "NCCL_SCOREP_FLIGHT_OPS",
+                &mut config.flight_ops,
+                DEFAULT_FLIGHT_OPS,
+            ),
+        ] {
+            if let Some(value) = get(name) {
+                match value.parse::<u32>() {
+                    Ok(n) if (1..=4096).contains(&n) => *field = n,
+                    _ => warn(
+                        name,
+                        &value,
+                        "a number from 1 to 4096",
+                        &default.to_string(),
+                    ),
+                }
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_HANG_TIMEOUT") {
+            match parse_timeout(&value) {
+                Some(timeout) => config.hang_timeout = timeout,
+                None => warn(
+                    "NCCL_SCOREP_HANG_TIMEOUT",
+                    &value,
+                    "seconds, or 0 or off",
+                    "off",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_SIGNAL") {
+            match parse_signal(&value) {
+                Some(signal) => config.report_signal = signal,
+                None => warn("NCCL_SCOREP_SIGNAL", &value, "USR1, USR2 or off", "off"),
+            }
+        }
         if let Some(value) = get("NCCL_SCOREP_SCOREP_PARAMETERS") {
             match parse_scorep_parameters(&value) {
                 Some(parameters) => config.scorep_parameters = parameters,
@@ -559,6 +660,27 @@ fn parse_events(value: &str) -> Result<KindSet, String> {
         return Err("it selects no event".to_owned());
     }
     Ok(mask)
+}
+
+/// Seconds (fractions allowed) or off; `Some(None)` is off.
+fn parse_timeout(value: &str) -> Option<Option<std::time::Duration>> {
+    if matches!(value.to_ascii_lowercase().as_str(), "off" | "no" | "0") {
+        return Some(None);
+    }
+    let seconds: f64 = value.parse().ok()?;
+    (seconds.is_finite() && seconds > 0.0 && seconds < 1e9)
+        .then(|| Some(std::time::Duration::from_secs_f64(seconds)))
+}
+
+/// USR1 or USR2 (with or without SIG), or off; `Some(None)` is off.
+fn parse_signal(value: &str) -> Option<Option<i32>> {
+    let upper = value.to_ascii_uppercase();
+    match upper.strip_prefix("SIG").unwrap_or(&upper) {
+        "OFF" | "NO" | "0" => Some(None),
+        "USR1" => Some(Some(libc::SIGUSR1)),
+        "USR2" => Some(Some(libc::SIGUSR2)),
+        _ => None,
+    }
 }
 
 fn parse_number(value: &str) -> Option<u64> {
