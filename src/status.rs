@@ -38,7 +38,10 @@ fn once(run_dir: &Path, json: bool) -> ExitCode {
     let files = match flight::files_in(run_dir) {
         Ok(files) => files,
         Err(error) => {
-            eprintln!("nccl-scorep status: cannot read {}: {error}", run_dir.display());
+            eprintln!(
+                "nccl-scorep status: cannot read {}: {error}",
+                run_dir.display()
+            );
             return ExitCode::from(2);
         }
     };

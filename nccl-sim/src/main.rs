@@ -133,6 +133,22 @@ struct RunArgs {
     /// least this long after its enqueue.
     #[arg(long, value_name = "US", default_value_t = 0)]
     gpu_busy_us: u64,
+    /// This rank holds back before iteration --stall-at for --stall-ms (the others enter
+    /// its collectives and wait), as a rank that hangs before a collective.
+    #[arg(long, value_name = "RANK")]
+    stall_rank: Option<i32>,
+    #[arg(long, value_name = "ITERATION", default_value_t = 0)]
+    stall_at: usize,
+    #[arg(long, value_name = "MS", default_value_t = 3_000)]
+    stall_ms: u64,
+    /// This rank's kernel of the collective with sequence number --hang-seq runs
+    /// --hang-ms longer, as a kernel that does not finish.
+    #[arg(long, value_name = "RANK")]
+    hang_rank: Option<i32>,
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    hang_seq: u64,
+    #[arg(long, value_name = "MS", default_value_t = 3_000)]
+    hang_ms: u64,
 }
 
 /// `nccl-sim --help`: where the plugin comes from, and the scenarios.
@@ -268,6 +284,13 @@ fn run(args: RunArgs) -> ExitCode {
         skip_destroy: args.skip_destroy,
         peer_patience: std::time::Duration::from_millis(args.peer_patience_ms),
         gpu_busy: std::time::Duration::from_micros(args.gpu_busy_us),
+        hang_kernel: args.hang_rank.map(|rank| {
+            (
+                rank,
+                args.hang_seq,
+                std::time::Duration::from_millis(args.hang_ms),
+            )
+        }),
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,
         },
@@ -315,6 +338,9 @@ fn run(args: RunArgs) -> ExitCode {
             jitter: Duration::from_micros(args.jitter_us),
             seed: args.seed,
             shuffle_cpus: args.shuffle_cpus,
+            stall: args
+                .stall_rank
+                .map(|rank| (rank, args.stall_at, Duration::from_millis(args.stall_ms))),
         };
         scenario::run(name, &nccl, &params);
         nccl.finish_shared_rendezvous(job.rank == 0);
