@@ -302,7 +302,7 @@ impl FlightWriter {
     }
 
     /// Whether `op` is still in its slot (not overwritten by newer ones).
-    fn holds(&self, op: OpSlot) -> bool {
+    pub fn holds(&self, op: OpSlot) -> bool {
         let written = get_u64(&self.image, self.slot_at(op.slot) + slot::WRITTEN);
         op.number < written && written - op.number <= self.ops_per_slot as u64
     }

@@ -792,6 +792,46 @@ mod tests {
     }
 
     #[test]
+    fn hang_settings_are_read_and_bad_ones_give_a_warning_and_the_default() {
+        let read = |pairs: &[(&str, &str)]| {
+            let map: std::collections::HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Config::from_lookup(|name| map.get(name).cloned())
+        };
+        let (config, warnings) = read(&[
+            ("NCCL_SCOREP_HANG_TIMEOUT", "2.5"),
+            ("NCCL_SCOREP_SIGNAL", "sigusr2"),
+            ("NCCL_SCOREP_FLIGHT_OPS", "8"),
+            ("NCCL_SCOREP_FLIGHT_RECORDER", "off"),
+        ]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            config.hang_timeout,
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(config.report_signal, Some(libc::SIGUSR2));
+        assert_eq!(config.flight_ops, 8);
+        assert!(!config.flight_recorder);
+        let (config, warnings) = read(&[
+            ("NCCL_SCOREP_HANG_TIMEOUT", "-1"),
+            ("NCCL_SCOREP_SIGNAL", "KILL"),
+            ("NCCL_SCOREP_FLIGHT_COMMS", "0"),
+        ]);
+        assert_eq!(config, Config::default());
+        let text: Vec<&str> = warnings.iter().map(|w| w.0.as_str()).collect();
+        assert_eq!(
+            text,
+            [
+                "NCCL_SCOREP_FLIGHT_COMMS=\"0\" is not valid (a number from 1 to 4096); using the default 16",
+                "NCCL_SCOREP_HANG_TIMEOUT=\"-1\" is not valid (seconds, or 0 or off); using the default off",
+                "NCCL_SCOREP_SIGNAL=\"KILL\" is not valid (USR1, USR2 or off); using the default off",
+            ]
+        );
+    }
+
+    #[test]
     fn every_variable_read_is_listed_for_the_doctor_and_documented() {
         let asked = std::cell::RefCell::new(Vec::new());
         Config::from_lookup(|name| {

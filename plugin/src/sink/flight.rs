@@ -39,9 +39,8 @@ pub struct FlightRecorder {
     run_dir: PathBuf,
     host: String,
     pid: i32,
-    /// Which children show completion, by the event mask.
+    /// Kernel channels are recorded (they show the GPU start and completion).
     kernels: bool,
-    proxies: bool,
     slots: FxHashMap<u64, usize>,
     pending: FxHashMap<u64, Pending>,
     /// Per communicator rank, the p2p operations recorded (their `seq` in the file).
@@ -91,7 +90,6 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         host: context.host.to_owned(),
         pid: context.pid,
         kernels: config.event_mask.contains(KindSet::KERNEL_CH),
-        proxies: config.event_mask.contains(KindSet::PROXY_OP),
         slots: FxHashMap::default(),
         pending: FxHashMap::default(),
         p2p_counts: FxHashMap::default(),
@@ -110,13 +108,9 @@ impl FlightRecorder {
         };
         let done = p.task_stopped
             && p.children_open == 0
-            && if self.kernels {
-                p.kernel_ended >= p.channels
-            } else {
-                // Without kernel channels a task is done when its proxy work is, or at
-                // its stop when nothing of its execution is recorded.
-                !self.proxies
-            };
+            // Without kernel channels recorded, a task is done when its proxy work is
+            // (or at its stop when none of it is open).
+            && (!self.kernels || p.kernel_ended >= p.channels);
         if done {
             let op = p.op;
             self.pending.remove(&handle);
@@ -201,6 +195,8 @@ impl Sink for FlightRecorder {
     fn comm_finalized(&mut self, context: u64) {
         if let Some(slot) = self.slots.remove(&context) {
             self.writer.finalize(slot);
+            // The slot may be given to another communicator rank: nothing may point in it.
+            self.pending.retain(|_, p| p.op.slot != slot);
         }
     }
 
@@ -323,6 +319,10 @@ impl Sink for FlightRecorder {
         }
         if now.realtime_ns.saturating_sub(self.last_publish_ns) >= PUBLISH_INTERVAL_NS {
             self.last_publish_ns = now.realtime_ns;
+            // Tasks whose records newer operations replaced are followed no more (their
+            // children's stops may have been lost): the map stays as small as the file.
+            let writer = &self.writer;
+            self.pending.retain(|_, p| writer.holds(p.op));
             self.publish(now.realtime_ns);
         }
     }
