@@ -67,6 +67,14 @@ fn status_when(out: &Path, seen: impl Fn(&Value) -> bool) -> Value {
     panic!("the hang never showed in `nccl-scorep status`; last: {last:#}");
 }
 
+/// The communicator's longest unfinished operation has been in its state for over 1 s
+/// (the job's other operations take milliseconds).
+fn lasted_a_second(comm: &Value) -> bool {
+    comm["longest_unfinished"]["for_ns"]
+        .as_u64()
+        .is_some_and(|ns| ns > 1_000_000_000)
+}
+
 fn finish(child: Child) -> String {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -131,7 +139,11 @@ fn a_rank_that_never_enters_a_collective_is_named_and_the_hang_timeout_reports_i
         ],
         &[("NCCL_SCOREP_HANG_TIMEOUT", "1")],
     );
-    let seen = status_when(&out, |s| !s["communicators"][0]["not_arrived"].is_null());
+    // A running job is behind for a moment at every collective: a hang is what lasts.
+    let seen = status_when(&out, |s| {
+        let comm = &s["communicators"][0];
+        comm["not_arrived"]["seq"] == 2 && lasted_a_second(comm)
+    });
     let comm = &seen["communicators"][0];
     assert_eq!(seen["schema"], "nccl-scorep-status/1");
     assert_eq!(comm["nranks"], 4);
@@ -198,7 +210,8 @@ fn a_kernel_that_does_not_finish_is_named_and_the_signal_reports_it_without_stop
         &[("NCCL_SCOREP_SIGNAL", "USR2")],
     );
     let seen = status_when(&out, |s| {
-        s["communicators"][0]["longest_unfinished"]["state"] == "running"
+        let comm = &s["communicators"][0];
+        comm["longest_unfinished"]["state"] == "running" && lasted_a_second(comm)
     });
     let comm = &seen["communicators"][0];
     let stuck = &comm["longest_unfinished"];
