@@ -30,7 +30,7 @@ struct Cli {
 enum Command {
     /// Run scenarios with the profiler plugin (all of them unless --scenario is given).
     #[command(after_help = scenario_help())]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the scenarios and what each reproduces.
     Scenarios,
     /// Drive identical callback streams through several plugins and compare their cost.
@@ -193,7 +193,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Scenarios => {
             for (name, what) in SCENARIOS {
                 println!("{name:<14} {what}");
