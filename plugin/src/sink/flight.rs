@@ -210,7 +210,7 @@ impl Sink for FlightRecorder {
                     Event::Coll(c) => (
                         c.seq,
                         c.func,
-                        c.datatype.size().unwrap_or(1) * c.count,
+                        c.datatype.size().unwrap_or(1).saturating_mul(c.count),
                         c.root,
                         u32::from(c.n_channels).max(1),
                         true,
@@ -221,7 +221,7 @@ impl Sink for FlightRecorder {
                         (
                             *n - 1,
                             p.func,
-                            p.datatype.size().unwrap_or(1) * p.count,
+                            p.datatype.size().unwrap_or(1).saturating_mul(p.count),
                             p.peer,
                             1,
                             false,
