@@ -267,3 +267,27 @@ fn a_kernel_that_does_not_finish_is_named_and_the_signal_reports_it_without_stop
     );
     assert_job_went_on(&out);
 }
+
+#[test]
+fn status_says_when_there_is_no_recorder_file_or_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = status(dir.path(), false);
+    assert_eq!(empty.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&empty.stderr);
+    assert!(
+        stderr.contains("no flight recorder file (nccl-scorep-flight-*.bin) in"),
+        "{stderr}"
+    );
+    let damaged = dir.path().join("nccl-scorep-flight-node0-12.bin");
+    std::fs::write(&damaged, vec![7u8; 200]).unwrap();
+    let output = status(dir.path(), true);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}: not a flight recorder file (wrong magic)",
+            damaged.display()
+        )),
+        "{stderr}"
+    );
+}
