@@ -11,6 +11,7 @@ mod nccl_ops;
 mod probe;
 mod profile;
 mod report;
+mod status;
 mod summary;
 mod validate;
 
@@ -102,6 +103,23 @@ enum Command {
         /// Print the operations table as CSV, one row per operation and size bucket.
         #[arg(long)]
         csv: bool,
+    },
+    /// While a job runs or hangs: per communicator, the collective sequence number each
+    /// rank reached, who has not arrived at the collective the others wait in, and the
+    /// operation unfinished longest and where it is stuck (docs/hangs.md).
+    ///
+    /// Reads the processes' flight recorder files in the run directory (on one node or a
+    /// shared file system). Exit status: 0 when nothing is unfinished, 3 when something
+    /// is, 2 when there is no readable recorder file.
+    Status {
+        /// The job's run directory (NCCL_SCOREP_OUTPUT_DIR).
+        run_dir: std::path::PathBuf,
+        /// Print JSON (schema nccl-scorep-status/1).
+        #[arg(long)]
+        json: bool,
+        /// Refresh every SECS seconds (default 2) until interrupted.
+        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<f64>,
     },
     /// Join the trace parts of a run's processes (<run-dir>/parts/*/traces.otf2) into one
     /// OTF2 archive, <run-dir>/traces.otf2, that Vampir opens.
@@ -277,6 +295,11 @@ fn main() -> ExitCode {
             };
             return summary::main(&run_dir, format);
         }
+        Command::Status {
+            run_dir,
+            json,
+            watch,
+        } => return status::main(&run_dir, json, watch),
         Command::Merge {
             run_dir,
             output,

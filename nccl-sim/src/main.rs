@@ -30,7 +30,7 @@ struct Cli {
 enum Command {
     /// Run scenarios with the profiler plugin (all of them unless --scenario is given).
     #[command(after_help = scenario_help())]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the scenarios and what each reproduces.
     Scenarios,
     /// Drive identical callback streams through several plugins and compare their cost.
@@ -135,6 +135,22 @@ struct RunArgs {
     /// least this long after its enqueue.
     #[arg(long, value_name = "US", default_value_t = 0)]
     gpu_busy_us: u64,
+    /// This rank holds back before iteration --stall-at for --stall-ms (the others enter
+    /// its collectives and wait), as a rank that hangs before a collective.
+    #[arg(long, value_name = "RANK")]
+    stall_rank: Option<i32>,
+    #[arg(long, value_name = "ITERATION", default_value_t = 0)]
+    stall_at: usize,
+    #[arg(long, value_name = "MS", default_value_t = 3_000)]
+    stall_ms: u64,
+    /// This rank's kernel of the collective with sequence number --hang-seq runs
+    /// --hang-ms longer, as a kernel that does not finish.
+    #[arg(long, value_name = "RANK")]
+    hang_rank: Option<i32>,
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    hang_seq: u64,
+    #[arg(long, value_name = "MS", default_value_t = 3_000)]
+    hang_ms: u64,
 }
 
 /// `nccl-sim --help`: where the plugin comes from, and the scenarios.
@@ -179,7 +195,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Scenarios => {
             for (name, what) in SCENARIOS {
                 println!("{name:<14} {what}");
@@ -271,6 +287,13 @@ fn run(args: RunArgs) -> ExitCode {
         skip_destroy: args.skip_destroy,
         peer_patience: std::time::Duration::from_millis(args.peer_patience_ms),
         gpu_busy: std::time::Duration::from_micros(args.gpu_busy_us),
+        hang_kernel: args.hang_rank.map(|rank| {
+            (
+                rank,
+                args.hang_seq,
+                std::time::Duration::from_millis(args.hang_ms),
+            )
+        }),
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,
         },
@@ -318,6 +341,9 @@ fn run(args: RunArgs) -> ExitCode {
             jitter: Duration::from_micros(args.jitter_us),
             seed: args.seed,
             shuffle_cpus: args.shuffle_cpus,
+            stall: args
+                .stall_rank
+                .map(|rank| (rank, args.stall_at, Duration::from_millis(args.stall_ms))),
         };
         scenario::run(name, &nccl, &params);
         nccl.finish_shared_rendezvous(job.rank == 0);

@@ -72,6 +72,10 @@ pub struct SimConfig {
     /// The application's own GPU work queued ahead of every NCCL kernel (the CPU runs
     /// ahead of the GPU): each kernel starts at least this long after its enqueue.
     pub gpu_busy: Duration,
+    /// One collective whose kernel runs this much longer on one rank (`--hang-rank`,
+    /// `--hang-seq`, `--hang-ms`): (rank, the collective's seq, extra time), as a kernel
+    /// that does not finish.
+    pub hang_kernel: Option<(i32, u64, Duration)>,
 }
 
 impl Default for SimConfig {
@@ -93,6 +97,7 @@ impl Default for SimConfig {
             skip_destroy: false,
             peer_patience: Duration::from_secs(10),
             gpu_busy: Duration::ZERO,
+            hang_kernel: None,
         }
     }
 }
@@ -1108,6 +1113,12 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw) -> Work {
             rng,
         )
     });
+    let duration = match (nccl.config.hang_kernel, task.op) {
+        (Some((rank, seq, extra)), Op::Coll { .. }) if rank == comm.rank() && seq == task.seq => {
+            duration + extra
+        }
+        _ => duration,
+    };
     let queued = 2_000 + nccl.config.gpu_busy.as_nanos() as u64;
     let gpu_start = (host_ns() + queued).max(comm.0.gpu_free.load(Ordering::Acquire));
     let gpu_stop = gpu_start + duration.as_nanos() as u64;

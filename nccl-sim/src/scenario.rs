@@ -54,6 +54,10 @@ pub struct Params {
     /// Paced: each rank's thread moves to a CPU drawn at random at every iteration
     /// (`--shuffle-cpus`).
     pub shuffle_cpus: bool,
+    /// A rank that holds back before one iteration (`--stall-rank`, `--stall-at`,
+    /// `--stall-ms`): the others enter that iteration's collectives and wait for it, as in
+    /// a job where one rank hangs before a collective.
+    pub stall: Option<(i32, usize, Duration)>,
 }
 
 impl Params {
@@ -69,6 +73,16 @@ impl Params {
             jitter: Duration::ZERO,
             seed: 1,
             shuffle_cpus: false,
+            stall: None,
+        }
+    }
+
+    /// Holds `rank` back before `iteration` when it is the stalled one.
+    fn stall(&self, rank: i32, iteration: usize) {
+        if let Some((stalled, at, how_long)) = self.stall {
+            if stalled == rank && at == iteration {
+                std::thread::sleep(how_long);
+            }
         }
     }
 
@@ -358,6 +372,7 @@ fn per_rank_with(
                     {
                         late.push(host_ns().saturating_sub(until));
                     }
+                    params.stall(rank, iteration);
                     body(&comm, params, iteration);
                     // The application waits for its step's communication, as training
                     // loops do; otherwise a late rank falls further behind every step.

@@ -75,6 +75,16 @@ pub struct Config {
     /// `NCCL_SCOREP_CHAIN`: another profiler plugin to load and forward NCCL's calls to
     /// (a path or a name, resolved as NCCL resolves `NCCL_PROFILER_PLUGIN`).
     pub chain: Option<String>,
+    /// Write the flight recorder file (see docs/hangs.md).
+    pub flight_recorder: bool,
+    /// Communicator ranks the flight recorder file has room for.
+    pub flight_comms: u32,
+    /// Operations the flight recorder keeps per communicator rank.
+    pub flight_ops: u32,
+    /// An operation unfinished this long makes the process write a hang report.
+    pub hang_timeout: Option<std::time::Duration>,
+    /// The signal on which the process writes a hang report (a `libc::SIG*` number).
+    pub report_signal: Option<i32>,
 }
 
 /// Which parameters the Score-P regions carry. Every distinct value becomes a call-tree
@@ -185,6 +195,37 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "proxy steps show their wait states as nested intervals",
     },
     Variable {
+        name: "NCCL_SCOREP_FLIGHT_RECORDER",
+        values: "1/0, yes/no, on/off, true/false",
+        default: "1",
+        meaning:
+            "keep each communicator rank's last operations in a file `nccl-scorep status` reads",
+    },
+    Variable {
+        name: "NCCL_SCOREP_FLIGHT_COMMS",
+        values: "1 to 4096",
+        default: "16",
+        meaning: "communicator ranks the flight recorder has room for",
+    },
+    Variable {
+        name: "NCCL_SCOREP_FLIGHT_OPS",
+        values: "1 to 4096",
+        default: "64",
+        meaning: "operations the flight recorder keeps per communicator rank",
+    },
+    Variable {
+        name: "NCCL_SCOREP_HANG_TIMEOUT",
+        values: "seconds (0 or off: never)",
+        default: "off",
+        meaning: "an operation unfinished this long writes a hang report",
+    },
+    Variable {
+        name: "NCCL_SCOREP_SIGNAL",
+        values: "USR1, USR2 or off",
+        default: "off",
+        meaning: "the signal on which the process writes a hang report",
+    },
+    Variable {
         name: "NCCL_SCOREP_CLOCK",
         values: "auto, tsc, monotonic",
         default: "auto",
@@ -224,6 +265,9 @@ pub fn is_our_variable(name: &str) -> bool {
 /// One problem found while reading the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigWarning(pub String);
+
+pub const DEFAULT_FLIGHT_COMMS: u32 = 16;
+pub const DEFAULT_FLIGHT_OPS: u32 = 64;
 
 pub const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 pub const DEFAULT_MAX_OPEN_EVENTS: usize = 1 << 16;
@@ -306,6 +350,11 @@ impl Default for Config {
             scorep_parameters: ScorepParameters::ALL,
             scorep_experiment_dir: None,
             chain: None,
+            flight_recorder: true,
+            flight_comms: DEFAULT_FLIGHT_COMMS,
+            flight_ops: DEFAULT_FLIGHT_OPS,
+            hang_timeout: None,
+            report_signal: None,
         }
     }
 }
@@ -485,6 +534,58 @@ impl Config {
                 ),
             }
         }
+        if let Some(value) = get("NCCL_SCOREP_FLIGHT_RECORDER") {
+            match parse_bool(&value) {
+                Some(on) => config.flight_recorder = on,
+                None => warn(
+                    "NCCL_SCOREP_FLIGHT_RECORDER",
+                    &value,
+                    "0/1, yes/no, on/off",
+                    "1",
+                ),
+            }
+        }
+        for (name, field, default) in [
+            (
+                "NCCL_SCOREP_FLIGHT_COMMS",
+                &mut config.flight_comms,
+                DEFAULT_FLIGHT_COMMS,
+            ),
+            (
+                "NCCL_SCOREP_FLIGHT_OPS",
+                &mut config.flight_ops,
+                DEFAULT_FLIGHT_OPS,
+            ),
+        ] {
+            if let Some(value) = get(name) {
+                match value.parse::<u32>() {
+                    Ok(n) if (1..=4096).contains(&n) => *field = n,
+                    _ => warn(
+                        name,
+                        &value,
+                        "a number from 1 to 4096",
+                        &default.to_string(),
+                    ),
+                }
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_HANG_TIMEOUT") {
+            match parse_timeout(&value) {
+                Some(timeout) => config.hang_timeout = timeout,
+                None => warn(
+                    "NCCL_SCOREP_HANG_TIMEOUT",
+                    &value,
+                    "seconds, or 0 or off",
+                    "off",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_SIGNAL") {
+            match parse_signal(&value) {
+                Some(signal) => config.report_signal = signal,
+                None => warn("NCCL_SCOREP_SIGNAL", &value, "USR1, USR2 or off", "off"),
+            }
+        }
         if let Some(value) = get("NCCL_SCOREP_SCOREP_PARAMETERS") {
             match parse_scorep_parameters(&value) {
                 Some(parameters) => config.scorep_parameters = parameters,
@@ -614,6 +715,27 @@ fn parse_events(value: &str) -> Result<KindSet, String> {
     Ok(mask)
 }
 
+/// Seconds (fractions allowed) or off; `Some(None)` is off.
+fn parse_timeout(value: &str) -> Option<Option<std::time::Duration>> {
+    if matches!(value.to_ascii_lowercase().as_str(), "off" | "no" | "0") {
+        return Some(None);
+    }
+    let seconds: f64 = value.parse().ok()?;
+    (seconds.is_finite() && seconds > 0.0 && seconds < 1e9)
+        .then(|| Some(std::time::Duration::from_secs_f64(seconds)))
+}
+
+/// USR1 or USR2 (with or without SIG), or off; `Some(None)` is off.
+fn parse_signal(value: &str) -> Option<Option<i32>> {
+    let upper = value.to_ascii_uppercase();
+    match upper.strip_prefix("SIG").unwrap_or(&upper) {
+        "OFF" | "NO" | "0" => Some(None),
+        "USR1" => Some(Some(libc::SIGUSR1)),
+        "USR2" => Some(Some(libc::SIGUSR2)),
+        _ => None,
+    }
+}
+
 fn parse_number(value: &str) -> Option<u64> {
     match value
         .strip_prefix("0x")
@@ -720,6 +842,46 @@ mod tests {
         assert_eq!(warnings.len(), 8);
         assert!(warnings[1].0.contains("\"bogus\""), "{}", warnings[1].0);
         assert!(warnings[0].0.contains("NCCL_SCOREP_MODE"));
+    }
+
+    #[test]
+    fn hang_settings_are_read_and_bad_ones_give_a_warning_and_the_default() {
+        let read = |pairs: &[(&str, &str)]| {
+            let map: std::collections::HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Config::from_lookup(|name| map.get(name).cloned())
+        };
+        let (config, warnings) = read(&[
+            ("NCCL_SCOREP_HANG_TIMEOUT", "2.5"),
+            ("NCCL_SCOREP_SIGNAL", "sigusr2"),
+            ("NCCL_SCOREP_FLIGHT_OPS", "8"),
+            ("NCCL_SCOREP_FLIGHT_RECORDER", "off"),
+        ]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            config.hang_timeout,
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(config.report_signal, Some(libc::SIGUSR2));
+        assert_eq!(config.flight_ops, 8);
+        assert!(!config.flight_recorder);
+        let (config, warnings) = read(&[
+            ("NCCL_SCOREP_HANG_TIMEOUT", "-1"),
+            ("NCCL_SCOREP_SIGNAL", "KILL"),
+            ("NCCL_SCOREP_FLIGHT_COMMS", "0"),
+        ]);
+        assert_eq!(config, Config::default());
+        let text: Vec<&str> = warnings.iter().map(|w| w.0.as_str()).collect();
+        assert_eq!(
+            text,
+            [
+                "NCCL_SCOREP_FLIGHT_COMMS=\"0\" is not valid (a number from 1 to 4096); using the default 16",
+                "NCCL_SCOREP_HANG_TIMEOUT=\"-1\" is not valid (seconds, or 0 or off); using the default off",
+                "NCCL_SCOREP_SIGNAL=\"KILL\" is not valid (USR1, USR2 or off); using the default off",
+            ]
+        );
     }
 
     #[test]

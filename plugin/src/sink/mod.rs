@@ -3,6 +3,7 @@
 //! writes are opened from its configuration by the openers in [`SINKS`]; a new output is
 //! one new module here and one line in that list.
 
+pub mod flight;
 pub mod jsonl;
 pub mod ledger;
 pub mod otf2;
@@ -69,11 +70,13 @@ pub struct CycleEnd<'a> {
 /// be opened, which it reports).
 pub type Opener = fn(&SinkContext) -> Option<Box<dyn Sink>>;
 
-/// The sinks, in the order they receive every call and finish: the event log, the trace,
+/// The sinks, in the order they receive every call and finish: the event log, the flight
+/// recorder, the trace,
 /// the Score-P clock file of the trace's part, then the part's entry in the merge ledger,
 /// which must come once everything of the part is on disk.
 pub const SINKS: &[Opener] = &[
     jsonl::open,
+    flight::open,
     otf2::open,
     scorep_clock::open,
     ledger::open,
@@ -122,7 +125,11 @@ mod tests {
             part: &part,
         });
         recording::ENABLED.store(false, Ordering::Release);
-        assert_eq!(sinks.len(), 4, "event log, trace, part ledger, recording");
+        assert_eq!(
+            sinks.len(),
+            5,
+            "event log, flight recorder, trace, part ledger, recording"
+        );
         let collector = Collector::start(shared, sinks).unwrap();
 
         let info = ContextInfo {

@@ -1,0 +1,400 @@
+//! The flight recorder: per communicator rank the last operations and where each is
+//! (enqueued, running on the GPU, completed) in a fixed-size file of the run directory
+//! that `nccl-scorep status` reads while the job runs; and the hang report, written when
+//! an operation stays unfinished past `NCCL_SCOREP_HANG_TIMEOUT` or on the configured
+//! signal. The file's layout is `nccl_scorep_common::flight`'s (docs/hangs.md).
+
+use super::{CycleEnd, Sink, SinkContext};
+use crate::clock::ClockPair;
+use crate::context::ContextInfo;
+use crate::event::{Event, Kind};
+use crate::kinds::KindSet;
+use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent};
+use nccl_scorep_common::flight::{self, FlightWriter, OpRecord, OpSlot};
+use rustc_hash::FxHashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the file is written out (the heartbeat's resolution).
+const PUBLISH_INTERVAL_NS: u64 = 100_000_000;
+/// A heartbeat older than this marks a process stale in the hang report.
+const STALE_NS: u64 = 5_000_000_000;
+
+/// A task being followed until its children show it completed.
+struct Pending {
+    op: OpSlot,
+    enqueued_ns: u64,
+    /// Kernel channels the task announced (at least one).
+    channels: u32,
+    kernel_ended: u32,
+    children_open: u32,
+    task_stopped: bool,
+    reported: bool,
+}
+
+pub struct FlightRecorder {
+    writer: FlightWriter,
+    run_dir: PathBuf,
+    host: String,
+    pid: i32,
+    /// Kernel channels are recorded (they show the GPU start and completion).
+    kernels: bool,
+    slots: FxHashMap<u64, usize>,
+    pending: FxHashMap<u64, Pending>,
+    /// Per communicator rank, the p2p operations recorded (their `seq` in the file).
+    p2p_counts: FxHashMap<u64, u64>,
+    hang_timeout: Option<Duration>,
+    last_publish_ns: u64,
+    reports: u32,
+    failed: bool,
+}
+
+/// The recorder when the configuration asks for it (on by default).
+pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
+    let config = context.config;
+    if !config.flight_recorder || config.mode == crate::config::Mode::Off {
+        return None;
+    }
+    let root = context.run_dir.root().to_path_buf();
+    let path = root.join(flight::file_name(context.host, context.pid));
+    let clocks = ClockPair::now();
+    let offset = clocks.realtime_ns as i64 - clocks.monotonic_ns as i64;
+    let created = std::fs::create_dir_all(&root).and_then(|()| {
+        FlightWriter::create(
+            &path,
+            context.host,
+            context.pid,
+            config.flight_comms,
+            config.flight_ops,
+            offset,
+        )
+    });
+    let writer = match created {
+        Ok(writer) => writer,
+        Err(error) => {
+            crate::log::warn(&format!(
+                "cannot write the flight recorder {}: {error}",
+                path.display()
+            ));
+            return None;
+        }
+    };
+    if let Some(signal) = config.report_signal {
+        install_report_signal(signal);
+    }
+    Some(Box::new(FlightRecorder {
+        writer,
+        run_dir: root,
+        host: context.host.to_owned(),
+        pid: context.pid,
+        kernels: config.event_mask.contains(KindSet::KERNEL_CH),
+        slots: FxHashMap::default(),
+        pending: FxHashMap::default(),
+        p2p_counts: FxHashMap::default(),
+        hang_timeout: config.hang_timeout,
+        last_publish_ns: 0,
+        reports: 0,
+        failed: false,
+    }))
+}
+
+impl FlightRecorder {
+    /// Marks a task completed once its children say so.
+    fn settle(&mut self, handle: u64, time_ns: u64) {
+        let Some(p) = self.pending.get(&handle) else {
+            return;
+        };
+        let done = p.task_stopped
+            && p.children_open == 0
+            // Without kernel channels recorded, a task is done when its proxy work is
+            // (or at its stop when none of it is open).
+            && (!self.kernels || p.kernel_ended >= p.channels);
+        if done {
+            let op = p.op;
+            self.pending.remove(&handle);
+            self.writer.completed(op, time_ns);
+        }
+    }
+
+    fn child_of(parent: &Parent) -> Option<u64> {
+        match *parent {
+            Parent::Local {
+                handle,
+                kind: Kind::Coll | Kind::P2p,
+            } => Some(handle),
+            _ => None,
+        }
+    }
+
+    fn publish(&mut self, now_realtime_ns: u64) {
+        if self.failed {
+            return;
+        }
+        if let Err(error) = self.writer.publish(now_realtime_ns) {
+            self.failed = true;
+            crate::log::warn(&format!(
+                "cannot update the flight recorder in {}: {error}; it stops here",
+                self.run_dir.display()
+            ));
+        }
+    }
+
+    /// Writes the hang report (the status of every recorder file of the run directory)
+    /// and says so on stderr.
+    fn report(&mut self, why: &str) {
+        let now = ClockPair::now();
+        self.publish(now.realtime_ns);
+        let mut records = Vec::new();
+        let mut problems = String::new();
+        for path in flight::files_in(&self.run_dir).unwrap_or_default() {
+            match flight::read_file(&path) {
+                Ok(record) => records.push(record),
+                Err(error) => problems.push_str(&format!("unreadable: {error}\n")),
+            }
+        }
+        let diagnosis = flight::diagnose(&records, now.realtime_ns, STALE_NS);
+        self.reports += 1;
+        let path = self.run_dir.join(format!(
+            "nccl-scorep-hang-{}-{}-{}.txt",
+            self.host, self.pid, self.reports
+        ));
+        let text = format!(
+            "nccl-scorep hang report of process {} on {}: {why}\n{}{problems}",
+            self.pid,
+            self.host,
+            flight::render(&diagnosis)
+        );
+        match nccl_scorep_common::safe_file::replace(&path, text.as_bytes()) {
+            Ok(()) => crate::log::warn(&format!("{why}; hang report in {}", path.display())),
+            Err(error) => crate::log::warn(&format!(
+                "{why}; cannot write the hang report {}: {error}",
+                path.display()
+            )),
+        }
+    }
+}
+
+impl Sink for FlightRecorder {
+    fn comm(&mut self, context: u64, info: &Arc<ContextInfo>) {
+        if self.slots.contains_key(&context) {
+            return;
+        }
+        match self.writer.claim(info.comm_hash, info.rank, info.n_ranks) {
+            Some(slot) => {
+                self.slots.insert(context, slot);
+            }
+            None => crate::log::warn(
+                "the flight recorder has no room for another communicator rank \
+                 (NCCL_SCOREP_FLIGHT_COMMS); it is not recorded",
+            ),
+        }
+    }
+
+    fn comm_finalized(&mut self, context: u64) {
+        if let Some(slot) = self.slots.remove(&context) {
+            self.writer.finalize(slot);
+            // The slot may be given to another communicator rank: nothing may point in it.
+            self.pending.retain(|_, p| p.op.slot != slot);
+        }
+    }
+
+    fn started(&mut self, view: &OpenView) {
+        match (view.kind, view.owner, view.event) {
+            (Kind::Coll | Kind::P2p, Owner::Local(context), event) => {
+                let Some(&slot) = self.slots.get(&context) else {
+                    return;
+                };
+                let (seq, func, bytes, peer, channels, is_coll) = match event {
+                    Event::Coll(c) => (
+                        c.seq,
+                        c.func,
+                        c.datatype.size().unwrap_or(1).saturating_mul(c.count),
+                        c.root,
+                        u32::from(c.n_channels).max(1),
+                        true,
+                    ),
+                    Event::P2p(p) => {
+                        let n = self.p2p_counts.entry(context).or_default();
+                        *n += 1;
+                        (
+                            *n - 1,
+                            p.func,
+                            p.datatype.size().unwrap_or(1).saturating_mul(p.count),
+                            p.peer,
+                            1,
+                            false,
+                        )
+                    }
+                    _ => return,
+                };
+                let op = self.writer.push(
+                    slot,
+                    &OpRecord {
+                        seq,
+                        func: func.as_str(),
+                        is_coll,
+                        bytes,
+                        peer,
+                        enqueued_ns: view.start_ns,
+                        ..OpRecord::default()
+                    },
+                );
+                self.pending.insert(
+                    view.handle,
+                    Pending {
+                        op,
+                        enqueued_ns: view.start_ns,
+                        channels,
+                        kernel_ended: 0,
+                        children_open: 0,
+                        task_stopped: false,
+                        reported: false,
+                    },
+                );
+            }
+            (Kind::KernelCh | Kind::ProxyOp, _, _) => {
+                let Some(task) = Self::child_of(&view.parent) else {
+                    return;
+                };
+                if let Some(p) = self.pending.get_mut(&task) {
+                    p.children_open += 1;
+                    if view.kind == Kind::KernelCh {
+                        let op = p.op;
+                        self.writer.gpu_started(op, view.start_ns);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn event(&mut self, event: &FinishedEvent) {
+        match event.kind {
+            Kind::Coll | Kind::P2p => {
+                if let Some(p) = self.pending.get_mut(&event.handle) {
+                    // Closed at finalize or abandoned is no completion.
+                    p.task_stopped = matches!(event.closed, Closed::Stopped | Closed::StopLost);
+                }
+                self.settle(event.handle, event.stop_ns);
+            }
+            Kind::KernelCh | Kind::ProxyOp => {
+                let Some(task) = Self::child_of(&event.parent) else {
+                    return;
+                };
+                if let Some(p) = self.pending.get_mut(&task) {
+                    p.children_open = p.children_open.saturating_sub(1);
+                    if event.kind == Kind::KernelCh && event.closed == Closed::Stopped {
+                        p.kernel_ended += 1;
+                    }
+                }
+                let end = event.gpu.map_or(event.stop_ns, |gpu| gpu.stop_ns);
+                self.settle(task, end);
+            }
+            _ => {}
+        }
+    }
+
+    fn end_of_pass(&mut self, _open: &mut dyn Iterator<Item = OpenView<'_>>, _until: u64) {
+        let now = ClockPair::now();
+        if REPORT_REQUESTED.swap(false, Ordering::AcqRel) {
+            self.report("a hang report was asked for by signal");
+        }
+        if let Some(timeout) = self.hang_timeout {
+            let limit = timeout.as_nanos() as u64;
+            let overdue = self
+                .pending
+                .values_mut()
+                .filter(|p| !p.reported && now.monotonic_ns.saturating_sub(p.enqueued_ns) > limit)
+                .map(|p| p.reported = true)
+                .count();
+            if overdue > 0 {
+                self.report(&format!(
+                    "{overdue} operation(s) unfinished for more than {} s \
+                     (NCCL_SCOREP_HANG_TIMEOUT)",
+                    timeout.as_secs_f64()
+                ));
+            }
+        }
+        if now.realtime_ns.saturating_sub(self.last_publish_ns) >= PUBLISH_INTERVAL_NS {
+            self.last_publish_ns = now.realtime_ns;
+            // Tasks whose records newer operations replaced are followed no more (their
+            // children's stops may have been lost): the map stays as small as the file.
+            let writer = &self.writer;
+            self.pending.retain(|_, p| writer.holds(p.op));
+            self.publish(now.realtime_ns);
+        }
+    }
+
+    fn finish(&mut self, _end: &CycleEnd) {
+        let slots: Vec<usize> = self.slots.drain().map(|(_, slot)| slot).collect();
+        for slot in slots {
+            self.writer.finalize(slot);
+        }
+        self.publish(ClockPair::now().realtime_ns);
+    }
+}
+
+/// Set by the signal handler, taken by the collector's next pass.
+static REPORT_REQUESTED: AtomicBool = AtomicBool::new(false);
+static SIGNAL_INSTALLED: AtomicBool = AtomicBool::new(false);
+/// The handler that was installed before ours, and its `sa_flags`.
+static PREVIOUS_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static PREVIOUS_FLAGS: AtomicUsize = AtomicUsize::new(0);
+
+/// Only async-signal-safe work: sets the flag, then calls the handler that was there
+/// before (the application's), the way it asked to be called.
+extern "C" fn on_report_signal(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    REPORT_REQUESTED.store(true, Ordering::Release);
+    let previous = PREVIOUS_HANDLER.load(Ordering::Acquire);
+    if previous == libc::SIG_DFL || previous == libc::SIG_IGN {
+        return;
+    }
+    let flags = PREVIOUS_FLAGS.load(Ordering::Acquire) as libc::c_int;
+    if flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: `previous` is the sa_sigaction the kernel held with SA_SIGINFO, so it
+        // is a function of this signature.
+        let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(previous) };
+        handler(signal, info, context);
+    } else {
+        // SAFETY: without SA_SIGINFO the saved value is a plain `void (*)(int)` handler.
+        let handler: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(previous) };
+        handler(signal);
+    }
+}
+
+/// Installs the report signal's handler once per process, keeping the one it replaces.
+fn install_report_signal(signal: i32) {
+    if SIGNAL_INSTALLED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: sigaction with zeroed, then filled structures; the handler only touches
+    // atomics and calls the saved handler.
+    let installed = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_report_signal as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        // Saved before ours is in place, so the handler never sees a half-saved one.
+        if libc::sigaction(signal, std::ptr::null(), &mut previous) != 0 {
+            false
+        } else {
+            PREVIOUS_HANDLER.store(previous.sa_sigaction, Ordering::Release);
+            PREVIOUS_FLAGS.store(previous.sa_flags as usize, Ordering::Release);
+            libc::sigaction(signal, &action, std::ptr::null_mut()) == 0
+        }
+    };
+    if !installed {
+        crate::log::warn(&format!(
+            "cannot install the hang report's signal handler (signal {signal}): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+}
