@@ -144,6 +144,8 @@ impl FlightRecorder {
     /// Writes the hang report (the status of every recorder file of the run directory)
     /// and says so on stderr.
     fn report(&mut self, why: &str) {
+        // What led up to the hang goes on the disk in this pass, not at the next persist.
+        super::request_persist();
         let now = ClockPair::now();
         self.publish(now.realtime_ns);
         let mut records = Vec::new();

@@ -16,7 +16,23 @@ use crate::context::ContextInfo;
 use crate::model::{FinishedEvent, Gap, OpenView};
 use nccl_scorep_common::{PartDir, RunDir};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Set when the trace written so far should be on the disk now rather than at the next
+/// regular persist (a hang report asks for it); taken by the trace's sink at the end of a
+/// pass. Sinks do not know each other: this flag is how one asks and another answers.
+static PERSIST_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Asks the trace's sink to put what it wrote on the disk at the end of this pass.
+pub fn request_persist() {
+    PERSIST_REQUESTED.store(true, Ordering::Release);
+}
+
+/// Whether a persist was asked for since the last call (and clears the request).
+pub fn take_persist_request() -> bool {
+    PERSIST_REQUESTED.swap(false, Ordering::AcqRel)
+}
 
 /// An output of the collector. Every method but [`Sink::event`] has a default that does
 /// nothing. All run on the collector thread.

@@ -226,10 +226,12 @@ impl Otf2Sink {
         self.keep_snapshot(now);
     }
 
-    /// Every [`PERSIST_INTERVAL_NS`], puts the events written so far on the disk, readable
+    /// Every [`PERSIST_INTERVAL_NS`], and when a hang report asked for it
+    /// ([`super::request_persist`]), puts the events written so far on the disk, readable
     /// without the end of the trace (see `Writer::persist`).
     fn keep_snapshot(&mut self, now: u64) {
-        if now.saturating_sub(self.last_persist) < PERSIST_INTERVAL_NS {
+        let asked = super::take_persist_request();
+        if !asked && now.saturating_sub(self.last_persist) < PERSIST_INTERVAL_NS {
             return;
         }
         self.last_persist = now;
