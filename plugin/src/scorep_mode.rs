@@ -40,7 +40,7 @@ use crate::shared::Shared;
 use scorep_adapter::clock_file::{self, ClockFile, ClockPair, ClockSource};
 use scorep_adapter::metric::{self, ClockFn, ClockSlot, MetricProperties, PluginInfo};
 use scorep_adapter::{size_bucket, Parameter, Region, RegionHandle, UserApi};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CStr, CString};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -94,11 +94,16 @@ struct Entered {
     is_api: bool,
     /// Stopped out of order; ended as soon as it is innermost.
     stopped: bool,
+    /// A task of a plan (Coll or P2p): ended when the next task of the plan starts.
+    is_task: bool,
 }
 
 thread_local! {
     static STACK: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
     static COMM_LABELS: RefCell<Vec<(u64, CString)>> = const { RefCell::new(Vec::new()) };
+    /// Tasks of the current plan this thread ended at the next task's start whose stop is
+    /// still to come (those stops find nothing left to end).
+    static TASKS_ENDED_EARLY: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Looks for Score-P at the first `init`. Returns whether Score-P mode is on: the
@@ -189,6 +194,7 @@ pub fn entered(shared: &Shared, event: &Event, handle: u64, context: u64) {
     let Some(slot) = region_slot(event) else {
         return;
     };
+    let is_task = matches!(event, Event::Coll(_) | Event::P2p(_));
     let (bytes, is_api) = match event {
         Event::CollApi(c) => (Some(payload_bytes(c.count, c.datatype)), true),
         Event::P2pApi(p) => (Some(payload_bytes(p.count, p.datatype)), true),
@@ -211,6 +217,19 @@ pub fn entered(shared: &Shared, event: &Event, handle: u64, context: u64) {
             return false;
         };
         end_finished(shared, state, &mut stack);
+        if matches!(event, Event::Group) {
+            let _ = TASKS_ENDED_EARLY.try_with(|n| n.set(0));
+        }
+        if is_task {
+            // NCCL starts all tasks of a plan, then stops them: as Score-P regions they
+            // are siblings inside the plan, each ended when the next one starts.
+            if let Some(&previous) = stack.last().filter(|e| e.is_task && !e.stopped) {
+                stack.pop();
+                end(state, previous);
+                Counters::bump(&shared.counters.scorep_tasks_ended_at_next);
+                let _ = TASKS_ENDED_EARLY.try_with(|n| n.set(n.get().saturating_add(1)));
+            }
+        }
         if stack.len() >= MAX_DEPTH {
             return false;
         }
@@ -225,6 +244,7 @@ pub fn entered(shared: &Shared, event: &Event, handle: u64, context: u64) {
             region,
             is_api,
             stopped: false,
+            is_task,
         });
         true
     });
@@ -273,15 +293,26 @@ fn with_comm_label(shared: &Shared, context: u64, f: impl FnOnce(&CStr)) {
 
 /// An event of a forwarded kind was stopped on this thread.
 #[inline(never)]
-pub fn stopped(shared: &Shared, handle: u64) {
+pub fn stopped(shared: &Shared, handle: u64, is_task: bool) {
     let Some(state) = state() else { return };
     let result = STACK.try_with(|cell| {
         let Ok(mut stack) = cell.try_borrow_mut() else {
             return;
         };
         let Some(index) = stack.iter().rposition(|e| e.handle == handle) else {
-            // Entered on another thread (or never entered): Score-P must not hear of it.
-            Counters::bump(&shared.counters.scorep_cross_thread_stops);
+            let ended_early = is_task
+                && TASKS_ENDED_EARLY
+                    .try_with(|n| {
+                        let pending = n.get();
+                        n.set(pending.saturating_sub(1));
+                        pending > 0
+                    })
+                    .unwrap_or(false);
+            if !ended_early {
+                // Entered on another thread (or never entered): Score-P must not hear
+                // of it.
+                Counters::bump(&shared.counters.scorep_cross_thread_stops);
+            }
             return;
         };
         stack[index].stopped = true;
