@@ -242,6 +242,15 @@ fn every_api_event_kind_becomes_a_region_nested_on_its_thread() {
         let region = call["region"].as_str().unwrap_or_default().to_owned();
         if call["call"] == "enter" {
             let stack = stacks.entry(tid).or_default();
+            // A plan's tasks are siblings inside the plan, never one inside another.
+            let is_task = |r: &str| r.ends_with(" enqueue") && r != "NCCL plan enqueue";
+            if is_task(&region) {
+                assert_eq!(
+                    stack.last().map(String::as_str),
+                    Some("NCCL plan enqueue"),
+                    "{region} entered inside {stack:?}"
+                );
+            }
             if stack.first().is_some_and(|r| r == "ncclGroup") {
                 inside_group.insert(region.clone());
             }
@@ -318,6 +327,25 @@ fn parameters_are_bounded_and_can_be_turned_off() {
     assert_succeeded(&without);
     assert!(without.calls_named("enter").count() > 0);
     assert_eq!(without.calls_named("parameter_string").count(), 0);
+}
+
+#[test]
+fn a_plan_of_seventy_tasks_loses_no_region_and_counts_no_cross_thread_stop() {
+    // ring-wrap: 70 AllReduces in one group, 3 iterations, 2 ranks.
+    let run = run(&["ring-wrap"], true, false, &[]);
+    assert_succeeded(&run);
+    let entered = assert_properly_nested(&run);
+    let tasks = entered
+        .values()
+        .flatten()
+        .filter(|r| *r == "AllReduce enqueue")
+        .count();
+    assert_eq!(tasks, 70 * 3 * 2);
+    let c = counters(&run, &run.experiment().join("nccl"));
+    assert_eq!(c["scorep_not_forwarded"], 0, "{c}");
+    assert_eq!(c["scorep_cross_thread_stops"], 0, "{c}");
+    // Every task but the last of each plan ends when the next starts.
+    assert_eq!(c["scorep_tasks_ended_at_next"], 69 * 3 * 2, "{c}");
 }
 
 #[test]

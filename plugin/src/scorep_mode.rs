@@ -11,8 +11,12 @@
 //! - a stop on another thread than the start is never sent to Score-P (counted); the
 //!   region is ended on its own thread at that thread's next NCCL callback, or when the
 //!   region around it ends (counted as late);
-//! - a stop out of order on the same thread (NCCL stops a plan's tasks in start order, not
-//!   in reverse) is deferred until the regions entered after it have ended;
+//! - the tasks of a plan (Coll, P2p) all start, then stop in start order: they overlap but
+//!   none calls another, so each task's region is ended when the next task of the plan
+//!   starts (counted), which makes them siblings inside the plan and keeps the depth
+//!   bounded whatever the plan's size;
+//! - any other stop out of order on the same thread is deferred until the regions entered
+//!   after it have ended;
 //! - when an API call ends (GroupApi, CollApi, P2pApi) while regions entered inside it are
 //!   still running, those are ended first (counted as cut short).
 //!
