@@ -100,7 +100,7 @@ for file in "${expected[@]}"; do
     [[ -f "$prefix/$file" ]] || fail "$file is not installed"
 done
 echo "ok: ${#expected[@]} files in place"
-for link in libnccl-profiler.so libnccl_scorep.so; do
+for link in libnccl-profiler.so libnccl_scorep.so libnccl_profiler_scorep.so; do
     expect_equal "lib/$link" "$(readlink "$prefix/lib/$link")" libnccl-profiler-scorep.so
 done
 [[ ! -e "$prefix/share/man/man1/nccl-scorep-generate.1" ]] || fail "the hidden generate command has a man page"
