@@ -495,6 +495,75 @@ fn the_metric_plugin_receives_score_p_s_clock_and_the_pairs_follow_it() {
         .all(|(t, _)| *t + SAME_INSTANT_NS as u64 >= first));
 }
 
+/// Runs `single` with Score-P loading the metric plugin `name` from a directory where
+/// `lib<name>.so` is the plugin's file (`copy`: a copy of it, else a link).
+fn run_metric_plugin_named(name: &str, copy: bool) -> (Run, tempfile::TempDir) {
+    let libs = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let file = libs.path().join(format!("lib{name}.so"));
+    if copy {
+        std::fs::copy(&plugin, &file).unwrap();
+    } else {
+        std::os::unix::fs::symlink(&plugin, &file).unwrap();
+    }
+    let variable = format!("SCOREP_METRIC_{}", name.to_uppercase());
+    let env = [
+        ("LD_LIBRARY_PATH", libs.path().to_str().unwrap()),
+        ("SCOREP_METRIC_PLUGINS", name),
+        (variable.as_str(), "*"),
+    ];
+    (run(&["single"], true, false, &env), libs)
+}
+
+#[test]
+fn the_metric_plugin_works_by_each_documented_name() {
+    for name in ["nccl_scorep", "nccl_profiler_scorep"] {
+        let (run, _libs) = run_metric_plugin_named(name, false);
+        assert_succeeded(&run);
+        assert_eq!(run.calls_named("metric_plugin_loaded").count(), 1, "{name}");
+        assert_eq!(
+            run.clock_file().source,
+            ClockSource::MetricPlugin,
+            "{name}: {}",
+            run.stderr()
+        );
+        assert!(!run.stderr().contains("another copy"), "{}", run.stderr());
+    }
+}
+
+#[test]
+fn a_copy_loaded_as_metric_plugin_is_named_in_the_warning() {
+    let (run, libs) = run_metric_plugin_named("nccl_profiler_scorep", true);
+    assert_succeeded(&run);
+    assert_eq!(run.clock_file().source, ClockSource::SyncRegions);
+    let stderr = run.stderr();
+    let copy = libs.path().join("libnccl_profiler_scorep.so");
+    assert!(
+        stderr.contains(&format!(
+            "Score-P loaded {}, another copy of this library",
+            copy.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_metric_plugin_score_p_did_not_find_is_said_so() {
+    let run = run(
+        &["single"],
+        true,
+        false,
+        &[("SCOREP_METRIC_PLUGINS", "nccl_scorep")],
+    );
+    assert_succeeded(&run);
+    assert_eq!(run.clock_file().source, ClockSource::SyncRegions);
+    let stderr = run.stderr();
+    assert!(
+        stderr.contains("Score-P did not load libnccl_scorep.so"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn with_score_p_on_clock_gettime_the_pairs_are_raw_monotonic() {
     let run = run(

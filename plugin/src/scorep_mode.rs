@@ -477,11 +477,10 @@ pub fn start_cycle(shared: &'static Shared) {
     // its clock) at its first API call if nothing called it before.
     let _ = state.sync_region.handle(&state.api);
     let source = clock_source();
-    if source != ClockSource::MetricPlugin && names_us_as_metric_plugin() {
-        log::warn(
-            "SCOREP_METRIC_PLUGINS names this plugin, but Score-P handed its clock to another \
-             copy of the library: make lib<name>.so a link to the very file NCCL loads",
-        );
+    if source != ClockSource::MetricPlugin {
+        if let Some(name) = our_metric_plugin_name() {
+            log::warn(&metric_plugin_diagnosis(&name));
+        }
     }
     let mut log = SyncLog {
         source,
@@ -503,11 +502,67 @@ pub fn start_cycle(shared: &'static Shared) {
     ));
 }
 
-fn names_us_as_metric_plugin() -> bool {
-    std::env::var("SCOREP_METRIC_PLUGINS").is_ok_and(|list| {
-        list.split(',')
-            .any(|name| METRIC_PLUGIN_NAMES.contains(&name.trim()))
-    })
+/// The first of our names in `SCOREP_METRIC_PLUGINS`, if any.
+fn our_metric_plugin_name() -> Option<String> {
+    let list = std::env::var("SCOREP_METRIC_PLUGINS").ok()?;
+    list.split(',')
+        .map(str::trim)
+        .find(|name| METRIC_PLUGIN_NAMES.contains(name))
+        .map(str::to_owned)
+}
+
+/// The path of the library that holds `address`.
+fn library_of(address: *const std::ffi::c_void) -> Option<String> {
+    // SAFETY: `Dl_info` is plain data; all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is writable; dladdr only reads the address.
+    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr succeeded, so `dli_fname` is a NUL-terminated path.
+    let name = unsafe { CStr::from_ptr(info.dli_fname) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// Why Score-P's clock did not reach this library although `SCOREP_METRIC_PLUGINS` names
+/// it as `name`: Score-P did not load `lib<name>.so`, loaded another copy, or loaded this
+/// one and handed over no clock.
+fn metric_plugin_diagnosis(name: &str) -> String {
+    let file = format!("lib{name}.so");
+    let here = library_of(metric_plugin_info as fn() -> PluginInfo as *const std::ffi::c_void)
+        .unwrap_or_else(|| "this library".to_owned());
+    let Ok(c_file) = CString::new(file.as_str()) else {
+        return format!("SCOREP_METRIC_PLUGINS={name}: not a library name");
+    };
+    // SAFETY: a valid C string; RTLD_NOLOAD only looks the library up, loading nothing.
+    let handle = unsafe { libc::dlopen(c_file.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return format!(
+            "SCOREP_METRIC_PLUGINS={name}, but Score-P did not load {file} (it is not in \
+             LD_LIBRARY_PATH, or Score-P's measurement did not start): put the directory of \
+             {here}, which has {file}, in LD_LIBRARY_PATH; Score-P's clock comes from the \
+             \"NCCL clock sync\" regions instead"
+        );
+    }
+    let symbol = CString::new(format!("SCOREP_MetricPlugin_{name}_get_info")).unwrap_or_default();
+    // SAFETY: `handle` came from dlopen above; `symbol` is a valid C string.
+    let theirs = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
+    let there = library_of(theirs).unwrap_or_else(|| file.clone());
+    // SAFETY: balances the reference RTLD_NOLOAD took; the library stays loaded by Score-P.
+    unsafe { libc::dlclose(handle) };
+    if there != here {
+        format!(
+            "SCOREP_METRIC_PLUGINS={name}: Score-P loaded {there}, another copy of this \
+             library ({here}), and handed its clock to that copy: make {file} a link to \
+             the file NCCL loads (scripts/build-plugin.sh and an install do); Score-P's \
+             clock comes from the \"NCCL clock sync\" regions instead"
+        )
+    } else {
+        format!(
+            "SCOREP_METRIC_PLUGINS={name}: Score-P loaded this library ({here}) but handed \
+             over no clock yet; Score-P's clock comes from the \"NCCL clock sync\" regions"
+        )
+    }
 }
 
 /// The last finalize of a cycle (or process exit without one): the last sync point. At
