@@ -151,7 +151,11 @@ pub fn stop_event(handle: *mut c_void) {
             if scorep_mode::FORWARDING.load(Ordering::Relaxed)
                 && bits.kind.facts().forwarded_to_scorep
             {
-                scorep_mode::stopped(rt.shared, value, matches!(bits.kind, Kind::Coll | Kind::P2p));
+                scorep_mode::stopped(
+                    rt.shared,
+                    value,
+                    matches!(bits.kind, Kind::Coll | Kind::P2p),
+                );
             }
             if rt.recording()
                 && !rt.push_here(Record {
