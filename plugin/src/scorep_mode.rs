@@ -539,9 +539,9 @@ fn metric_plugin_diagnosis(name: &str) -> String {
     if handle.is_null() {
         return format!(
             "SCOREP_METRIC_PLUGINS={name}, but Score-P did not load {file} (it is not in \
-             LD_LIBRARY_PATH, or Score-P's measurement did not start): put the directory of \
-             {here}, which has {file}, in LD_LIBRARY_PATH; Score-P's clock comes from the \
-             \"NCCL clock sync\" regions instead"
+             LD_LIBRARY_PATH, or Score-P's measurement did not start): put a directory \
+             where {file} is a link to {here} on LD_LIBRARY_PATH; Score-P's clock comes \
+             from the \"NCCL clock sync\" regions instead"
         );
     }
     let symbol = CString::new(format!("SCOREP_MetricPlugin_{name}_get_info")).unwrap_or_default();
