@@ -4,7 +4,8 @@
 #   scripts/build-plugin.sh [--debug] [--prefix DIR] [--also PACKAGE]...
 #
 # Cargo cannot put a hyphen in a library name, so the build's libnccl_profiler_scorep.so is
-# copied to libnccl-profiler-scorep.so (found by NCCL_PROFILER_PLUGIN=scorep), and
+# hard-linked to libnccl-profiler-scorep.so (the same file: SCOREP_METRIC_PLUGINS=
+# nccl_profiler_scorep then opens the very library NCCL loads) (found by NCCL_PROFILER_PLUGIN=scorep), and
 # libnccl-profiler.so points to it (found with NCCL_PROFILER_PLUGIN unset), and so does
 # libnccl_scorep.so (the Score-P metric plugin SCOREP_METRIC_PLUGINS=nccl_scorep loads). The
 # nccl-scorep tool is built beside them (the plugin runs it to merge a job's trace). With
@@ -89,9 +90,12 @@ if [[ ! -f "$built" ]]; then
     exit 1
 fi
 
-# `install` replaces the file instead of rewriting it in place, so a process that has the
-# old library mapped keeps working.
-install -m 0755 "$built" "$out_dir/$plugin_name"
+# One file under every name, so NCCL and Score-P's metric-plugin loader share one library
+# (a copy would be a second library with its own state). `ln -f` replaces the name rather
+# than rewriting the file in place, so a process that has the old library mapped keeps
+# working; where hard links are refused, a copy (the plugin's log then says the metric
+# plugin is another copy; use SCOREP_METRIC_PLUGINS=nccl_scorep).
+ln -f "$built" "$out_dir/$plugin_name" 2>/dev/null || install -m 0755 "$built" "$out_dir/$plugin_name"
 ln -sfn "$plugin_name" "$out_dir/$default_name"
 ln -sfn "$plugin_name" "$out_dir/$metric_plugin_name"
 plugin="$out_dir/$plugin_name"

@@ -116,6 +116,8 @@ root="${destdir%/}$prefix"
 plugin_name=libnccl-profiler-scorep.so
 default_name=libnccl-profiler.so
 metric_plugin_name=libnccl_scorep.so
+# SCOREP_METRIC_PLUGINS=nccl_profiler_scorep opens this name: one more link to the one file.
+cargo_name=libnccl_profiler_scorep.so
 doc_dir="$root/share/doc/nccl-scorep"
 modules_dir="$root/share/nccl-scorep/modulefiles/nccl-scorep"
 
@@ -177,11 +179,12 @@ put_doc() {
 }
 
 # The libraries: the name NCCL_PROFILER_PLUGIN=scorep finds, the default name NCCL loads
-# with NCCL_PROFILER_PLUGIN unset, and the Score-P metric plugin's name, all one library.
+# with NCCL_PROFILER_PLUGIN unset, and the Score-P metric plugin's two names, all one library.
 # --strip-unneeded keeps the dynamic symbols NCCL and Score-P look up.
 put_binary "$built_plugin" "$root/lib/$plugin_name" --strip-unneeded
 put_link "$plugin_name" "$root/lib/$default_name"
 put_link "$plugin_name" "$root/lib/$metric_plugin_name"
+put_link "$plugin_name" "$root/lib/$cargo_name"
 put_binary "$built_tool" "$root/bin/nccl-scorep" --strip-all
 
 # Manual pages and completions, written by the tool from its own command-line definition.

@@ -100,7 +100,7 @@ for file in "${expected[@]}"; do
     [[ -f "$prefix/$file" ]] || fail "$file is not installed"
 done
 echo "ok: ${#expected[@]} files in place"
-for link in libnccl-profiler.so libnccl_scorep.so; do
+for link in libnccl-profiler.so libnccl_scorep.so libnccl_profiler_scorep.so; do
     expect_equal "lib/$link" "$(readlink "$prefix/lib/$link")" libnccl-profiler-scorep.so
 done
 [[ ! -e "$prefix/share/man/man1/nccl-scorep-generate.1" ]] || fail "the hidden generate command has a man page"
@@ -199,6 +199,22 @@ rm -rf "$work/sim-out"
 run_sim "$work/sim-full.log" NCCL_PROFILER_PLUGIN="$module_plugin" LD_LIBRARY_PATH="$module_ld"
 expect_grep "nccl-sim loads the plugin with the modulefile's NCCL_PROFILER_PLUGIN" "Loaded nccl-scorep" "$work/sim-full.log"
 
+# Score-P's metric-plugin loader (the in-tree Score-P stand-in, which opens lib<name>.so
+# from LD_LIBRARY_PATH as Score-P does) must get the very library NCCL loaded, by each
+# documented name: the plugin then says its clock comes from the metric plugin.
+cargo build --release --quiet -p scorep-stand-in
+stand_in="$CARGO_TARGET_DIR/release/libscorep_stand_in.so"
+[[ -f "$stand_in" ]] || stand_in="$CARGO_TARGET_DIR/release/deps/libscorep_stand_in.so"
+[[ -f "$stand_in" ]] || fail "libscorep_stand_in.so was not built"
+for name in nccl_scorep nccl_profiler_scorep; do
+    rm -rf "$work/sim-out" "$work/scorep-exp"
+    run_sim "$work/sim-metric-$name.log" NCCL_PROFILER_PLUGIN=scorep LD_LIBRARY_PATH="$module_ld" \
+        LD_PRELOAD="$stand_in" SCOREP_EXPERIMENT_DIRECTORY="$work/scorep-exp" \
+        SCOREP_METRIC_PLUGINS="$name" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=PROFILE
+    expect_grep "SCOREP_METRIC_PLUGINS=$name hands Score-P's clock to the installed plugin" \
+        "Score-P clock source: the metric plugin" "$work/sim-metric-$name.log"
+done
+
 # Lmod itself, where it is installed (it is not worth installing for this).
 lmod_cmd="${LMOD_CMD:-}"
 if [[ -z "$lmod_cmd" && -x /usr/share/lmod/lmod/libexec/lmod ]]; then
@@ -263,5 +279,10 @@ while read -r file kind _; do
     fi
 done <"$work/tree1"
 echo "ok: $(wc -l <"$work/tree1") entries, the same in both trees"
+# In the build directory every name of the plugin is one file, so Score-P's metric plugin
+# nccl_profiler_scorep (Cargo's name) is the library NCCL loads.
+[[ "$CARGO_TARGET_DIR/release/libnccl_profiler_scorep.so" -ef "$CARGO_TARGET_DIR/release/libnccl-profiler-scorep.so" ]] ||
+    fail "build-plugin.sh left libnccl-profiler-scorep.so a copy of Cargo's libnccl_profiler_scorep.so"
+echo "ok: the build directory's plugin names are one file"
 
 step "install test passed in $((SECONDS - started)) s"

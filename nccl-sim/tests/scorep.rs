@@ -242,6 +242,15 @@ fn every_api_event_kind_becomes_a_region_nested_on_its_thread() {
         let region = call["region"].as_str().unwrap_or_default().to_owned();
         if call["call"] == "enter" {
             let stack = stacks.entry(tid).or_default();
+            // A plan's tasks are siblings inside the plan, never one inside another.
+            let is_task = |r: &str| r.ends_with(" enqueue") && r != "NCCL plan enqueue";
+            if is_task(&region) {
+                assert_eq!(
+                    stack.last().map(String::as_str),
+                    Some("NCCL plan enqueue"),
+                    "{region} entered inside {stack:?}"
+                );
+            }
             if stack.first().is_some_and(|r| r == "ncclGroup") {
                 inside_group.insert(region.clone());
             }
@@ -318,6 +327,25 @@ fn parameters_are_bounded_and_can_be_turned_off() {
     assert_succeeded(&without);
     assert!(without.calls_named("enter").count() > 0);
     assert_eq!(without.calls_named("parameter_string").count(), 0);
+}
+
+#[test]
+fn a_plan_of_seventy_tasks_loses_no_region_and_counts_no_cross_thread_stop() {
+    // ring-wrap: 70 AllReduces in one group, 3 iterations, 2 ranks.
+    let run = run(&["ring-wrap"], true, false, &[]);
+    assert_succeeded(&run);
+    let entered = assert_properly_nested(&run);
+    let tasks = entered
+        .values()
+        .flatten()
+        .filter(|r| *r == "AllReduce enqueue")
+        .count();
+    assert_eq!(tasks, 70 * 3 * 2);
+    let c = counters(&run, &run.experiment().join("nccl"));
+    assert_eq!(c["scorep_not_forwarded"], 0, "{c}");
+    assert_eq!(c["scorep_cross_thread_stops"], 0, "{c}");
+    // Every task but the last of each plan ends when the next starts.
+    assert_eq!(c["scorep_tasks_ended_at_next"], 69 * 3 * 2, "{c}");
 }
 
 #[test]
@@ -465,6 +493,75 @@ fn the_metric_plugin_receives_score_p_s_clock_and_the_pairs_follow_it() {
     assert!(bytes
         .iter()
         .all(|(t, _)| *t + SAME_INSTANT_NS as u64 >= first));
+}
+
+/// Runs `single` with Score-P loading the metric plugin `name` from a directory where
+/// `lib<name>.so` is the plugin's file (`copy`: a copy of it, else a link).
+fn run_metric_plugin_named(name: &str, copy: bool) -> (Run, tempfile::TempDir) {
+    let libs = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let file = libs.path().join(format!("lib{name}.so"));
+    if copy {
+        std::fs::copy(&plugin, &file).unwrap();
+    } else {
+        std::os::unix::fs::symlink(&plugin, &file).unwrap();
+    }
+    let variable = format!("SCOREP_METRIC_{}", name.to_uppercase());
+    let env = [
+        ("LD_LIBRARY_PATH", libs.path().to_str().unwrap()),
+        ("SCOREP_METRIC_PLUGINS", name),
+        (variable.as_str(), "*"),
+    ];
+    (run(&["single"], true, false, &env), libs)
+}
+
+#[test]
+fn the_metric_plugin_works_by_each_documented_name() {
+    for name in ["nccl_scorep", "nccl_profiler_scorep"] {
+        let (run, _libs) = run_metric_plugin_named(name, false);
+        assert_succeeded(&run);
+        assert_eq!(run.calls_named("metric_plugin_loaded").count(), 1, "{name}");
+        assert_eq!(
+            run.clock_file().source,
+            ClockSource::MetricPlugin,
+            "{name}: {}",
+            run.stderr()
+        );
+        assert!(!run.stderr().contains("another copy"), "{}", run.stderr());
+    }
+}
+
+#[test]
+fn a_copy_loaded_as_metric_plugin_is_named_in_the_warning() {
+    let (run, libs) = run_metric_plugin_named("nccl_profiler_scorep", true);
+    assert_succeeded(&run);
+    assert_eq!(run.clock_file().source, ClockSource::SyncRegions);
+    let stderr = run.stderr();
+    let copy = libs.path().join("libnccl_profiler_scorep.so");
+    assert!(
+        stderr.contains(&format!(
+            "Score-P loaded {}, another copy of this library",
+            copy.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_metric_plugin_score_p_did_not_find_is_said_so() {
+    let run = run(
+        &["single"],
+        true,
+        false,
+        &[("SCOREP_METRIC_PLUGINS", "nccl_scorep")],
+    );
+    assert_succeeded(&run);
+    assert_eq!(run.clock_file().source, ClockSource::SyncRegions);
+    let stderr = run.stderr();
+    assert!(
+        stderr.contains("Score-P did not load libnccl_scorep.so"),
+        "{stderr}"
+    );
 }
 
 #[test]

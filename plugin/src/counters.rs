@@ -97,6 +97,9 @@ counters! {
     /// Score-P mode: stops on a thread other than the one that entered the region; never
     /// sent to Score-P (it aborts on that), the event is in the sidecar trace.
     scorep_cross_thread_stops,
+    /// Score-P mode: tasks of a plan (Coll, P2p) ended when the next task of the plan
+    /// started, so that they are siblings inside the plan (a tally, nothing is lost).
+    scorep_tasks_ended_at_next,
     /// Score-P mode: regions whose stop came on another thread, ended on their own thread
     /// at its next NCCL callback or with the region around them (their end is late).
     scorep_closed_late,
@@ -132,6 +135,7 @@ impl Counters {
                         | "stop_null"
                         | "scorep_regions_entered"
                         | "scorep_ends_deferred"
+                        | "scorep_tasks_ended_at_next"
                 )
         });
         map

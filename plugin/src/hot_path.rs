@@ -315,7 +315,11 @@ fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
             if scorep_mode::FORWARDING.load(Ordering::Relaxed)
                 && bits.kind.facts().forwarded_to_scorep
             {
-                scorep_mode::stopped(rt.shared, value);
+                scorep_mode::stopped(
+                    rt.shared,
+                    value,
+                    matches!(bits.kind, Kind::Coll | Kind::P2p),
+                );
             }
             if rt.recording()
                 && !rt.push_here(Record {

@@ -11,8 +11,12 @@
 //! - a stop on another thread than the start is never sent to Score-P (counted); the
 //!   region is ended on its own thread at that thread's next NCCL callback, or when the
 //!   region around it ends (counted as late);
-//! - a stop out of order on the same thread (NCCL stops a plan's tasks in start order, not
-//!   in reverse) is deferred until the regions entered after it have ended;
+//! - the tasks of a plan (Coll, P2p) all start, then stop in start order: they overlap but
+//!   none calls another, so each task's region is ended when the next task of the plan
+//!   starts (counted), which makes them siblings inside the plan and keeps the depth
+//!   bounded whatever the plan's size;
+//! - any other stop out of order on the same thread is deferred until the regions entered
+//!   after it have ended;
 //! - when an API call ends (GroupApi, CollApi, P2pApi) while regions entered inside it are
 //!   still running, those are ended first (counted as cut short).
 //!
@@ -40,7 +44,7 @@ use crate::shared::Shared;
 use scorep_adapter::clock_file::{self, ClockFile, ClockPair, ClockSource};
 use scorep_adapter::metric::{self, ClockFn, ClockSlot, MetricProperties, PluginInfo};
 use scorep_adapter::{size_bucket, Parameter, Region, RegionHandle, UserApi};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CStr, CString};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -94,11 +98,16 @@ struct Entered {
     is_api: bool,
     /// Stopped out of order; ended as soon as it is innermost.
     stopped: bool,
+    /// A task of a plan (Coll or P2p): ended when the next task of the plan starts.
+    is_task: bool,
 }
 
 thread_local! {
     static STACK: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
     static COMM_LABELS: RefCell<Vec<(u64, CString)>> = const { RefCell::new(Vec::new()) };
+    /// Tasks of the current plan this thread ended at the next task's start whose stop is
+    /// still to come (those stops find nothing left to end).
+    static TASKS_ENDED_EARLY: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Looks for Score-P at the first `init`. Returns whether Score-P mode is on: the
@@ -189,6 +198,7 @@ pub fn entered(shared: &Shared, event: &Event, handle: u64, context: u64) {
     let Some(slot) = region_slot(event) else {
         return;
     };
+    let is_task = matches!(event, Event::Coll(_) | Event::P2p(_));
     let (bytes, is_api) = match event {
         Event::CollApi(c) => (Some(payload_bytes(c.count, c.datatype)), true),
         Event::P2pApi(p) => (Some(payload_bytes(p.count, p.datatype)), true),
@@ -211,6 +221,19 @@ pub fn entered(shared: &Shared, event: &Event, handle: u64, context: u64) {
             return false;
         };
         end_finished(shared, state, &mut stack);
+        if matches!(event, Event::Group) {
+            let _ = TASKS_ENDED_EARLY.try_with(|n| n.set(0));
+        }
+        if is_task {
+            // NCCL starts all tasks of a plan, then stops them: as Score-P regions they
+            // are siblings inside the plan, each ended when the next one starts.
+            if let Some(&previous) = stack.last().filter(|e| e.is_task && !e.stopped) {
+                stack.pop();
+                end(state, previous);
+                Counters::bump(&shared.counters.scorep_tasks_ended_at_next);
+                let _ = TASKS_ENDED_EARLY.try_with(|n| n.set(n.get().saturating_add(1)));
+            }
+        }
         if stack.len() >= MAX_DEPTH {
             return false;
         }
@@ -225,6 +248,7 @@ pub fn entered(shared: &Shared, event: &Event, handle: u64, context: u64) {
             region,
             is_api,
             stopped: false,
+            is_task,
         });
         true
     });
@@ -273,15 +297,26 @@ fn with_comm_label(shared: &Shared, context: u64, f: impl FnOnce(&CStr)) {
 
 /// An event of a forwarded kind was stopped on this thread.
 #[inline(never)]
-pub fn stopped(shared: &Shared, handle: u64) {
+pub fn stopped(shared: &Shared, handle: u64, is_task: bool) {
     let Some(state) = state() else { return };
     let result = STACK.try_with(|cell| {
         let Ok(mut stack) = cell.try_borrow_mut() else {
             return;
         };
         let Some(index) = stack.iter().rposition(|e| e.handle == handle) else {
-            // Entered on another thread (or never entered): Score-P must not hear of it.
-            Counters::bump(&shared.counters.scorep_cross_thread_stops);
+            let ended_early = is_task
+                && TASKS_ENDED_EARLY
+                    .try_with(|n| {
+                        let pending = n.get();
+                        n.set(pending.saturating_sub(1));
+                        pending > 0
+                    })
+                    .unwrap_or(false);
+            if !ended_early {
+                // Entered on another thread (or never entered): Score-P must not hear
+                // of it.
+                Counters::bump(&shared.counters.scorep_cross_thread_stops);
+            }
             return;
         };
         stack[index].stopped = true;
@@ -442,11 +477,10 @@ pub fn start_cycle(shared: &'static Shared) {
     // its clock) at its first API call if nothing called it before.
     let _ = state.sync_region.handle(&state.api);
     let source = clock_source();
-    if source != ClockSource::MetricPlugin && names_us_as_metric_plugin() {
-        log::warn(
-            "SCOREP_METRIC_PLUGINS names this plugin, but Score-P handed its clock to another \
-             copy of the library: make lib<name>.so a link to the very file NCCL loads",
-        );
+    if source != ClockSource::MetricPlugin {
+        if let Some(name) = our_metric_plugin_name() {
+            log::warn(&metric_plugin_diagnosis(&name));
+        }
     }
     let mut log = SyncLog {
         source,
@@ -468,11 +502,67 @@ pub fn start_cycle(shared: &'static Shared) {
     ));
 }
 
-fn names_us_as_metric_plugin() -> bool {
-    std::env::var("SCOREP_METRIC_PLUGINS").is_ok_and(|list| {
-        list.split(',')
-            .any(|name| METRIC_PLUGIN_NAMES.contains(&name.trim()))
-    })
+/// The first of our names in `SCOREP_METRIC_PLUGINS`, if any.
+fn our_metric_plugin_name() -> Option<String> {
+    let list = std::env::var("SCOREP_METRIC_PLUGINS").ok()?;
+    list.split(',')
+        .map(str::trim)
+        .find(|name| METRIC_PLUGIN_NAMES.contains(name))
+        .map(str::to_owned)
+}
+
+/// The path of the library that holds `address`.
+fn library_of(address: *const std::ffi::c_void) -> Option<String> {
+    // SAFETY: `Dl_info` is plain data; all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is writable; dladdr only reads the address.
+    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr succeeded, so `dli_fname` is a NUL-terminated path.
+    let name = unsafe { CStr::from_ptr(info.dli_fname) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// Why Score-P's clock did not reach this library although `SCOREP_METRIC_PLUGINS` names
+/// it as `name`: Score-P did not load `lib<name>.so`, loaded another copy, or loaded this
+/// one and handed over no clock.
+fn metric_plugin_diagnosis(name: &str) -> String {
+    let file = format!("lib{name}.so");
+    let here = library_of(metric_plugin_info as fn() -> PluginInfo as *const std::ffi::c_void)
+        .unwrap_or_else(|| "this library".to_owned());
+    let Ok(c_file) = CString::new(file.as_str()) else {
+        return format!("SCOREP_METRIC_PLUGINS={name}: not a library name");
+    };
+    // SAFETY: a valid C string; RTLD_NOLOAD only looks the library up, loading nothing.
+    let handle = unsafe { libc::dlopen(c_file.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return format!(
+            "SCOREP_METRIC_PLUGINS={name}, but Score-P did not load {file} (it is not in \
+             LD_LIBRARY_PATH, or Score-P's measurement did not start): put a directory \
+             where {file} is a link to {here} on LD_LIBRARY_PATH; Score-P's clock comes \
+             from the \"NCCL clock sync\" regions instead"
+        );
+    }
+    let symbol = CString::new(format!("SCOREP_MetricPlugin_{name}_get_info")).unwrap_or_default();
+    // SAFETY: `handle` came from dlopen above; `symbol` is a valid C string.
+    let theirs = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
+    let there = library_of(theirs).unwrap_or_else(|| file.clone());
+    // SAFETY: balances the reference RTLD_NOLOAD took; the library stays loaded by Score-P.
+    unsafe { libc::dlclose(handle) };
+    if there != here {
+        format!(
+            "SCOREP_METRIC_PLUGINS={name}: Score-P loaded {there}, another copy of this \
+             library ({here}), and handed its clock to that copy: make {file} a link to \
+             the file NCCL loads (scripts/build-plugin.sh and an install do); Score-P's \
+             clock comes from the \"NCCL clock sync\" regions instead"
+        )
+    } else {
+        format!(
+            "SCOREP_METRIC_PLUGINS={name}: Score-P loaded this library ({here}) but handed \
+             over no clock yet; Score-P's clock comes from the \"NCCL clock sync\" regions"
+        )
+    }
 }
 
 /// The last finalize of a cycle (or process exit without one): the last sync point. At

@@ -147,7 +147,8 @@ fn stops_on_other_threads_and_out_of_order_never_break_score_p_s_nesting() {
     let expected = [
         ("enter", "NCCL clock sync"),
         ("end", "NCCL clock sync"),
-        // 1. A plan whose tasks stop in start order: the first task's end waits.
+        // 1. A plan whose tasks stop in start order: siblings, each task ended when the
+        // next one starts.
         ("enter", "ncclGroup"),
         ("enter", "ncclAllReduce"),
         ("end", "ncclAllReduce"),
@@ -155,9 +156,9 @@ fn stops_on_other_threads_and_out_of_order_never_break_score_p_s_nesting() {
         ("end", "NCCL kernel launch"),
         ("enter", "NCCL plan enqueue"),
         ("enter", "AllReduce enqueue"),
+        ("end", "AllReduce enqueue"),
         ("enter", "AllGather enqueue"),
         ("end", "AllGather enqueue"),
-        ("end", "AllReduce enqueue"),
         ("end", "NCCL plan enqueue"),
         ("end", "ncclGroup"),
         // 2. A task stopped on another thread: ended here with the plan around it.
@@ -193,11 +194,79 @@ fn stops_on_other_threads_and_out_of_order_never_break_score_p_s_nesting() {
         .expect("a summary")["counters"];
     assert_eq!(counters["scorep_cross_thread_stops"], 2, "{counters}");
     assert_eq!(counters["scorep_closed_late"], 2, "{counters}");
-    assert_eq!(counters["scorep_ends_deferred"], 1, "{counters}");
+    assert_eq!(counters["scorep_ends_deferred"], 0, "{counters}");
+    assert_eq!(counters["scorep_tasks_ended_at_next"], 1, "{counters}");
     assert_eq!(counters["scorep_left_open"], 0, "{counters}");
     // Ten events, each entered in Score-P once, and each still in the sidecar's log.
     assert_eq!(counters["scorep_regions_entered"], 10, "{counters}");
     assert_eq!(counters["events_written"], 10, "{counters}");
+}
+
+#[test]
+fn a_plan_of_a_hundred_tasks_gives_a_hundred_sibling_regions_inside_the_plan() {
+    let run = child("plan_of_a_hundred_tasks");
+    let stderr = String::from_utf8_lossy(&run.output.stderr);
+    assert!(run.output.status.success(), "{stderr}");
+    let calls: Vec<(String, String)> = region_calls(&run.calls)
+        .into_iter()
+        .map(|(_, call, region)| (call, region))
+        .filter(|(_, region)| region != "NCCL clock sync")
+        .collect();
+    let kinds = ["AllReduce", "AllGather", "ReduceScatter", "Broadcast"];
+    let mut expected = vec![("enter".to_owned(), "NCCL plan enqueue".to_owned())];
+    for i in 0..100 {
+        let region = format!("{} enqueue", kinds[i % kinds.len()]);
+        expected.push(("enter".to_owned(), region.clone()));
+        expected.push(("end".to_owned(), region));
+    }
+    expected.push(("end".to_owned(), "NCCL plan enqueue".to_owned()));
+    assert_eq!(calls, expected);
+    let logs = support::read_logs(&run.dir.path().join("exp/nccl"));
+    let counters = &logs
+        .iter()
+        .rfind(|l| l["type"] == "summary")
+        .expect("a summary")["counters"];
+    assert_eq!(counters["scorep_regions_entered"], 101, "{counters}");
+    assert_eq!(counters["scorep_tasks_ended_at_next"], 99, "{counters}");
+    assert_eq!(counters["scorep_cross_thread_stops"], 0, "{counters}");
+    assert_eq!(counters["scorep_not_forwarded"], 0, "{counters}");
+    assert_eq!(counters["scorep_ends_deferred"], 0, "{counters}");
+}
+
+#[test]
+#[ignore = "run in a child process by the test above"]
+fn plan_of_a_hundred_tasks() {
+    if !in_child() {
+        return;
+    }
+    let plugin = Plugin::load(&[("NCCL_SCOREP_EVENTS", "all")]);
+    let (ctx, _) = plugin.init_v7(0x5c0f, Some(c"hundred"), 0, 2);
+    let kinds = [c"AllReduce", c"AllGather", c"ReduceScatter", c"Broadcast"];
+    // As NCCL does: the plan's tasks all start, then stop in start order.
+    let group = plugin.start7(ctx, &mut plain7(t::GROUP, Handle(std::ptr::null_mut())));
+    let tasks: Vec<_> = (0..100u64)
+        .map(|i| {
+            let func = kinds[i as usize % kinds.len()];
+            plugin.start7(
+                ctx,
+                &mut coll7(
+                    Handle(std::ptr::null_mut()),
+                    group,
+                    0,
+                    i,
+                    func,
+                    256,
+                    c"ncclFloat32",
+                    2,
+                ),
+            )
+        })
+        .collect();
+    for task in tasks {
+        plugin.stop7(task);
+    }
+    plugin.stop7(group);
+    plugin.finalize7(ctx);
 }
 
 #[test]
