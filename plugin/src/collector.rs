@@ -138,9 +138,16 @@ impl Collector {
         let stop_flag = Arc::clone(&stop);
         // Built here, so the first clock calibration precedes every record of this cycle.
         let state = State::new(shared, sinks);
+        // The thread must be running before NCCL can go on: a new thread's start-up takes
+        // the dynamic loader's lock, and a process that unloads the plugin (dlclose) or
+        // exits right after its first init holds that lock while our exit handler joins
+        // the collector — a thread not yet started would never finish.
+        let running = Arc::new(std::sync::Barrier::new(2));
+        let running_in_thread = Arc::clone(&running);
         let thread = std::thread::Builder::new()
             .name("nccl-scorep".into())
             .spawn(move || {
+                running_in_thread.wait();
                 block_file_size_signal();
                 let mut state = state;
                 while !stop_flag.load(Ordering::Acquire) {
@@ -151,6 +158,7 @@ impl Collector {
                 }
                 state.finish()
             })?;
+        running.wait();
         Ok(Collector { thread, stop })
     }
 

@@ -59,9 +59,19 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
     }
     let root = context.run_dir.root().to_path_buf();
     let path = root.join(flight::file_name(context.host, context.pid));
+    // Opened on NCCL's thread, whose SIGXFSZ would kill the job: a file size limit
+    // (`ulimit -f`) below the file's size means no recorder, said once.
+    let bytes = flight::file_bytes(config.flight_comms, config.flight_ops) as u64;
+    if let Some(limit) = file_size_limit().filter(|&limit| bytes > limit) {
+        crate::log::warn(&format!(
+            "the file size limit (ulimit -f, {limit} bytes) is below the flight recorder's \
+             {bytes} bytes: no flight recorder in this process"
+        ));
+        return None;
+    }
     let clocks = ClockPair::now();
     let offset = clocks.realtime_ns as i64 - clocks.monotonic_ns as i64;
-    let created = std::fs::create_dir_all(&root).and_then(|()| {
+    let created = nccl_scorep_common::safe_file::create_dirs(&root).and_then(|()| {
         FlightWriter::create(
             &path,
             context.host,
@@ -98,6 +108,17 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         reports: 0,
         failed: false,
     }))
+}
+
+/// The process's file size limit in bytes (`ulimit -f`), or `None` when unlimited.
+fn file_size_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given, which lives on this stack.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) };
+    (got == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
 impl FlightRecorder {
