@@ -178,9 +178,7 @@ fn thread_intervals(trace: &Value, rank: usize, region: &str) -> Vec<(u64, u64, 
         .as_array()
         .unwrap()
         .iter()
-        .filter(|l| {
-            text(&l["group"]).starts_with(&prefix) && text(&l["name"]).starts_with("thread ")
-        })
+        .filter(|l| text(&l["group"]).starts_with(&prefix) && is_thread(text(&l["name"])))
         .map(|l| text(&l["name"]))
         .collect();
     let mut out: Vec<(u64, u64, String)> = trace["intervals"]
@@ -198,6 +196,43 @@ fn thread_intervals(trace: &Value, rank: usize, region: &str) -> Vec<(u64, u64, 
         .collect();
     out.sort();
     out
+}
+
+/// Thread locations are named by role, the tid kept: `application thread <tid>`,
+/// `proxy thread <tid>`, `NCCL thread <tid>`.
+const THREAD_ROLES: [&str; 3] = ["application thread ", "proxy thread ", "NCCL thread "];
+
+fn is_thread(name: &str) -> bool {
+    THREAD_ROLES.iter().any(|role| {
+        name.strip_prefix(role)
+            .and_then(|rest| rest.split(' ').next())
+            .is_some_and(|tid| tid.parse::<u32>().is_ok())
+    })
+}
+
+/// The roles of each process's thread locations (lanes left out): every process has its
+/// application thread (the API calls) and its proxy thread (the proxy's idle, sleep and
+/// append windows), and no location is named `thread <tid>` alone.
+fn assert_threads_named_by_role(trace: &Value) {
+    for rank in 0..RANKS {
+        let prefix = format!("process {rank} (");
+        let roles: BTreeSet<String> = trace["locations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| text(&l["group"]).starts_with(&prefix))
+            .map(|l| text(&l["name"]))
+            .filter(|name| !name.contains(" (lane "))
+            .inspect(|name| assert!(!name.starts_with("thread "), "{name}"))
+            .filter(|name| is_thread(name))
+            .map(|name| name.rsplit_once(' ').unwrap().0.to_owned())
+            .collect();
+        assert_eq!(
+            roles,
+            BTreeSet::from(["application thread".to_owned(), "proxy thread".to_owned()]),
+            "rank {rank}"
+        );
+    }
 }
 
 fn location_names(trace: &Value) -> BTreeSet<String> {
@@ -372,6 +407,7 @@ fn check_pxn(trace: &Value) {
 }
 
 fn check(sample: &str, trace: &Value) {
+    assert_threads_named_by_role(trace);
     match sample {
         "ring-allreduce" => check_ring_allreduce(trace),
         "p2p-pipeline" => check_p2p_pipeline(trace),
@@ -466,7 +502,13 @@ fn the_script_makes_the_samples_again_with_the_same_structure() {
 
 #[test]
 fn names_are_normalized_for_comparison() {
-    assert_eq!(normalized("thread 4242"), "thread N");
+    assert_eq!(
+        normalized("application thread 4242"),
+        "application thread N"
+    );
+    assert!(is_thread("proxy thread 17 (lane 2)"));
+    assert!(!is_thread("thread 17"));
+    assert!(!is_thread("world rank 3 proxy ch1 send to 2"));
     assert_eq!(
         normalized("process 3 (pid 77 on node1)"),
         "process 3 (pid N on node1)"

@@ -289,6 +289,16 @@ impl Definitions {
         id
     }
 
+    /// Gives the location added `index`-th a new name (a thread's role is known only once
+    /// its events are all seen).
+    pub fn rename_location(&mut self, index: usize, name: &str) {
+        let name = self.string(name);
+        if let Some(location) = self.locations.get_mut(index) {
+            location.name = name;
+            self.added();
+        }
+    }
+
     pub fn location_ids(&self) -> Vec<u64> {
         self.locations.iter().map(|l| l.id).collect()
     }
