@@ -3,7 +3,7 @@
 //! locations of their timeline. The host-side events and lost records are put here too.
 
 use super::attributes::{put_attrs, Attributes, Val};
-use super::defs::{Attr, Definitions, LocationKind, Role};
+use super::defs::{Attr, Definitions, LocationKind, RegionGroup, Role};
 use super::lanes::{Interval, LaneOutput, Lanes};
 use super::writer::{Loc, Writer};
 use super::Otf2Stats;
@@ -346,10 +346,11 @@ impl Timelines {
                 .iter()
                 .find(|s| s.state == state::GROUP_END_API_START)
             {
-                let launch = w.defs.static_region(
+                let launch = w.defs.static_region_in(
                     "ncclGroupEnd launch",
                     Role::Function,
                     "from the outermost ncclGroupEnd to the end of the group's launches",
+                    RegionGroup::ApiCalls,
                 );
                 let start = s.time_ns.clamp(e.start_ns, e.stop_ns);
                 self.push_thread(
