@@ -235,6 +235,102 @@ fn assert_threads_named_by_role(trace: &Value) {
     }
 }
 
+/// The archive's REGIONS groups as `otf2-print -G` lists them: group name → member regions.
+fn region_groups(archive: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new("otf2-print")
+        .arg("-G")
+        .arg(archive)
+        .output()
+        .expect("otf2-print runs");
+    assert!(out.status.success(), "otf2-print -G {}", archive.display());
+    let mut groups = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if !line.starts_with("GROUP ") || !line.contains("Type: REGIONS") {
+            continue;
+        }
+        // GROUP <id>  Name: "<name>" <s>, Type: REGIONS, …, <n> Members: "<region>" <r>, …
+        let name = line.split('"').nth(1).unwrap().to_owned();
+        let (_, members) = line.split_once(" Members: ").unwrap();
+        let members: BTreeSet<String> = members
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        assert!(groups.insert(name, members).is_none(), "{line}");
+    }
+    groups
+}
+
+/// Every region of the sample is in the region group of its kind, and only there.
+fn assert_region_groups(sample: &str, archive: &Path) {
+    let groups = region_groups(archive);
+    let names: Vec<&str> = groups.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "NCCL API calls",
+            "NCCL GPU kernels",
+            "NCCL enqueue",
+            "NCCL proxy operations",
+            "NCCL wait states"
+        ],
+        "{sample}"
+    );
+    let mut seen = BTreeSet::new();
+    for (group, members) in &groups {
+        for region in members {
+            assert!(
+                seen.insert(region.clone()),
+                "{sample}: {region} in two groups"
+            );
+            let fits = match group.as_str() {
+                "NCCL API calls" => region.starts_with("nccl"),
+                "NCCL enqueue" => region.ends_with(" enqueue") || region == "NCCL kernel launch",
+                "NCCL GPU kernels" => {
+                    region.ends_with(" kernel")
+                        || region.starts_with("kernel phase: ")
+                        || !region.contains(' ')
+                }
+                "NCCL proxy operations" => [
+                    "proxy send",
+                    "proxy recv",
+                    "send step",
+                    "recv step",
+                    "proxy append",
+                ]
+                .contains(&region.as_str()),
+                "NCCL wait states" => {
+                    region.starts_with("send: ")
+                        || region.starts_with("recv: ")
+                        || region == "proxy idle"
+                        || region == "proxy sleep"
+                }
+                _ => false,
+            };
+            assert!(fits, "{sample}: {region} in {group}");
+        }
+    }
+    if sample == "pxn" {
+        assert_eq!(
+            groups["NCCL wait states"],
+            BTreeSet::from(
+                [
+                    "proxy idle",
+                    "proxy sleep",
+                    "recv: GPU wait",
+                    "recv: flush",
+                    "recv: network wait",
+                    "send: GPU wait",
+                    "send: network wait",
+                    "send: peer wait"
+                ]
+                .map(str::to_owned)
+            )
+        );
+    }
+}
+
 fn location_names(trace: &Value) -> BTreeSet<String> {
     trace["locations"]
         .as_array()
@@ -447,6 +543,7 @@ fn every_committed_sample_is_valid_and_shows_what_its_readme_says() {
             "README on {sample}"
         );
         assert_valid(&dir);
+        assert_region_groups(sample, &dir.join("traces.otf2"));
         let trace = dump(&dir.join("traces.otf2"));
         check(sample, &trace);
     }
