@@ -93,6 +93,10 @@ trap 'rm -rf "$work"' EXIT
 # nccl-sim's shared-memory tables (rendezvous, PXN mailboxes) go there too.
 export NCCL_SIM_SHM_DIR="$work"
 mkdir -p "$output"
+# The jobs run in the scratch directory and start copies of the builds by relative names
+# (see sample); nccl-sim starts its ranks from its own file, which is then the copy.
+cp "$nccl_sim" "$work/nccl-sim"
+cp "$plugin" "$work/$(basename "$plugin")"
 
 # sample NAME NCCL-SIM-RUN-ARGUMENTS...: runs the job, merges its parts into OUTPUT/NAME
 # (only the merged archive: traces.otf2, traces.def, traces/) and validates it.
@@ -101,7 +105,10 @@ sample() {
     shift
     local run="$work/$name"
     printf '\n==> %s: nccl-sim run %s\n' "$name" "$*"
-    NCCL_SCOREP_OUTPUT_DIR="$run" "$nccl_sim" run --plugin "$plugin" --seed 1 "$@"
+    # Run from the scratch directory with relative names: the trace records its command
+    # line and output directory, and the committed samples must not name this machine's paths.
+    (cd "$work" && NCCL_SCOREP_OUTPUT_DIR="$name" ./nccl-sim run \
+        --plugin "./$(basename "$plugin")" --seed 1 "$@")
     rm -rf "${output:?}/$name"
     "$nccl_scorep" merge "$run" --output "$output/$name" --no-profile
     "$nccl_scorep" validate "$output/$name" | tail -n 1

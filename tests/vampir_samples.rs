@@ -178,9 +178,7 @@ fn thread_intervals(trace: &Value, rank: usize, region: &str) -> Vec<(u64, u64, 
         .as_array()
         .unwrap()
         .iter()
-        .filter(|l| {
-            text(&l["group"]).starts_with(&prefix) && text(&l["name"]).starts_with("thread ")
-        })
+        .filter(|l| text(&l["group"]).starts_with(&prefix) && is_thread(text(&l["name"])))
         .map(|l| text(&l["name"]))
         .collect();
     let mut out: Vec<(u64, u64, String)> = trace["intervals"]
@@ -198,6 +196,139 @@ fn thread_intervals(trace: &Value, rank: usize, region: &str) -> Vec<(u64, u64, 
         .collect();
     out.sort();
     out
+}
+
+/// Thread locations are named by role, the tid kept: `application thread <tid>`,
+/// `proxy thread <tid>`, `NCCL thread <tid>`.
+const THREAD_ROLES: [&str; 3] = ["application thread ", "proxy thread ", "NCCL thread "];
+
+fn is_thread(name: &str) -> bool {
+    THREAD_ROLES.iter().any(|role| {
+        name.strip_prefix(role)
+            .and_then(|rest| rest.split(' ').next())
+            .is_some_and(|tid| tid.parse::<u32>().is_ok())
+    })
+}
+
+/// The roles of each process's thread locations (lanes left out): every process has its
+/// application thread (the API calls) and its proxy thread (the proxy's idle, sleep and
+/// append windows), and no location is named `thread <tid>` alone.
+fn assert_threads_named_by_role(trace: &Value) {
+    for rank in 0..RANKS {
+        let prefix = format!("process {rank} (");
+        let roles: BTreeSet<String> = trace["locations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| text(&l["group"]).starts_with(&prefix))
+            .map(|l| text(&l["name"]))
+            .filter(|name| !name.contains(" (lane "))
+            .inspect(|name| assert!(!name.starts_with("thread "), "{name}"))
+            .filter(|name| is_thread(name))
+            .map(|name| name.rsplit_once(' ').unwrap().0.to_owned())
+            .collect();
+        assert_eq!(
+            roles,
+            BTreeSet::from(["application thread".to_owned(), "proxy thread".to_owned()]),
+            "rank {rank}"
+        );
+    }
+}
+
+/// The archive's REGIONS groups as `otf2-print -G` lists them: group name → member regions.
+fn region_groups(archive: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new("otf2-print")
+        .arg("-G")
+        .arg(archive)
+        .output()
+        .expect("otf2-print runs");
+    assert!(out.status.success(), "otf2-print -G {}", archive.display());
+    let mut groups = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if !line.starts_with("GROUP ") || !line.contains("Type: REGIONS") {
+            continue;
+        }
+        // GROUP <id>  Name: "<name>" <s>, Type: REGIONS, …, <n> Members: "<region>" <r>, …
+        let name = line.split('"').nth(1).unwrap().to_owned();
+        let (_, members) = line.split_once(" Members: ").unwrap();
+        let members: BTreeSet<String> = members
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        assert!(groups.insert(name, members).is_none(), "{line}");
+    }
+    groups
+}
+
+/// Every region of the sample is in the region group of its kind, and only there.
+fn assert_region_groups(sample: &str, archive: &Path) {
+    let groups = region_groups(archive);
+    let names: Vec<&str> = groups.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "NCCL API calls",
+            "NCCL GPU kernels",
+            "NCCL enqueue",
+            "NCCL proxy operations",
+            "NCCL wait states"
+        ],
+        "{sample}"
+    );
+    let mut seen = BTreeSet::new();
+    for (group, members) in &groups {
+        for region in members {
+            assert!(
+                seen.insert(region.clone()),
+                "{sample}: {region} in two groups"
+            );
+            let fits = match group.as_str() {
+                "NCCL API calls" => region.starts_with("nccl"),
+                "NCCL enqueue" => region.ends_with(" enqueue") || region == "NCCL kernel launch",
+                "NCCL GPU kernels" => {
+                    region.ends_with(" kernel")
+                        || region.starts_with("kernel phase: ")
+                        || !region.contains(' ')
+                }
+                "NCCL proxy operations" => [
+                    "proxy send",
+                    "proxy recv",
+                    "send step",
+                    "recv step",
+                    "proxy append",
+                ]
+                .contains(&region.as_str()),
+                "NCCL wait states" => {
+                    region.starts_with("send: ")
+                        || region.starts_with("recv: ")
+                        || region == "proxy idle"
+                        || region == "proxy sleep"
+                }
+                _ => false,
+            };
+            assert!(fits, "{sample}: {region} in {group}");
+        }
+    }
+    if sample == "pxn" {
+        assert_eq!(
+            groups["NCCL wait states"],
+            BTreeSet::from(
+                [
+                    "proxy idle",
+                    "proxy sleep",
+                    "recv: GPU wait",
+                    "recv: flush",
+                    "recv: network wait",
+                    "send: GPU wait",
+                    "send: network wait",
+                    "send: peer wait"
+                ]
+                .map(str::to_owned)
+            )
+        );
+    }
 }
 
 fn location_names(trace: &Value) -> BTreeSet<String> {
@@ -372,6 +503,7 @@ fn check_pxn(trace: &Value) {
 }
 
 fn check(sample: &str, trace: &Value) {
+    assert_threads_named_by_role(trace);
     match sample {
         "ring-allreduce" => check_ring_allreduce(trace),
         "p2p-pipeline" => check_p2p_pipeline(trace),
@@ -411,6 +543,7 @@ fn every_committed_sample_is_valid_and_shows_what_its_readme_says() {
             "README on {sample}"
         );
         assert_valid(&dir);
+        assert_region_groups(sample, &dir.join("traces.otf2"));
         let trace = dump(&dir.join("traces.otf2"));
         check(sample, &trace);
     }
@@ -466,7 +599,13 @@ fn the_script_makes_the_samples_again_with_the_same_structure() {
 
 #[test]
 fn names_are_normalized_for_comparison() {
-    assert_eq!(normalized("thread 4242"), "thread N");
+    assert_eq!(
+        normalized("application thread 4242"),
+        "application thread N"
+    );
+    assert!(is_thread("proxy thread 17 (lane 2)"));
+    assert!(!is_thread("thread 17"));
+    assert!(!is_thread("world rank 3 proxy ch1 send to 2"));
     assert_eq!(
         normalized("process 3 (pid 77 on node1)"),
         "process 3 (pid N on node1)"

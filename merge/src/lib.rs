@@ -39,8 +39,9 @@ use otf2_sys::read::{
     Paradigm, Region, SystemTreeNode,
 };
 use otf2_sys::{
-    OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_UNDEFINED_COMM,
-    OTF2_UNDEFINED_LOCATION_GROUP, OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+    OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_GROUP_TYPE_REGIONS,
+    OTF2_UNDEFINED_COMM, OTF2_UNDEFINED_LOCATION_GROUP, OTF2_UNDEFINED_STRING,
+    OTF2_UNDEFINED_SYSTEM_TREE_NODE,
 };
 use serde::Serialize;
 
@@ -530,12 +531,16 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
         let groups: HashMap<u32, &Group> = part.defs.groups.iter().map(|g| (g.id, g)).collect();
         for group in part.defs.groups.iter() {
             let t = group.group_type as u32;
+            if t == OTF2_GROUP_TYPE_REGIONS {
+                // Joined below, by name.
+                continue;
+            }
             if t != OTF2_GROUP_TYPE_COMM_LOCATIONS && t != OTF2_GROUP_TYPE_COMM_GROUP {
                 return Err(ctx(
                     p,
                     format!(
                         "group {} is of type {t}; the merge handles the communicator groups \
-                         the plugin writes (COMM_LOCATIONS, COMM_GROUP)",
+                         the plugin writes (COMM_LOCATIONS, COMM_GROUP, REGIONS)",
                         group.id
                     ),
                 ));
@@ -682,8 +687,50 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
             members: comm.members.values().map(|l| position[l]).collect(),
         });
     }
+    // Region groups (the kinds viewers colour by): one per (name, paradigm), its members
+    // the union of the parts' members, remapped, in first-seen order.
+    let mut region_group_ids: BTreeMap<(u32, u8), usize> = BTreeMap::new();
     for (p, part) in parts.iter().enumerate() {
         for group in part.defs.groups.iter() {
+            if group.group_type as u32 != OTF2_GROUP_TYPE_REGIONS {
+                continue;
+            }
+            let name = map32(&maps[p].strings, group.name, "string").map_err(|e| ctx(p, e))?;
+            let index = *region_group_ids
+                .entry((name, group.paradigm))
+                .or_insert_with(|| {
+                    u.groups.push(Group {
+                        id: 0,
+                        name,
+                        group_type: OTF2_GROUP_TYPE_REGIONS as u8,
+                        paradigm: group.paradigm,
+                        flags: group.flags,
+                        members: Vec::new(),
+                    });
+                    u.groups.len() - 1
+                });
+            for &member in &group.members {
+                let region = maps[p].regions.get(&member).copied().ok_or_else(|| {
+                    ctx(
+                        p,
+                        format!(
+                            "region group {} lists region {member}, which it does not define",
+                            group.id
+                        ),
+                    )
+                })?;
+                if !u.groups[index].members.contains(&region) {
+                    u.groups[index].members.push(region);
+                }
+            }
+            maps[p].groups.insert(u64::from(group.id), index as u64);
+        }
+    }
+    for (p, part) in parts.iter().enumerate() {
+        for group in part.defs.groups.iter() {
+            if group.group_type as u32 == OTF2_GROUP_TYPE_REGIONS {
+                continue;
+            }
             let global = if group.group_type as u32 == OTF2_GROUP_TYPE_COMM_LOCATIONS {
                 Some(positions[&group.paradigm].0)
             } else {

@@ -1312,7 +1312,8 @@ fn place_ids(
         })
         .collect::<Result<Vec<_>, String>>()?;
 
-    // Groups: COMM_LOCATIONS members are location ids; COMM_GROUP members are positions.
+    // Groups: COMM_LOCATIONS members are location ids; COMM_GROUP members are positions;
+    // REGIONS members are region ids.
     let mut groups = Vec::new();
     for (id, g) in unified.groups.iter().enumerate() {
         let is_locations = u32::from(g.group_type) == OTF2_GROUP_TYPE_COMM_LOCATIONS;
@@ -1330,6 +1331,12 @@ fn place_ids(
         }
         let members = if is_locations {
             g.members.iter().map(|m| location_map[m]).collect()
+        } else if u32::from(g.group_type) == OTF2_GROUP_TYPE_REGIONS {
+            // Region groups list region ids, which move with the regions.
+            g.members
+                .iter()
+                .map(|&m| Ok(u64::from(shift(first.region, m as u32)?)))
+                .collect::<Result<Vec<u64>, String>>()?
         } else {
             g.members.clone()
         };

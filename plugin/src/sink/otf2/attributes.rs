@@ -1,7 +1,7 @@
 //! What the trace says about an event: the attributes written before its Enter, and the
 //! names and roles of the regions of host-side events and operations.
 
-use super::defs::{Attr, Definitions, Role};
+use super::defs::{Attr, Definitions, RegionGroup, Role};
 use super::writer::Writer;
 use crate::event::{DataType, Event, Func, Kind, NetPayload};
 use crate::model::FinishedEvent;
@@ -49,6 +49,9 @@ impl Attributes {
             None => {
                 let (name, role) = thread_region(e);
                 let region = defs.region(&name, role, e.kind.facts().description);
+                if let Some(group) = thread_region_group(e.kind) {
+                    defs.group_region(region, group);
+                }
                 self.thread_regions.insert(key, region);
                 region
             }
@@ -202,6 +205,22 @@ pub(super) fn op_role(func: Func) -> Role {
         }
         Func::Send | Func::Recv | Func::SendRecv => Role::Point2Point,
         _ => Role::CollOther,
+    }
+}
+
+/// The kind of a host-side event's region.
+fn thread_region_group(kind: Kind) -> Option<RegionGroup> {
+    match kind {
+        Kind::GroupApi | Kind::CollApi | Kind::P2pApi => Some(RegionGroup::ApiCalls),
+        Kind::KernelLaunch
+        | Kind::Group
+        | Kind::Coll
+        | Kind::P2p
+        | Kind::CeColl
+        | Kind::CeSync
+        | Kind::CeBatch => Some(RegionGroup::Enqueue),
+        Kind::NetPlugin => Some(RegionGroup::ProxyOperations),
+        _ => None,
     }
 }
 

@@ -86,6 +86,34 @@ pub enum LocationKind {
     AcceleratorStream,
 }
 
+/// What a region is, for viewers to colour by: each kind is an OTF2 `REGIONS` group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RegionGroup {
+    /// The NCCL API calls of application threads (`ncclAllReduce`, `ncclGroup`, …).
+    ApiCalls,
+    /// NCCL's enqueueing and launching of work on the host.
+    Enqueue,
+    /// GPU time: operations on the ops streams, kernel channels and their phases.
+    GpuKernels,
+    /// Proxy operations, their steps, network-plugin requests, the proxy taking work.
+    ProxyOperations,
+    /// Waiting: a proxy step's wait states, the proxy thread idle or asleep.
+    WaitStates,
+}
+
+impl RegionGroup {
+    /// The group's name in the trace.
+    pub fn name(self) -> &'static str {
+        match self {
+            RegionGroup::ApiCalls => "NCCL API calls",
+            RegionGroup::Enqueue => "NCCL enqueue",
+            RegionGroup::GpuKernels => "NCCL GPU kernels",
+            RegionGroup::ProxyOperations => "NCCL proxy operations",
+            RegionGroup::WaitStates => "NCCL wait states",
+        }
+    }
+}
+
 /// Roles of regions, named after what they are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -150,6 +178,8 @@ pub struct Definitions {
     region_ids: HashMap<String, u32>,
     /// Ids of regions with a static name, by the name's address and length.
     static_region_ids: HashMap<(usize, usize), u32>,
+    /// The members of each region group, in the order they were put there.
+    region_groups: BTreeMap<RegionGroup, Vec<u32>>,
     groups: Vec<LocationGroupDef>,
     locations: Vec<LocationDef>,
     comms: Vec<CommDef>,
@@ -173,6 +203,7 @@ impl Definitions {
             regions: Vec::new(),
             region_ids: HashMap::default(),
             static_region_ids: HashMap::default(),
+            region_groups: BTreeMap::new(),
             groups: Vec::new(),
             locations: Vec::new(),
             comms: Vec::new(),
@@ -238,6 +269,33 @@ impl Definitions {
         id
     }
 
+    /// [`Definitions::static_region`], put in `group` when it is defined.
+    pub fn static_region_in(
+        &mut self,
+        name: &'static str,
+        role: Role,
+        description: &str,
+        group: RegionGroup,
+    ) -> u32 {
+        let key = (name.as_ptr() as usize, name.len());
+        if let Some(&id) = self.static_region_ids.get(&key) {
+            return id;
+        }
+        let id = self.static_region(name, role, description);
+        self.group_region(id, group)
+    }
+
+    /// Puts `region` in `group` (once; a region is in one group).
+    pub fn group_region(&mut self, region: u32, group: RegionGroup) -> u32 {
+        let members = self.region_groups.entry(group).or_default();
+        if !members.contains(&region) {
+            members.push(region);
+            self.string(group.name());
+            self.added();
+        }
+        region
+    }
+
     /// The region named `name` (names are unique within the archive).
     pub fn region(&mut self, name: &str, role: Role, description: &str) -> u32 {
         if let Some(&id) = self.region_ids.get(name) {
@@ -287,6 +345,16 @@ impl Definitions {
         });
         self.added();
         id
+    }
+
+    /// Gives the location added `index`-th a new name (a thread's role is known only once
+    /// its events are all seen).
+    pub fn rename_location(&mut self, index: usize, name: &str) {
+        let name = self.string(name);
+        if let Some(location) = self.locations.get_mut(index) {
+            location.name = name;
+            self.added();
+        }
     }
 
     pub fn location_ids(&self) -> Vec<u64> {
@@ -463,6 +531,25 @@ impl Definitions {
                         OTF2_COMM_FLAG_NONE as OTF2_CommFlag,
                     ));
                 }
+            }
+            // The region groups follow the communicator groups (0, then one per comm).
+            let first_region_group = if self.comms.is_empty() {
+                0
+            } else {
+                self.comms.len() as u32 + 1
+            };
+            for (index, (group, members)) in self.region_groups.iter().enumerate() {
+                let members: Vec<u64> = members.iter().map(|&r| u64::from(r)).collect();
+                check(OTF2_GlobalDefWriter_WriteGroup(
+                    w,
+                    first_region_group + index as u32,
+                    self.string_ids[group.name()],
+                    OTF2_GROUP_TYPE_REGIONS as OTF2_GroupType,
+                    PARADIGM,
+                    OTF2_GROUP_FLAG_NONE as OTF2_GroupFlag,
+                    members.len() as u32,
+                    members.as_ptr(),
+                ));
             }
             for (id, (name, description, ty)) in ATTRIBUTES.iter().enumerate() {
                 let (Some(&name), Some(&description)) = (

@@ -157,6 +157,7 @@ impl Otf2Sink {
     /// One finished event.
     fn record(&mut self, e: &FinishedEvent) {
         self.last_seen = self.last_seen.max(e.stop_ns);
+        self.timelines.saw_thread(e.start_tid, e.kind);
         // The Scalasca-safe variant has no device-side locations.
         let device_side = !self.scalasca_safe;
         let w = &mut self.w;

@@ -5,7 +5,7 @@
 use super::attributes::{
     bytes_of, func_of, is_rooted, op_role, push_op_identity, push_op_key, put_attrs, Val,
 };
-use super::defs::{Attr, LocationKind, Role};
+use super::defs::{Attr, LocationKind, RegionGroup, Role};
 use super::writer::{Loc, Writer};
 use super::Otf2Stats;
 use crate::context::ContextInfo;
@@ -294,6 +294,7 @@ impl OpsStreams {
                     Role::Code,
                     "GPU time of one channel of an NCCL kernel (GPU clock converted to host time)",
                 );
+                w.defs.group_region(region, RegionGroup::GpuKernels);
                 self.kernel_regions.insert(func, region);
                 region
             }
@@ -365,9 +366,12 @@ impl OpsStreams {
             crate::event::Phase::FinalSync => "kernel phase: final sync",
             crate::event::Phase::Unknown => "kernel phase",
         };
-        let region =
-            w.defs
-                .static_region(name, Role::Code, "a phase of a kernel channel (NCCL 2.31+)");
+        let region = w.defs.static_region_in(
+            name,
+            Role::Code,
+            "a phase of a kernel channel (NCCL 2.31+)",
+            RegionGroup::GpuKernels,
+        );
         let phases = self.phases.entry(handle).or_default();
         if phases.len() < MAX_PHASES {
             phases.push((gpu.start_ns, gpu.stop_ns, region));
@@ -461,7 +465,7 @@ impl OpsStreams {
         let t = end.max(s);
         rank.last_end = t;
         let func = func_of(&op.event);
-        let region = w.defs.static_region(func.as_str(), op_role(func), "an NCCL operation on its communicator's stream, from the start of its execution to its completion");
+        let region = w.defs.static_region_in(func.as_str(), op_role(func), "an NCCL operation on its communicator's stream, from the start of its execution to its completion", RegionGroup::GpuKernels);
         let attrs = &mut self.attrs;
         attrs.clear();
         attrs.extend([

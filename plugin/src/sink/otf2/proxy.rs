@@ -3,7 +3,7 @@
 //! idle intervals.
 
 use super::attributes::{push_op_key, Val};
-use super::defs::{Attr, Definitions, Role};
+use super::defs::{Attr, Definitions, RegionGroup, Role};
 use super::ops::OpsStreams;
 use super::timelines::{thread_timeline_name, Family, Item, Timelines, Watermarks};
 use super::writer::Writer;
@@ -123,10 +123,11 @@ impl Proxy {
         } else {
             "proxy recv"
         };
-        let region = w.defs.static_region(
+        let region = w.defs.static_region_in(
             name,
             Role::DataTransfer,
             "a proxy operation: one channel's transfer with one peer for one NCCL operation",
+            RegionGroup::ProxyOperations,
         );
         let mut attrs = timelines.spare_attrs();
         attrs.extend([
@@ -178,10 +179,11 @@ impl Proxy {
                     | state::PROXY_STEP_SEND_PEER_WAIT_V4
             )
         });
-        let region = w.defs.static_region(
+        let region = w.defs.static_region_in(
             if send { "send step" } else { "recv step" },
             Role::DataTransfer,
             "one proxy step (a slice of a proxy operation through the network)",
+            RegionGroup::ProxyOperations,
         );
         let mut attrs = timelines.spare_attrs();
         attrs.push((Attr::Step, Val::U(step.max(0) as u64)));
@@ -252,19 +254,21 @@ impl Proxy {
             find(state::PROXY_CTRL_SLEEP),
             find(state::PROXY_CTRL_WAKEUP),
         ) {
-            let region = w.defs.static_region(
+            let region = w.defs.static_region_in(
                 "proxy sleep",
                 Role::Artificial,
                 "the proxy thread waits for work",
+                RegionGroup::WaitStates,
             );
             let stop = wakeup.map_or(e.stop_ns, |s| s.time_ns);
             timelines.push_thread(w, tid, Item::leaf(sleep.time_ns, stop, region, Vec::new()));
         }
         if let Some(append) = find(state::PROXY_CTRL_APPEND) {
-            let region = w.defs.static_region(
+            let region = w.defs.static_region_in(
                 "proxy append",
                 Role::Artificial,
                 "the proxy thread takes posted operations",
+                RegionGroup::ProxyOperations,
             );
             let end = find(state::PROXY_CTRL_APPEND_END);
             let appended = end.map_or(0, |s| match s.arg {
@@ -313,10 +317,11 @@ fn connection(owner: Owner, op: &ProxyOp) -> Family {
 }
 
 fn push_idle(w: &mut Writer, timelines: &mut Timelines, tid: i32, since: u64, until: u64) {
-    let region = w.defs.static_region(
+    let region = w.defs.static_region_in(
         "proxy idle",
         Role::Artificial,
         "the proxy thread has no operation in progress",
+        RegionGroup::WaitStates,
     );
     timelines.push_thread(
         w,
@@ -355,7 +360,12 @@ fn define_wait_region(defs: &mut Definitions, step_state: i32) -> Option<u32> {
         }
         _ => return None,
     };
-    Some(defs.static_region(name, Role::DataTransfer, description))
+    Some(defs.static_region_in(
+        name,
+        Role::DataTransfer,
+        description,
+        RegionGroup::WaitStates,
+    ))
 }
 
 /// How the locations of a timeline are named, and their location group.

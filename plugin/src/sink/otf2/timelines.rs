@@ -3,7 +3,7 @@
 //! locations of their timeline. The host-side events and lost records are put here too.
 
 use super::attributes::{put_attrs, Attributes, Val};
-use super::defs::{Attr, Definitions, LocationKind, Role};
+use super::defs::{Attr, Definitions, LocationKind, RegionGroup, Role};
 use super::lanes::{Interval, LaneOutput, Lanes};
 use super::writer::{Loc, Writer};
 use super::Otf2Stats;
@@ -40,9 +40,44 @@ pub(super) enum Family {
     Steps(Owner),
 }
 
-/// How the timeline of thread `tid` is named, and its location group.
+/// How the timeline of thread `tid` is named until its role is known, and its location
+/// group.
 pub(super) fn thread_timeline_name(tid: i32) -> (String, u32) {
     (format!("thread {tid}"), Definitions::PROCESS_GROUP)
+}
+
+/// What a thread was seen doing, from the events it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum ThreadRole {
+    /// None of the below: one of NCCL's other threads (e.g. a network plugin's).
+    #[default]
+    Nccl,
+    /// It started proxy operations, steps or proxy control events.
+    Proxy,
+    /// It called the NCCL API (group, collective, point-to-point) or launched kernels.
+    Application,
+}
+
+impl ThreadRole {
+    /// The role events of `kind` show; `None` when they show nothing.
+    fn of(kind: Kind) -> Option<ThreadRole> {
+        match kind {
+            Kind::GroupApi | Kind::CollApi | Kind::P2pApi | Kind::KernelLaunch => {
+                Some(ThreadRole::Application)
+            }
+            Kind::ProxyOp | Kind::ProxyStep | Kind::ProxyCtrl => Some(ThreadRole::Proxy),
+            _ => None,
+        }
+    }
+
+    /// The name of thread `tid`'s timeline once its role is known (the tid stays in it).
+    pub(super) fn timeline_name(self, tid: i32) -> String {
+        match self {
+            ThreadRole::Application => format!("application thread {tid}"),
+            ThreadRole::Proxy => format!("proxy thread {tid}"),
+            ThreadRole::Nccl => format!("NCCL thread {tid}"),
+        }
+    }
 }
 
 /// One interval waiting for its lane.
@@ -155,6 +190,14 @@ impl Timeline {
     }
 }
 
+/// The name of lane `lane` (counted from 0) of a timeline named `timeline`.
+fn lane_name(timeline: &str, lane: usize) -> String {
+    match lane {
+        0 => timeline.to_owned(),
+        n => format!("{timeline} (lane {})", n + 1),
+    }
+}
+
 /// Writes placed intervals of one timeline, opening lane locations on demand.
 struct Placer<'a> {
     w: &'a mut Writer,
@@ -167,10 +210,7 @@ struct Placer<'a> {
 impl Placer<'_> {
     fn loc(&mut self, lane: usize) -> Loc {
         while self.locs.len() <= lane {
-            let name = match self.locs.len() {
-                0 => self.name.to_owned(),
-                n => format!("{} (lane {})", self.name, n + 1),
-            };
+            let name = lane_name(self.name, self.locs.len());
             let loc = self
                 .w
                 .add_location(&name, LocationKind::CpuThread, self.group);
@@ -228,6 +268,8 @@ pub(super) struct Timelines {
     held_back_overflow: u64,
     /// Intervals the lanes squeezed, counted when they are closed.
     clipped_intervals: u64,
+    /// What each thread was seen doing; its locations are named by it at the end.
+    thread_roles: HashMap<i32, ThreadRole>,
 }
 
 impl Timelines {
@@ -304,10 +346,11 @@ impl Timelines {
                 .iter()
                 .find(|s| s.state == state::GROUP_END_API_START)
             {
-                let launch = w.defs.static_region(
+                let launch = w.defs.static_region_in(
                     "ncclGroupEnd launch",
                     Role::Function,
                     "from the outermost ncclGroupEnd to the end of the group's launches",
+                    RegionGroup::ApiCalls,
                 );
                 let start = s.time_ns.clamp(e.start_ns, e.stop_ns);
                 self.push_thread(
@@ -369,12 +412,29 @@ impl Timelines {
         }
     }
 
-    /// Places everything and closes every open interval.
+    /// Thread `tid` started an event of `kind`: the strongest role seen names the thread
+    /// (an application thread that also drives a proxy stays an application thread).
+    pub(super) fn saw_thread(&mut self, tid: i32, kind: Kind) {
+        if let Some(role) = ThreadRole::of(kind) {
+            let seen = self.thread_roles.entry(tid).or_default();
+            *seen = (*seen).max(role);
+        }
+    }
+
+    /// Places everything, closes every open interval, and names each thread's locations
+    /// by the role it was seen in.
     pub(super) fn finish(&mut self, w: &mut Writer) {
-        for timeline in self.timelines.values_mut() {
+        for (family, timeline) in self.timelines.iter_mut() {
             let (lanes, mut placer) = timeline.lanes_and_placer(w, &mut self.spares);
             lanes.finish(&mut placer);
             self.clipped_intervals += lanes.clipped;
+            if let Family::Thread(tid) = *family {
+                let role = self.thread_roles.get(&tid).copied().unwrap_or_default();
+                timeline.name = role.timeline_name(tid);
+                for (lane, &loc) in timeline.locs.iter().enumerate() {
+                    w.rename_location(loc, &lane_name(&timeline.name, lane));
+                }
+            }
         }
     }
 

@@ -193,6 +193,11 @@ impl Writer {
         Loc(index)
     }
 
+    /// Names `loc` anew (its definitions and event file are those of its index).
+    pub fn rename_location(&mut self, loc: Loc, name: &str) {
+        self.defs.rename_location(loc.0 as usize, name);
+    }
+
     pub fn last_time(&self, loc: Loc) -> u64 {
         self.entries.get(loc.0 as usize).map_or(0, |e| e.last)
     }
