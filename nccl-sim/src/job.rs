@@ -52,12 +52,26 @@ pub fn strip_procs_arg(args: &[OsString]) -> Vec<OsString> {
 /// Returns the exit status of every child, by rank; see [`describe_status`].
 pub fn spawn_procs(n: usize, args: &[OsString]) -> io::Result<Vec<ExitStatus>> {
     let exe = std::env::current_exe()?;
-    spawn_procs_of(&exe, n, args, &[])
+    // The children keep the name the job was started by, so that the command line a
+    // trace records is the user's, not this machine's path of the executable.
+    let name = std::env::args_os().next();
+    spawn_procs_named(&exe, name.as_deref(), n, args, &[])
 }
 
 /// [`spawn_procs`] for a given program and with extra environment variables.
 pub fn spawn_procs_of(
     program: &Path,
+    n: usize,
+    args: &[OsString],
+    env: &[(&str, &OsStr)],
+) -> io::Result<Vec<ExitStatus>> {
+    spawn_procs_named(program, None, n, args, env)
+}
+
+/// [`spawn_procs_of`] with the children's `argv[0]` set to `name` (else the program).
+fn spawn_procs_named(
+    program: &Path,
+    name: Option<&OsStr>,
     n: usize,
     args: &[OsString],
     env: &[(&str, &OsStr)],
@@ -73,6 +87,9 @@ pub fn spawn_procs_of(
     let mut children: Vec<Child> = Vec::with_capacity(n);
     for rank in 0..n {
         let mut command = Command::new(program);
+        if let Some(name) = name {
+            std::os::unix::process::CommandExt::arg0(&mut command, name);
+        }
         command
             .args(&args)
             .env(ENV_RANK, rank.to_string())
