@@ -53,13 +53,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
     }
     let time = clock::ticks();
     // SAFETY: NULL or a valid descriptor (caller).
-    let Some(d) = (unsafe { descr.as_ref() }) else {
-        Counters::bump(&rt.shared.counters.null_descriptor);
-        return;
-    };
-    panic_probe(d.event_type());
-    let Some(kind) = Kind::decode_type_in(D::KINDS, d.event_type()) else {
-        Counters::bump(&rt.shared.counters.unknown_type);
+    let Some((d, kind)) = (unsafe { described(rt, descr) }) else {
         return;
     };
     // SAFETY: `d` is a descriptor of version D announcing `kind`.
@@ -68,6 +62,26 @@ pub unsafe fn start_event<D: DecodeDescr>(
         // SAFETY: checked non-NULL and writable above.
         unsafe { *handle_out = handle as usize as *mut c_void };
     }
+}
+
+/// The descriptor NCCL passed and the event kind its type names; `None`, counted, for a
+/// NULL descriptor or a type this version does not have.
+///
+/// # Safety
+/// `descr` is NULL or points to a descriptor of version `D`.
+#[inline(always)]
+unsafe fn described<'a, D: DecodeDescr>(rt: &Runtime, descr: *const D) -> Option<(&'a D, Kind)> {
+    // SAFETY: NULL or a valid descriptor (caller).
+    let Some(d) = (unsafe { descr.as_ref() }) else {
+        Counters::bump(&rt.shared.counters.null_descriptor);
+        return None;
+    };
+    panic_probe(d.event_type());
+    let Some(kind) = Kind::decode_type_in(D::KINDS, d.event_type()) else {
+        Counters::bump(&rt.shared.counters.unknown_type);
+        return None;
+    };
+    Some((d, kind))
 }
 
 /// Our part of a start: decodes the event, takes a slab id (noting the chained plugin's
@@ -161,13 +175,7 @@ unsafe fn start_chained<D: DecodeDescr>(
     let Some(chain) = chain::get() else { return };
     let time = clock::ticks();
     // SAFETY: NULL or a valid descriptor (caller).
-    let Some(d) = (unsafe { descr.as_ref() }) else {
-        Counters::bump(&rt.shared.counters.null_descriptor);
-        return;
-    };
-    panic_probe(d.event_type());
-    let Some(kind) = Kind::decode_type_in(D::KINDS, d.event_type()) else {
-        Counters::bump(&rt.shared.counters.unknown_type);
+    let Some((d, kind)) = (unsafe { described(rt, descr) }) else {
         return;
     };
     let context_value = context as u64;
