@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use plotters::coord::ranged1d::SegmentedCoord;
-use plotters::coord::types::RangedCoordi32;
+use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::colors::colormaps::ViridisRGB;
@@ -439,6 +439,77 @@ fn skew_heatmap<DB: DrawingBackend>(
 
 /// A segmented axis of `rows` rows (plotters makes one segment per value of the range,
 /// its end included).
+/// One entry of a legend strip: a colour square at `at` and its label to the right.
+fn legend_entry<DB: DrawingBackend>(
+    legend: &DrawingArea<DB, Shift>,
+    (x, y): (i32, i32),
+    px: u32,
+    colour: RGBColor,
+    label: String,
+) -> Result<(), String> {
+    let half = px as i32 / 2;
+    legend
+        .draw(&Rectangle::new(
+            [(x, y - half), (x + px as i32, y + half)],
+            colour.filled(),
+        ))
+        .map_err(err)?;
+    legend
+        .draw(&Text::new(
+            label,
+            (x + px as i32 * 3 / 2, y),
+            ("sans-serif", px)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The axes of a chart with one named row per item and a time axis across.
+struct RowsAxes {
+    label_width: u32,
+    x: std::ops::Range<f64>,
+    x_desc: &'static str,
+    /// The rows' names, top to bottom.
+    names: Vec<String>,
+    /// At most this many row labels are written.
+    most_labels: usize,
+}
+
+/// A chart of [`RowsAxes`] on `area`, its mesh drawn.
+fn rows_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    px: u32,
+    axes: RowsAxes,
+) -> Result<ChartContext<'a, DB, Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordi32>>>, String>
+{
+    let rows = axes.names.len();
+    let mut chart = ChartBuilder::on(area)
+        .margin(px / 2 + 4)
+        .x_label_area_size(px * 3)
+        .y_label_area_size(axes.label_width)
+        .build_cartesian_2d(axes.x, rows_axis(rows))
+        .map_err(err)?;
+    let names = axes.names;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(rows.min(axes.most_labels))
+        .y_label_formatter(&move |y| {
+            row_label(y, rows)
+                .and_then(|row| names.get(row).cloned())
+                .unwrap_or_default()
+        })
+        .x_desc(axes.x_desc)
+        .label_style(("sans-serif", px))
+        .axis_desc_style(("sans-serif", px))
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
 fn rows_axis(rows: usize) -> SegmentedCoord<RangedCoordi32> {
     (0..(rows as i32 - 1).max(0)).into_segmented()
 }
@@ -568,43 +639,19 @@ fn time_split<DB: DrawingBackend>(
     for (kind, (_, label)) in TIME_KINDS.iter().enumerate() {
         let x = kind as i32 * slot + px as i32;
         let y = px as i32;
-        legend
-            .draw(&Rectangle::new(
-                [(x, y - px as i32 / 2), (x + px as i32, y + px as i32 / 2)],
-                series_colour(kind).filled(),
-            ))
-            .map_err(err)?;
-        legend
-            .draw(&Text::new(
-                short_kind(label),
-                (x + px as i32 * 3 / 2, y),
-                ("sans-serif", px)
-                    .into_font()
-                    .color(&BLACK)
-                    .pos(Pos::new(HPos::Left, VPos::Center)),
-            ))
-            .map_err(err)?;
+        legend_entry(&legend, (x, y), px, series_colour(kind), short_kind(label))?;
     }
-    let mut chart = ChartBuilder::on(&bars)
-        .margin(px / 2 + 4)
-        .x_label_area_size(px * 3)
-        .y_label_area_size(px * 6)
-        .build_cartesian_2d(0.0..(max * 1.02).max(1e-6), rows_axis(rows))
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(rows.min(32))
-        .y_label_formatter(&move |y| {
-            row_label(y, rows)
-                .and_then(|row| names.get(row).cloned())
-                .unwrap_or_default()
-        })
-        .x_desc("ms (summed over the process's threads, GPU channels and proxy connections)")
-        .label_style(("sans-serif", px))
-        .axis_desc_style(("sans-serif", px))
-        .draw()
-        .map_err(err)?;
+    let mut chart = rows_chart(
+        &bars,
+        px,
+        RowsAxes {
+            label_width: px * 6,
+            x: 0.0..(max * 1.02).max(1e-6),
+            x_desc: "ms (summed over the process's threads, GPU channels and proxy connections)",
+            names,
+            most_labels: 32,
+        },
+    )?;
     for kind in 0..TIME_KINDS.len() {
         let colour = series_colour(kind);
         chart
@@ -651,22 +698,13 @@ fn timeline<DB: DrawingBackend>(
     let mut x = px as i32 * 12;
     for (index, name) in operations.iter().enumerate() {
         let y = px as i32 * 3 / 2;
-        legend
-            .draw(&Rectangle::new(
-                [(x, y - px as i32 / 2), (x + px as i32, y + px as i32 / 2)],
-                operation_colour(index).filled(),
-            ))
-            .map_err(err)?;
-        legend
-            .draw(&Text::new(
-                (*name).to_owned(),
-                (x + px as i32 * 3 / 2, y),
-                ("sans-serif", px)
-                    .into_font()
-                    .color(&BLACK)
-                    .pos(Pos::new(HPos::Left, VPos::Center)),
-            ))
-            .map_err(err)?;
+        legend_entry(
+            &legend,
+            (x, y),
+            px,
+            operation_colour(index),
+            (*name).to_owned(),
+        )?;
         x += px as i32 * (3 + name.chars().count() as i32 * 2 / 3);
     }
     let green = KERNEL_COLOUR;
@@ -678,26 +716,17 @@ fn timeline<DB: DrawingBackend>(
         .take(rows)
         .map(|t| t.name.clone())
         .collect();
-    let mut chart = ChartBuilder::on(area)
-        .margin(px / 2 + 4)
-        .x_label_area_size(px * 3)
-        .y_label_area_size(px * 16)
-        .build_cartesian_2d(start..end, rows_axis(rows))
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(rows.min(60))
-        .y_label_formatter(&move |y| {
-            row_label(y, rows)
-                .and_then(|row| names.get(row).cloned())
-                .unwrap_or_default()
-        })
-        .x_desc("ms since the trace's start")
-        .label_style(("sans-serif", px))
-        .axis_desc_style(("sans-serif", px))
-        .draw()
-        .map_err(err)?;
+    let mut chart = rows_chart(
+        area,
+        px,
+        RowsAxes {
+            label_width: px * 16,
+            x: start..end,
+            x_desc: "ms since the trace's start",
+            names,
+            most_labels: 60,
+        },
+    )?;
     chart
         .draw_series(
             timeline
