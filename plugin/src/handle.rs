@@ -104,8 +104,10 @@ struct ChainSlot {
     handle: AtomicU64,
     recorded: AtomicBool,
     states: AtomicBool,
-    /// Its stop was passed on to the chained plugin.
-    stopped: AtomicBool,
+    /// Our handle of the event whose stop the chained plugin has yet to get (0: none).
+    /// A claim names the event, not the slot: the slot may be freed and taken by a later
+    /// event between our release and the claim.
+    awaiting_stop: AtomicU64,
 }
 
 /// The chained plugin's view of one of our events.
@@ -190,15 +192,16 @@ impl Slab {
         self
     }
 
-    /// Notes the chained plugin's view of the live event in `slot`. Only the thread that
-    /// acquired the slot writes it, before the handle reaches NCCL.
+    /// Notes the chained plugin's view of the live event `value`. Only the thread that
+    /// acquired its slot writes it, before the handle reaches NCCL.
     #[inline]
-    pub fn set_chained(&self, slot: u32, chained: Chained) {
-        if let Some(entry) = self.chain.get(slot as usize) {
+    pub fn set_chained(&self, value: u64, chained: Chained) {
+        let Ok(bits) = self.bits(value) else { return };
+        if let Some(entry) = self.chain.get(bits.slot as usize) {
             entry.handle.store(chained.handle, Ordering::Release);
             entry.recorded.store(chained.recorded, Ordering::Release);
             entry.states.store(chained.states, Ordering::Release);
-            entry.stopped.store(false, Ordering::Release);
+            entry.awaiting_stop.store(value, Ordering::Release);
         }
     }
 
@@ -218,14 +221,18 @@ impl Slab {
         }
     }
 
-    /// Claims the stop of the event in `slot` for the chained plugin: true the first time
-    /// only, so that it gets one stop per event.
+    /// Claims the stop of our event `value` for the chained plugin: true the first time
+    /// only, so that it gets one stop per event, and never for an event that has since
+    /// given its slot to another.
     #[inline]
-    pub fn claim_chained_stop(&self, slot: u32) -> bool {
-        self.chain.get(slot as usize).is_some_and(|entry| {
+    pub fn claim_chained_stop(&self, value: u64) -> bool {
+        let Ok(bits) = self.bits(value) else {
+            return false;
+        };
+        self.chain.get(bits.slot as usize).is_some_and(|entry| {
             entry
-                .stopped
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .awaiting_stop
+                .compare_exchange(value, 0, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         })
     }
@@ -242,7 +249,7 @@ impl Slab {
             return None;
         }
         let entry = self.chain.get(bits.slot as usize)?;
-        if entry.stopped.load(Ordering::Acquire) {
+        if entry.awaiting_stop.load(Ordering::Acquire) != value {
             return None;
         }
         let chained = self.chained(bits.slot);
@@ -449,6 +456,44 @@ mod tests {
         assert_eq!(slab.check(future), Err(HandleError::NeverIssued));
         let out_of_range = encode(3, Kind::Coll, 1, 999);
         assert_eq!(slab.check(out_of_range), Err(HandleError::NeverIssued));
+    }
+
+    #[test]
+    fn the_chained_stop_belongs_to_the_event_not_to_its_slot() {
+        let slab = Slab::new(9, 1, 1).with_chain_slots();
+        let chained = |handle| Chained {
+            handle,
+            recorded: false,
+            states: true,
+        };
+        let first = slab.acquire(Kind::KernelCh, 0).unwrap();
+        slab.set_chained(first, chained(0x100));
+        // A stop on another thread: the first event's slot is freed and taken by the
+        // next event before that thread claims the first one's chained stop.
+        slab.release(first).unwrap();
+        let second = slab.acquire(Kind::KernelCh, 0).unwrap();
+        slab.set_chained(second, chained(0x200));
+        assert!(
+            !slab.claim_chained_stop(first),
+            "the first no longer owns the slot"
+        );
+        assert!(slab.claim_chained_stop(second));
+        assert!(!slab.claim_chained_stop(second), "one stop per event");
+        // A slot freed and not taken again still gives its event's chained stop, once.
+        slab.release(second).unwrap();
+        assert_eq!(
+            slab.chained_after_release(second).map(|(_, c)| c.handle),
+            None
+        );
+        let third = slab.acquire(Kind::ProxyOp, 0).unwrap();
+        slab.set_chained(third, chained(0x300));
+        slab.release(third).unwrap();
+        assert_eq!(
+            slab.chained_after_release(third).map(|(_, c)| c.handle),
+            Some(0x300)
+        );
+        assert!(slab.claim_chained_stop(third));
+        assert_eq!(slab.chained_after_release(third), None);
     }
 
     #[test]

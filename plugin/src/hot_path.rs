@@ -143,20 +143,13 @@ unsafe fn start_recorded<D: DecodeDescr>(
     let handle = issued.unwrap_or(0);
     if handle != 0 {
         if let Some(chained) = chained {
-            set_chained(rt, handle, chained);
+            rt.shared.slab.set_chained(handle, chained);
         }
         if scorep_mode::FORWARDING.load(Ordering::Relaxed) && kind.facts().forwarded_to_scorep {
             scorep_mode::entered(rt.shared, &event, handle, context_value);
         }
     }
     handle
-}
-
-#[inline]
-fn set_chained(rt: &Runtime, handle: u64, chained: Chained) {
-    if let Some(bits) = rt.shared.slab.bits_of(handle) {
-        rt.shared.slab.set_chained(bits.slot, chained);
-    }
 }
 
 /// `startEvent` with a chained plugin: it gets the start first (with its own context and
@@ -227,7 +220,7 @@ unsafe fn start_chained<D: DecodeDescr>(
             .flatten();
         match issued {
             Some(issued) => {
-                set_chained(rt, issued, chained);
+                rt.shared.slab.set_chained(issued, chained);
                 handle = issued;
             }
             None => Counters::bump(&rt.shared.counters.slab_full),
@@ -357,41 +350,46 @@ fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
 #[inline(never)]
 fn stop_chained(rt: &Runtime, value: u64) {
     let slab = &rt.shared.slab;
-    let found = match slab.check(value) {
+    let Some(chain) = chain::get() else {
+        stop_recorded(rt, value, true);
+        return;
+    };
+    let theirs = match slab.check(value) {
         Ok(bits) => {
             let chained = slab.chained(bits.slot);
             if chained.handle != 0 && chain::parent_after_its_end(bits.kind) {
-                if let Some(chain) = chain::get() {
-                    // Before the slot is free: a child starting on another thread the
-                    // moment after must find it.
-                    chain.ended(value, chained.handle);
-                }
+                // Before the slot is free: a child starting on another thread the
+                // moment after must find it.
+                chain.ended(value, chained.handle);
             }
-            stop_recorded(rt, value, chained.recorded).then_some((bits, chained))
+            // Claimed before the slot is free too: a later event may take it at once.
+            let claimed = chained.handle != 0 && slab.claim_chained_stop(value);
+            stop_recorded(rt, value, chained.recorded);
+            claimed.then_some(chained.handle)
         }
         Err(HandleError::AlreadyStopped) => {
             // Our collector may have freed the slot before NCCL's stop (a ProxyOp it gave
             // up waiting for, a step NCCL started again): the chained plugin still gets
             // this stop, once.
             let found = slab.chained_after_release(value);
-            if let (Some((bits, chained)), Some(chain)) = (found, chain::get()) {
-                if chained.handle != 0 && chain::parent_after_its_end(bits.kind) {
+            stop_recorded(rt, value, true);
+            found.and_then(|(bits, chained)| {
+                if chained.handle == 0 {
+                    return None;
+                }
+                if chain::parent_after_its_end(bits.kind) {
                     chain.ended(value, chained.handle);
                 }
-            }
-            stop_recorded(rt, value, true);
-            found
+                slab.claim_chained_stop(value).then_some(chained.handle)
+            })
         }
         Err(_) => {
             stop_recorded(rt, value, true);
             None
         }
     };
-    let Some((bits, chained)) = found else { return };
-    if chained.handle != 0 && slab.claim_chained_stop(bits.slot) {
-        if let Some(chain) = chain::get() {
-            chain.stop(chained.handle);
-        }
+    if let Some(theirs) = theirs {
+        chain.stop(theirs);
     }
 }
 
