@@ -55,11 +55,30 @@ fn replay(recordings: &[PathBuf], plugin: &Path, out: &Path, mode: &str) -> Stri
     nccl_sim(&["replay"], recordings, plugin, out, mode)
 }
 
-/// The events of a run directory's event logs, by id, and its header and comm counts.
+/// The events of a run directory's event logs, by [`key`], and its header and comm
+/// counts. An id names an event within its process only: two processes may issue the
+/// same value.
 struct Events {
     by_id: HashMap<String, Value>,
     cycles: u64,
     comms: u64,
+}
+
+/// An event's key: the pid of the process that wrote it (added to the event as
+/// `process`) and its id.
+fn key(process: &Value, id: &str) -> String {
+    format!("{process}/{id}")
+}
+
+/// The key of an event's parent: in its own process, or in the one a foreign (PXN)
+/// parent names.
+fn parent_key(event: &Value) -> Option<String> {
+    let parent = &event["parent"];
+    match (parent["id"].as_str(), parent["value"].as_str()) {
+        (Some(id), _) => Some(key(&event["process"], id)),
+        (None, Some(value)) => Some(key(&parent["foreign_pid"], value)),
+        (None, None) => None,
+    }
 }
 
 fn events(run: &Path) -> Events {
@@ -74,15 +93,19 @@ fn events(run: &Path) -> Events {
         if !(name.starts_with("nccl-scorep-") && name.ends_with(".jsonl")) {
             continue;
         }
+        let mut process = Value::Null;
         for line in std::fs::read_to_string(&path).unwrap().lines() {
-            let record: Value = serde_json::from_str(line).unwrap();
+            let mut record: Value = serde_json::from_str(line).unwrap();
             match record["type"].as_str().unwrap() {
-                "header" => found.cycles += 1,
+                "header" => {
+                    found.cycles += 1;
+                    process = record["pid"].clone();
+                }
                 "comm" => found.comms += 1,
                 "event" => {
-                    found
-                        .by_id
-                        .insert(record["id"].as_str().unwrap().to_owned(), record);
+                    record["process"] = process.clone();
+                    let key = key(&process, record["id"].as_str().unwrap());
+                    found.by_id.insert(key, record);
                 }
                 _ => {}
             }
@@ -117,7 +140,12 @@ fn facts(run: &Path) -> Value {
         "comms": events.comms,
         "kinds": kinds,
         "parents": count(&|p| p.get("id").is_some()),
-        "parents_linked": count(&|p| p["id"].as_str().is_some_and(|id| events.by_id.contains_key(id))),
+        "parents_linked": events
+            .by_id
+            .values()
+            .filter(|e| e["parent"].get("id").is_some())
+            .filter(|e| parent_key(e).is_some_and(|k| events.by_id.contains_key(&k)))
+            .count(),
         "foreign_parents": count(&|p| p.get("foreign_pid").is_some()),
         "parent_groups": groups,
     })
@@ -209,6 +237,7 @@ fn every_corpus_recording_replays_to_what_the_original_run_gave() {
 fn signature(events: &HashMap<String, Value>, event: &Value, depth: usize) -> String {
     const RUN_CHOSEN: &[&str] = &[
         "id",
+        "process",
         "parent",
         "parent_group",
         "context",
@@ -231,8 +260,7 @@ fn signature(events: &HashMap<String, Value>, event: &Value, depth: usize) -> St
         }
     }
     let parent = &event["parent"];
-    let parent_id = parent["id"].as_str().or(parent["value"].as_str());
-    let parent = match parent_id.and_then(|id| events.get(id)) {
+    let parent = match parent_key(event).and_then(|key| events.get(&key)) {
         Some(parent) if depth < 4 => signature(events, parent, depth + 1),
         _ if parent.is_null() => "none".into(),
         _ => "unlinked".into(),
@@ -247,6 +275,57 @@ fn signatures(run: &Path) -> BTreeMap<String, usize> {
         *all.entry(signature(&events, event, 0)).or_insert(0) += 1;
     }
     all
+}
+
+/// Every time an event of the run gives (start, stop, GPU start and stop, each state),
+/// by signature, each signature's events in start order.
+fn times(run: &Path) -> BTreeMap<String, Vec<Vec<Option<u64>>>> {
+    let events = events(run).by_id;
+    let mut all: BTreeMap<String, Vec<Vec<Option<u64>>>> = BTreeMap::new();
+    for event in events.values() {
+        let mut stamps: Vec<Option<u64>> = ["start_ns", "stop_ns", "gpu_start_ns", "gpu_stop_ns"]
+            .iter()
+            .map(|field| event[field].as_u64())
+            .collect();
+        if let Some(states) = event["states"].as_array() {
+            stamps.extend(states.iter().map(|state| state["ns"].as_u64()));
+        }
+        all.entry(signature(&events, event, 0))
+            .or_default()
+            .push(stamps);
+    }
+    for list in all.values_mut() {
+        list.sort();
+    }
+    all
+}
+
+/// The largest difference between the same times of two runs with the same signatures,
+/// and the number of times compared.
+fn largest_time_difference(
+    a: &BTreeMap<String, Vec<Vec<Option<u64>>>>,
+    b: &BTreeMap<String, Vec<Vec<Option<u64>>>>,
+) -> (u64, usize, String) {
+    let (mut largest, mut compared, mut where_) = (0, 0, String::new());
+    for (signature, events) in a {
+        for (x, y) in events.iter().zip(&b[signature]) {
+            assert_eq!(x.len(), y.len(), "{signature}");
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                match (p, q) {
+                    (Some(p), Some(q)) => {
+                        compared += 1;
+                        if p.abs_diff(*q) > largest {
+                            largest = p.abs_diff(*q);
+                            where_ = format!("time {i} of {signature}: {p} and {q}");
+                        }
+                    }
+                    (None, None) => {}
+                    _ => panic!("time {i} of {signature}: {p:?} and {q:?}"),
+                }
+            }
+        }
+    }
+    (largest, compared, where_)
 }
 
 /// The merge report's first line: parts, locations, events, communicators.
@@ -294,6 +373,11 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
         before, after,
         "the same events, with the same contents and parents"
     );
+    // The recorded times, through the replay clock: the same times, to within the
+    // difference between the plugin's conversion of TSC ticks and the recording's.
+    let (largest, compared, at) = largest_time_difference(&times(&original), &times(&replayed));
+    assert!(compared > 300, "{compared} times");
+    assert!(largest <= 1_000, "{largest} ns between the {at}");
     assert_eq!(facts(&original), facts(&replayed));
     assert_eq!(operations(&original), operations(&replayed));
     // The merged OTF2 traces: the same locations, events and communicators.
@@ -312,7 +396,7 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
     let paced = dir.path().join("paced");
     let started = std::time::Instant::now();
     nccl_sim(
-        &["replay", "--timing", "original"],
+        &["replay", "--timing", "original", "--recorded-times", "false"],
         &recordings,
         &plugin,
         &paced,
@@ -323,6 +407,12 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
         "{recorded_ns} ns"
     );
     assert_eq!(facts(&paced), facts(&original));
+    // With the plugin's own clock, every event is later than all of the original run.
+    let span_of = |run: &Path| {
+        let all: Vec<u64> = times(run).into_values().flatten().flatten().flatten().collect();
+        (*all.iter().min().unwrap(), *all.iter().max().unwrap())
+    };
+    assert!(span_of(&paced).0 > span_of(&original).1);
 }
 
 /// N of the replay's report `replayed N of M calls of …`.

@@ -322,6 +322,18 @@ impl Recording {
             .sum()
     }
 
+    /// The recorded process's CLOCK_REALTIME minus its CLOCK_MONOTONIC: the header's
+    /// real time against the first clock reading, taken with it (0 without one).
+    pub fn realtime_offset_ns(&self) -> i64 {
+        self.entries
+            .iter()
+            .find_map(|entry| match entry {
+                Entry::Clock { ns, .. } => Some(self.header.realtime_ns as i64 - *ns as i64),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
     /// A function from the recording's time stamps to CLOCK_MONOTONIC nanoseconds.
     pub fn to_ns(&self) -> impl Fn(u64) -> u64 {
         let clocks: Vec<(u64, u64)> = self

@@ -11,6 +11,15 @@ use nccl_sim::scenario::{self, Params, SCENARIOS};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The symbols a plugin looks up in the executable (see build.rs), kept in the link: a
+/// library function nothing in the binary calls may otherwise be left out.
+#[used]
+static EXPORTED_VERSION: unsafe extern "C" fn(*mut std::ffi::c_int) -> std::ffi::c_int =
+    nccl_sim::nccl::ncclGetVersion;
+#[used]
+static EXPORTED_REPLAY_CLOCK: unsafe extern "C" fn(*mut i64) -> u64 =
+    nccl_sim::replay::nccl_sim_replay_clock;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -14,17 +14,63 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use nccl_profiler_abi::fields::{self, PARENT_OFFSET};
 use nccl_profiler_abi::{event_type as t, loader, InitV1, InitV4, InitV5, ProfilerTable};
 use nccl_scorep_common::recording::{Call, Recording};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CString, OsStr, OsString};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Where the processes of a multi-process replay exchange their pids and PXN handles.
 const ENV_EXCHANGE: &str = "NCCL_SIM_REPLAY_EXCHANGE";
+
+/// The replay clock: a plugin that looks for `nccl_sim_replay_clock` (ours does) stamps
+/// each call with the time the recording gave it, so that the replayed trace has the
+/// recorded times whatever the pace of the replay.
+static REPLAY_CLOCK_ON: AtomicBool = AtomicBool::new(false);
+/// The latest recorded time replayed on any thread: the time other threads see.
+static REPLAY_LATEST_NS: AtomicU64 = AtomicU64::new(0);
+/// The recorded process's CLOCK_REALTIME minus its CLOCK_MONOTONIC.
+static REPLAY_REALTIME_OFFSET_NS: AtomicI64 = AtomicI64::new(0);
+
+thread_local! {
+    /// The recorded time of the call this thread replays (0: none yet).
+    static REPLAY_CALL_NS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The replay clock a plugin may read: the recorded CLOCK_MONOTONIC time of the call the
+/// calling thread replays (the latest replayed time on any other thread), and the recorded
+/// real-time offset in `*realtime_offset_ns`; 0 when no replay runs with recorded times.
+///
+/// # Safety
+/// `realtime_offset_ns` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nccl_sim_replay_clock(realtime_offset_ns: *mut i64) -> u64 {
+    if !REPLAY_CLOCK_ON.load(Ordering::Acquire) {
+        return 0;
+    }
+    if !realtime_offset_ns.is_null() {
+        // SAFETY: non-NULL and writable (caller).
+        unsafe { *realtime_offset_ns = REPLAY_REALTIME_OFFSET_NS.load(Ordering::Relaxed) };
+    }
+    match REPLAY_CALL_NS.with(Cell::get) {
+        0 => REPLAY_LATEST_NS.load(Ordering::Acquire),
+        own => own,
+    }
+}
+
+/// Sets the replay clock of this thread to a call's recorded time (never back).
+fn replay_clock_at(time_ns: u64) {
+    let now = REPLAY_CALL_NS.with(|own| {
+        let now = own.get().max(time_ns);
+        own.set(now);
+        now
+    });
+    REPLAY_LATEST_NS.fetch_max(now, Ordering::AcqRel);
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Timing {
@@ -54,6 +100,10 @@ pub struct ReplayArgs {
     /// replayed trace names the same hosts as the recorded one.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     recorded_hosts: bool,
+    /// Offer the recorded times as the plugin's clock (`nccl_sim_replay_clock`), so that
+    /// the replayed trace has the recorded run's times; `false`: the plugin's own clock.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    recorded_times: bool,
 }
 
 pub fn main(args: ReplayArgs) -> ExitCode {
@@ -687,6 +737,21 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
         }
         None => None,
     };
+    // The job's recordings share a clock: the earliest call of any is the replay's start.
+    let first_ns = recordings
+        .iter()
+        .filter_map(|r| {
+            let to_ns = r.to_ns();
+            r.calls().map(|(_, time, _)| to_ns(time)).min()
+        })
+        .min()
+        .unwrap_or(0);
+    if args.recorded_times {
+        // Before the plugin is loaded: it looks for the clock once.
+        REPLAY_LATEST_NS.store(first_ns.max(1), Ordering::Release);
+        REPLAY_REALTIME_OFFSET_NS.store(recording.realtime_offset_ns(), Ordering::Release);
+        REPLAY_CLOCK_ON.store(true, Ordering::Release);
+    }
     let setting = args
         .plugin
         .clone()
@@ -703,15 +768,6 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
         foreign_pids: Mutex::new(HashMap::new()),
         late: AtomicU64::new(0),
     };
-    // The job's recordings share a clock: the earliest call of any is the replay's start.
-    let first_ns = recordings
-        .iter()
-        .filter_map(|r| {
-            let to_ns = r.to_ns();
-            r.calls().map(|(_, time, _)| to_ns(time)).min()
-        })
-        .min()
-        .unwrap_or(0);
     let start = Instant::now();
     let made = AtomicU64::new(0);
     std::thread::scope(|scope| {
@@ -729,6 +785,7 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
                             }
                         }
                         results.wait_after(&step.after, step.position);
+                        replay_clock_at(step.time_ns);
                         // SAFETY: the table belongs to the library kept open until the
                         // replay ends; every pointer passed lives through the call.
                         if unsafe { make_call(table, results, own, step) } {

@@ -12,9 +12,13 @@
 //! The TSC is used only when the kernel itself uses it as its clock source (so it is
 //! synchronised across CPUs and invariant) and the CPU reports `constant_tsc` and
 //! `nonstop_tsc`; `NCCL_SCOREP_CLOCK` can force either source.
+//!
+//! A process that replays a recording (`nccl-sim replay`) offers a third source, the
+//! replay clock: the recorded time of the call being replayed, so that a replayed trace
+//! carries the times of the recorded run.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 /// What [`ticks`] reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,32 +27,114 @@ pub enum Source {
     Tsc,
     /// CLOCK_MONOTONIC nanoseconds (ticks are nanoseconds already).
     Monotonic,
+    /// The replaying process's clock: recorded CLOCK_MONOTONIC nanoseconds.
+    Replay,
 }
 
-static USE_TSC: AtomicBool = AtomicBool::new(false);
+const MONOTONIC: u8 = 0;
+const TSC: u8 = 1;
+const REPLAY: u8 = 2;
 
-/// Chooses what [`ticks`] reads, for the whole process.
+static SOURCE: AtomicU8 = AtomicU8::new(MONOTONIC);
+
+/// The symbol a replaying process exports: `uint64_t f(int64_t *realtime_offset_ns)`
+/// gives the recorded CLOCK_MONOTONIC time of the call the calling thread replays (the
+/// latest replayed time on other threads) and the recorded process's CLOCK_REALTIME minus
+/// CLOCK_MONOTONIC; 0 when no replay runs.
+pub const REPLAY_CLOCK_SYMBOL: &std::ffi::CStr = c"nccl_sim_replay_clock";
+
+type ReplayClockFn = unsafe extern "C" fn(*mut i64) -> u64;
+
+/// The replaying process's clock function, once found (0: none).
+static REPLAY_CLOCK: AtomicUsize = AtomicUsize::new(0);
+
+/// Chooses what [`ticks`] reads, for the whole process. [`Source::Replay`] is taken only
+/// when [`replay_clock_offered`] found the replaying process's clock.
 pub fn select(source: Source) {
-    USE_TSC.store(source == Source::Tsc, Ordering::Relaxed);
+    let value = match source {
+        Source::Tsc => TSC,
+        Source::Monotonic => MONOTONIC,
+        Source::Replay if REPLAY_CLOCK.load(Ordering::Acquire) != 0 => REPLAY,
+        Source::Replay => MONOTONIC,
+    };
+    SOURCE.store(value, Ordering::Release);
 }
 
 /// The source [`ticks`] reads now.
 pub fn source() -> Source {
-    if USE_TSC.load(Ordering::Relaxed) {
-        Source::Tsc
-    } else {
-        Source::Monotonic
+    match SOURCE.load(Ordering::Relaxed) {
+        TSC => Source::Tsc,
+        REPLAY => Source::Replay,
+        _ => Source::Monotonic,
     }
+}
+
+/// Whether this process replays a recording and offers its clock (looked up once).
+pub fn replay_clock_offered() -> bool {
+    if REPLAY_CLOCK.load(Ordering::Acquire) != 0 {
+        return true;
+    }
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, REPLAY_CLOCK_SYMBOL.as_ptr()) };
+    if symbol.is_null() {
+        return false;
+    }
+    // SAFETY: the replaying process exports the symbol with this signature (see
+    // REPLAY_CLOCK_SYMBOL).
+    let function: ReplayClockFn = unsafe { std::mem::transmute(symbol) };
+    let mut offset = 0i64;
+    // SAFETY: as above, with a valid out-pointer.
+    if unsafe { function(&mut offset) } == 0 {
+        return false;
+    }
+    REPLAY_CLOCK.store(symbol as usize, Ordering::Release);
+    true
+}
+
+/// The replay clock's time and real-time offset; `None` without one.
+#[inline(never)]
+fn replay_clock() -> Option<(u64, i64)> {
+    let address = REPLAY_CLOCK.load(Ordering::Acquire);
+    if address == 0 {
+        return None;
+    }
+    // SAFETY: an address found by `replay_clock_offered` for this signature; the
+    // function lives in the executable, for the life of the process.
+    let function: ReplayClockFn = unsafe { std::mem::transmute(address) };
+    let mut offset = 0i64;
+    // SAFETY: as above, with a valid out-pointer.
+    let ns = unsafe { function(&mut offset) };
+    Some((ns, offset))
 }
 
 /// The time stamp of a record: TSC ticks or monotonic nanoseconds, see [`source`].
 #[inline]
 pub fn ticks() -> u64 {
-    if USE_TSC.load(Ordering::Relaxed) {
-        tsc()
-    } else {
-        now_ns()
+    match SOURCE.load(Ordering::Relaxed) {
+        TSC => tsc(),
+        MONOTONIC => system::now_ns(),
+        _ => now_ns(),
     }
+}
+
+/// Nanoseconds of CLOCK_MONOTONIC (the recorded one under a replay clock).
+pub fn now_ns() -> u64 {
+    if SOURCE.load(Ordering::Relaxed) == REPLAY {
+        if let Some((ns, _)) = replay_clock() {
+            return ns;
+        }
+    }
+    system::now_ns()
+}
+
+/// Nanoseconds since the Unix epoch (the recorded run's under a replay clock).
+pub fn realtime_ns() -> u64 {
+    if SOURCE.load(Ordering::Relaxed) == REPLAY {
+        if let Some((ns, offset)) = replay_clock() {
+            return ns.saturating_add_signed(offset);
+        }
+    }
+    system::realtime_ns()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -61,7 +147,7 @@ fn tsc() -> u64 {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
 fn tsc() -> u64 {
-    now_ns()
+    system::now_ns()
 }
 
 /// Whether this machine's TSC can stamp records: x86_64, the kernel's clock source is the
@@ -96,7 +182,7 @@ fn calibration_now() -> Calibration {
     let mut best: Option<(u64, Calibration)> = None;
     for _ in 0..3 {
         let before = tsc();
-        let ns = now_ns();
+        let ns = system::now_ns();
         let after = tsc();
         let width = after.wrapping_sub(before);
         if best.is_none_or(|(w, _)| width < w) {
@@ -112,10 +198,22 @@ fn calibration_now() -> Calibration {
     best.map_or(
         Calibration {
             ticks: tsc(),
-            ns: now_ns(),
+            ns: system::now_ns(),
         },
         |(_, c)| c,
     )
+}
+
+/// A reading of [`ticks`] and of [`now_ns`] for the same instant (ticks, ns): the
+/// midpoint of two TSC readings around the clock's, as the collector calibrates.
+pub fn tick_pair() -> (u64, u64) {
+    if source() == Source::Tsc {
+        let pair = calibration_now();
+        (pair.ticks, pair.ns)
+    } else {
+        let now = now_ns();
+        (now, now)
+    }
 }
 
 /// Recent calibrations kept at full resolution (one per collector round).
@@ -208,7 +306,7 @@ impl TickConverter {
     /// Takes a calibration now. Call it after draining the rings: every record drained
     /// before it then lies between two calibrations.
     pub fn calibrate(&mut self) {
-        if self.source == Source::Monotonic {
+        if self.source != Source::Tsc {
             return;
         }
         // Segments change when calibrations are added or thinned out.
@@ -238,7 +336,7 @@ impl TickConverter {
     /// Nanoseconds of CLOCK_MONOTONIC for a record's ticks.
     #[inline]
     pub fn to_ns(&mut self, ticks: u64) -> u64 {
-        if self.source == Source::Monotonic {
+        if self.source != Source::Tsc {
             return ticks;
         }
         if let Some(segment) = &self.segment {
@@ -301,7 +399,8 @@ fn interpolate(a: Calibration, b: Calibration, ticks: u64) -> u64 {
     Segment::new(a, b).at(ticks)
 }
 
-pub use nccl_scorep_common::clock::{now_ns, realtime_ns, thread_cpu_ns};
+use nccl_scorep_common::clock as system;
+pub use nccl_scorep_common::clock::thread_cpu_ns;
 
 /// A pair of readings of the monotonic and the real-time clock, taken back to back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,6 +457,15 @@ mod tests {
             );
         }
         select(Source::Monotonic);
+    }
+
+    #[test]
+    fn without_a_replaying_process_the_replay_clock_is_not_taken() {
+        assert!(!replay_clock_offered(), "the test binary exports no replay clock");
+        select(Source::Replay);
+        assert_eq!(source(), Source::Monotonic);
+        let (ticks, ns) = tick_pair();
+        assert_eq!(ticks, ns, "monotonic ticks are nanoseconds");
     }
 
     #[test]

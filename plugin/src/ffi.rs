@@ -9,7 +9,7 @@
 use crate::context::ContextInfo;
 use crate::decode::{DecodeArgs, DecodeDescr};
 use crate::runtime::{self, InitArgs};
-use crate::{hot_path, record, scorep_mode};
+use crate::{clock, hot_path, record, scorep_mode};
 use nccl_profiler_abi::{
     self as abi, ncclDebugLogger_t, ncclProfilerEventState_t, ncclResult_t, ProfilerTable,
     NCCL_SUCCESS,
@@ -37,21 +37,33 @@ unsafe extern "C" fn start_event<D: DecodeDescr>(
     // SAFETY: NCCL passes a writable handle slot and a descriptor of the version whose
     // table it called (both checked for NULL inside).
     boundary(|| unsafe {
-        hot_path::start_event::<D>(context, handle_out, descr);
+        if !record::active() {
+            hot_path::start_event::<D>(context, handle_out, descr, hot_path::Clock);
+            return;
+        }
+        // Record mode files the call with the time our trace gives it.
+        let time = hot_path::Stamped(clock::ticks());
+        hot_path::start_event::<D>(context, handle_out, descr, time);
         record::started(
             D::VERSION,
             size_of::<D>(),
             context,
             handle_out,
             descr.cast(),
+            time.0,
         );
     })
 }
 
 unsafe extern "C" fn stop_event(handle: *mut c_void) -> ncclResult_t {
     boundary(|| {
-        hot_path::stop_event(handle);
-        record::stopped(handle);
+        if !record::active() {
+            hot_path::stop_event(handle, hot_path::Clock);
+            return;
+        }
+        let time = hot_path::Stamped(clock::ticks());
+        hot_path::stop_event(handle, time);
+        record::stopped(handle, time.0);
     })
 }
 
@@ -62,8 +74,13 @@ unsafe extern "C" fn record_event_state<A: DecodeArgs>(
 ) -> ncclResult_t {
     // SAFETY: NCCL passes NULL or the state arguments of the version whose table it called.
     boundary(|| unsafe {
-        hot_path::record_state::<A>(handle, state, args);
-        record::state(handle, state, size_of::<A>(), args.cast());
+        if !record::active() {
+            hot_path::record_state::<A>(handle, state, args, hot_path::Clock);
+            return;
+        }
+        let time = hot_path::Stamped(clock::ticks());
+        hot_path::record_state::<A>(handle, state, args, time);
+        record::state(handle, state, size_of::<A>(), args.cast(), time.0);
     })
 }
 

@@ -23,6 +23,35 @@ use crate::scorep_mode;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
+/// Where a callback's time stamp comes from: read when needed ([`Clock`]), so that a
+/// refused call never pays for the read, or taken once by the caller ([`Stamped`]) when
+/// record mode files the same call with the same time.
+pub trait Stamp: Copy {
+    fn ticks(self) -> u64;
+}
+
+/// Reads [`clock::ticks`] when a record needs its time.
+#[derive(Clone, Copy)]
+pub struct Clock;
+
+impl Stamp for Clock {
+    #[inline(always)]
+    fn ticks(self) -> u64 {
+        clock::ticks()
+    }
+}
+
+/// A time the caller already read.
+#[derive(Clone, Copy)]
+pub struct Stamped(pub u64);
+
+impl Stamp for Stamped {
+    #[inline(always)]
+    fn ticks(self) -> u64 {
+        self.0
+    }
+}
+
 /// `startEvent` for any version.
 ///
 /// # Safety
@@ -32,6 +61,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
     context: *mut c_void,
     handle_out: *mut *mut c_void,
     descr: *const D,
+    stamp: impl Stamp,
 ) {
     if handle_out.is_null() {
         if let Some(rt) = runtime() {
@@ -45,13 +75,13 @@ pub unsafe fn start_event<D: DecodeDescr>(
     let Some(rt) = runtime() else { return };
     if chain::ACTIVE.load(Ordering::Relaxed) {
         // SAFETY: as for this function.
-        unsafe { start_chained(rt, context, handle_out, descr) };
+        unsafe { start_chained(rt, context, handle_out, descr, stamp) };
         return;
     }
     if !rt.recording() {
         return;
     }
-    let time = clock::ticks();
+    let time = stamp.ticks();
     // SAFETY: NULL or a valid descriptor (caller).
     let Some((d, kind)) = (unsafe { described(rt, descr) }) else {
         return;
@@ -164,9 +194,10 @@ unsafe fn start_chained<D: DecodeDescr>(
     context: *mut c_void,
     handle_out: *mut *mut c_void,
     descr: *const D,
+    stamp: impl Stamp,
 ) {
     let Some(chain) = chain::get() else { return };
-    let time = clock::ticks();
+    let time = stamp.ticks();
     // SAFETY: NULL or a valid descriptor (caller).
     let Some((d, kind)) = (unsafe { described(rt, descr) }) else {
         return;
@@ -293,20 +324,20 @@ fn context_accepted(rt: &Runtime, kind: Kind, event: &Event, context: u64) -> bo
 
 /// `stopEvent` for any version.
 #[inline]
-pub fn stop_event(handle: *mut c_void) {
+pub fn stop_event(handle: *mut c_void, stamp: impl Stamp) {
     let Some(rt) = runtime() else { return };
     if chain::ACTIVE.load(Ordering::Relaxed) {
-        stop_chained(rt, handle as u64);
+        stop_chained(rt, handle as u64, stamp);
         return;
     }
-    stop_recorded(rt, handle as u64, true);
+    stop_recorded(rt, handle as u64, true, stamp);
 }
 
 /// Our part of a stop: frees the id and, if `recorded`, pushes the stop. Whether the
 /// handle was live.
 #[inline]
-fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
-    let time = clock::ticks();
+fn stop_recorded(rt: &Runtime, value: u64, recorded: bool, stamp: impl Stamp) -> bool {
+    let time = stamp.ticks();
     panic_probe(value);
     match rt.shared.slab.release(value) {
         Ok(bits) => {
@@ -348,10 +379,10 @@ fn stop_recorded(rt: &Runtime, value: u64, recorded: bool) -> bool {
 /// `stopEvent` with a chained plugin: its handle is read while ours is live, and it is
 /// stopped only when ours was (once, and never with a handle it did not give).
 #[inline(never)]
-fn stop_chained(rt: &Runtime, value: u64) {
+fn stop_chained(rt: &Runtime, value: u64, stamp: impl Stamp) {
     let slab = &rt.shared.slab;
     let Some(chain) = chain::get() else {
-        stop_recorded(rt, value, true);
+        stop_recorded(rt, value, true, stamp);
         return;
     };
     let theirs = match slab.check(value) {
@@ -364,7 +395,7 @@ fn stop_chained(rt: &Runtime, value: u64) {
             }
             // Claimed before the slot is free too: a later event may take it at once.
             let claimed = chained.handle != 0 && slab.claim_chained_stop(value);
-            stop_recorded(rt, value, chained.recorded);
+            stop_recorded(rt, value, chained.recorded, stamp);
             claimed.then_some(chained.handle)
         }
         Err(HandleError::AlreadyStopped) => {
@@ -372,7 +403,7 @@ fn stop_chained(rt: &Runtime, value: u64) {
             // up waiting for, a step NCCL started again): the chained plugin still gets
             // this stop, once.
             let found = slab.chained_after_release(value);
-            stop_recorded(rt, value, true);
+            stop_recorded(rt, value, true, stamp);
             found.and_then(|(bits, chained)| {
                 if chained.handle == 0 {
                     return None;
@@ -384,7 +415,7 @@ fn stop_chained(rt: &Runtime, value: u64) {
             })
         }
         Err(_) => {
-            stop_recorded(rt, value, true);
+            stop_recorded(rt, value, true, stamp);
             None
         }
     };
@@ -398,11 +429,16 @@ fn stop_chained(rt: &Runtime, value: u64) {
 /// # Safety
 /// `args` is NULL or points to version `A`'s state arguments.
 #[inline]
-pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args: *const A) {
+pub unsafe fn record_state<A: DecodeArgs>(
+    handle: *mut c_void,
+    state: i32,
+    args: *const A,
+    stamp: impl Stamp,
+) {
     let Some(rt) = runtime() else { return };
     if chain::ACTIVE.load(Ordering::Relaxed) {
         // SAFETY: as for this function.
-        unsafe { record_chained(rt, handle as u64, state, args) };
+        unsafe { record_chained(rt, handle as u64, state, args, stamp) };
         return;
     }
     if !rt.recording() {
@@ -412,7 +448,7 @@ pub unsafe fn record_state<A: DecodeArgs>(handle: *mut c_void, state: i32, args:
     panic_probe(value);
     if let Some(bits) = checked_for_record(rt, value) {
         // SAFETY: as for this function.
-        unsafe { record_recorded(rt, value, bits.kind, state, args) };
+        unsafe { record_recorded(rt, value, bits.kind, state, args, stamp) };
     }
 }
 
@@ -444,8 +480,9 @@ unsafe fn record_recorded<A: DecodeArgs>(
     kind: Kind,
     state: i32,
     args: *const A,
+    stamp: impl Stamp,
 ) {
-    let time = clock::ticks();
+    let time = stamp.ticks();
     if !kind.accepts_state(state) {
         Counters::bump(&rt.shared.counters.unknown_state);
         return;
@@ -465,7 +502,13 @@ unsafe fn record_recorded<A: DecodeArgs>(
 /// # Safety
 /// `args` is NULL or points to version `A`'s state arguments.
 #[inline(never)]
-unsafe fn record_chained<A: DecodeArgs>(rt: &Runtime, value: u64, state: i32, args: *const A) {
+unsafe fn record_chained<A: DecodeArgs>(
+    rt: &Runtime,
+    value: u64,
+    state: i32,
+    args: *const A,
+    stamp: impl Stamp,
+) {
     panic_probe(value);
     let (bits, chained) = match rt.shared.slab.chained_after_release(value) {
         // Freed by our collector before NCCL is done with it: still the chained plugin's.
@@ -489,6 +532,6 @@ unsafe fn record_chained<A: DecodeArgs>(rt: &Runtime, value: u64, state: i32, ar
     }
     if chained.recorded && rt.recording() {
         // SAFETY: as for this function.
-        unsafe { record_recorded(rt, value, bits.kind, state, args) };
+        unsafe { record_recorded(rt, value, bits.kind, state, args, stamp) };
     }
 }

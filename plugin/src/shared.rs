@@ -41,15 +41,13 @@ impl Shared {
         let salt = (pid as u64 ^ clock::realtime_ns() >> 10).wrapping_mul(0x9E37_79B9) >> 24;
         let salt = salt as u8;
         let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 2);
-        let tsc = match config.clock {
-            ClockChoice::Tsc => true,
-            ClockChoice::Monotonic => false,
-            ClockChoice::Auto => clock::tsc_is_reliable(),
-        };
-        clock::select(if tsc {
-            clock::Source::Tsc
-        } else {
-            clock::Source::Monotonic
+        clock::select(match config.clock {
+            ClockChoice::Tsc => clock::Source::Tsc,
+            ClockChoice::Monotonic => clock::Source::Monotonic,
+            // A replay's trace carries the recorded times.
+            ClockChoice::Auto if clock::replay_clock_offered() => clock::Source::Replay,
+            ClockChoice::Auto if clock::tsc_is_reliable() => clock::Source::Tsc,
+            ClockChoice::Auto => clock::Source::Monotonic,
         });
         let slab = Slab::new(salt, config.max_open_events, shards);
         let slab = if config.chain.is_some() {

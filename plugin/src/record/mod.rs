@@ -140,6 +140,12 @@ pub fn begin(shared: &crate::shared::Shared, api: u8) {
     }
 }
 
+/// Whether calls are being recorded (the callbacks then stamp each call once, for both).
+#[inline]
+pub fn active() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
 /// Turns recording off in a forked child (only an atomic store: safe there).
 pub fn stop_in_forked_child() {
     ON.store(false, Ordering::Release);
@@ -157,11 +163,11 @@ pub unsafe fn started(
     context: *mut c_void,
     handle_out: *mut *mut c_void,
     descr: *const u8,
+    time: u64,
 ) {
     if !ON.load(Ordering::Relaxed) {
         return;
     }
-    let time = clock::ticks();
     let handle = if handle_out.is_null() {
         0
     } else {
@@ -201,11 +207,11 @@ pub unsafe fn started(
 
 /// `stopEvent`, with the handle NCCL passed.
 #[inline]
-pub fn stopped(handle: *mut c_void) {
+pub fn stopped(handle: *mut c_void, time: u64) {
     if !ON.load(Ordering::Relaxed) {
         return;
     }
-    push(Slot::new(What::Stop, clock::ticks(), handle as u64));
+    push(Slot::new(What::Stop, time, handle as u64));
 }
 
 /// `recordEventState`, with what NCCL passed.
@@ -213,11 +219,11 @@ pub fn stopped(handle: *mut c_void) {
 /// # Safety
 /// `args` is NULL or points to `size` readable bytes.
 #[inline]
-pub unsafe fn state(handle: *mut c_void, state: i32, size: usize, args: *const u8) {
+pub unsafe fn state(handle: *mut c_void, state: i32, size: usize, args: *const u8, time: u64) {
     if !ON.load(Ordering::Relaxed) {
         return;
     }
-    let mut slot = Slot::new(What::State, clock::ticks(), handle as u64);
+    let mut slot = Slot::new(What::State, time, handle as u64);
     slot.state = state;
     if args.is_null() {
         slot.null_args = true;

@@ -88,14 +88,15 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
             api,
             clock: match clock::source() {
                 clock::Source::Tsc => ClockKind::Tsc,
-                clock::Source::Monotonic => ClockKind::Monotonic,
+                clock::Source::Monotonic | clock::Source::Replay => ClockKind::Monotonic,
             },
             pid: shared.pid,
             host: shared.host.clone(),
             realtime_ns: clock::realtime_ns(),
         },
     );
-    encode::clock(&mut out, clock::ticks(), clock::now_ns());
+    let (ticks, ns) = clock::tick_pair();
+    encode::clock(&mut out, ticks, ns);
     let capacity = (shared.config.buffer_bytes / std::mem::size_of::<Slot>()).max(1024);
     let recorder = RECORDER.get_or_init(|| Recorder {
         state: Mutex::new(State {
@@ -150,7 +151,8 @@ extern "C" fn finish_at_exit() {
         };
         let mut state = recorder.state();
         drain(recorder, &mut state);
-        encode::clock(&mut state.out, clock::ticks(), clock::now_ns());
+        let (ticks, ns) = clock::tick_pair();
+        encode::clock(&mut state.out, ticks, ns);
         encode::end(&mut state.out);
         write_out(&mut state);
         state.file = None;
@@ -192,7 +194,8 @@ pub(super) fn finalize(thread: u32, time: u64, context: u64) {
     let mut state = recorder.state();
     drain(recorder, &mut state);
     encode::finalize(&mut state.out, thread, time, context);
-    encode::clock(&mut state.out, clock::ticks(), clock::now_ns());
+    let (ticks, ns) = clock::tick_pair();
+    encode::clock(&mut state.out, ticks, ns);
     write_out(&mut state);
 }
 
