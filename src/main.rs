@@ -114,7 +114,7 @@ enum Command {
     Status {
         /// The job's run directory (NCCL_SCOREP_OUTPUT_DIR).
         run_dir: std::path::PathBuf,
-        /// Print JSON (schema nccl-scorep-status/1).
+        /// Print JSON (schema nccl-scorep-status/2).
         #[arg(long)]
         json: bool,
         /// Refresh every SECS seconds (default 2) until interrupted.

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The JSON schema's name and version (docs/hangs.md).
-pub const SCHEMA: &str = "nccl-scorep-status/1";
+pub const SCHEMA: &str = "nccl-scorep-status/2";
 /// A heartbeat older than this marks its process stale.
 const STALE: Duration = Duration::from_secs(5);
 
@@ -134,6 +134,18 @@ pub fn to_json(d: &Diagnosis) -> Value {
                 "gpu_start_ns": s.op.gpu_start_ns,
                 "since_ns": s.since_ns,
                 "for_ns": d.now_ns.saturating_sub(s.since_ns),
+                "proxy": s.op.proxy.as_ref().map(|w| json!({
+                    "direction": if w.send { "send" } else { "receive" },
+                    "peer": w.peer,
+                    "channel": w.channel,
+                    "waiting_on": if w.send { "network" } else { "peer" },
+                    "steps_done": w.steps_done,
+                    "steps": w.steps,
+                    "step_waiting": w.step_waiting,
+                    "open_proxy_operations": w.open,
+                    "since_ns": w.since_ns,
+                    "for_ns": d.now_ns.saturating_sub(w.since_ns),
+                })),
             })),
         })).collect::<Vec<_>>(),
     })

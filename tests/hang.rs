@@ -145,7 +145,7 @@ fn a_rank_that_never_enters_a_collective_is_named_and_the_hang_timeout_reports_i
         comm["not_arrived"]["seq"] == 2 && lasted_a_second(comm)
     });
     let comm = &seen["communicators"][0];
-    assert_eq!(seen["schema"], "nccl-scorep-status/1");
+    assert_eq!(seen["schema"], "nccl-scorep-status/2");
     assert_eq!(comm["nranks"], 4);
     assert_eq!(
         comm["not_arrived"]["ranks"],
@@ -265,6 +265,65 @@ fn a_kernel_that_does_not_finish_is_named_and_the_signal_reports_it_without_stop
         1,
         "{stderr}"
     );
+    assert_job_went_on(&out);
+}
+
+#[test]
+fn a_send_step_waiting_on_the_network_is_named_with_its_peer_and_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let child = job(
+        &out,
+        &[
+            "--hang-rank",
+            "1",
+            "--hang-seq",
+            "2",
+            "--hang-ms",
+            HANG_MS,
+            "--hang-in",
+            "proxy",
+        ],
+        &[("NCCL_SCOREP_EVENTS", "default,proxy_step")],
+    );
+    let seen = status_when(&out, |s| {
+        let comm = &s["communicators"][0];
+        comm["longest_unfinished"]["state"] == "proxy" && lasted_a_second(comm)
+    });
+    let stuck = &seen["communicators"][0]["longest_unfinished"];
+    assert_eq!(
+        (stuck["rank"].as_i64(), stuck["seq"].as_i64()),
+        (Some(1), Some(2)),
+        "{seen:#}"
+    );
+    let proxy = &stuck["proxy"];
+    assert_eq!(proxy["direction"], "send", "{seen:#}");
+    assert_eq!(proxy["waiting_on"], "network");
+    // nccl-sim's ring: rank 1 sends to rank 2; the first of its 4 steps waits.
+    assert_eq!(proxy["peer"], 2);
+    assert_eq!(proxy["channel"], 0);
+    assert_eq!(
+        (proxy["steps_done"].as_u64(), proxy["steps"].as_u64()),
+        (Some(0), Some(4))
+    );
+    assert_eq!(proxy["step_waiting"], true);
+    assert_eq!(stuck["since_ns"], proxy["since_ns"]);
+    let text = String::from_utf8_lossy(&status(&out, false).stdout).into_owned();
+    assert!(
+        text.contains(
+            "longest unfinished: rank 1 AllReduce seq 2 (65536 bytes) done on the GPU, its \
+             proxy operations not, for "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "    proxy send to rank 2 on channel 0, 0 of 4 steps done, one waiting: waiting on \
+             the network, for "
+        ),
+        "{text}"
+    );
+    finish(child);
     assert_job_went_on(&out);
 }
 

@@ -396,7 +396,13 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
     let paced = dir.path().join("paced");
     let started = std::time::Instant::now();
     nccl_sim(
-        &["replay", "--timing", "original", "--recorded-times", "false"],
+        &[
+            "replay",
+            "--timing",
+            "original",
+            "--recorded-times",
+            "false",
+        ],
         &recordings,
         &plugin,
         &paced,
@@ -409,7 +415,12 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
     assert_eq!(facts(&paced), facts(&original));
     // With the plugin's own clock, every event is later than all of the original run.
     let span_of = |run: &Path| {
-        let all: Vec<u64> = times(run).into_values().flatten().flatten().flatten().collect();
+        let all: Vec<u64> = times(run)
+            .into_values()
+            .flatten()
+            .flatten()
+            .flatten()
+            .collect();
         (*all.iter().min().unwrap(), *all.iter().max().unwrap())
     };
     assert!(span_of(&paced).0 > span_of(&original).1);

@@ -2,7 +2,7 @@
 //! read by `nccl-scorep status` and by the plugin's hang report), the reader that never
 //! returns a torn record, and the diagnosis of a run directory's recorder files.
 //!
-//! Layout (version 1, little-endian, documented in docs/hangs.md): a 128-byte header,
+//! Layout (version 2, little-endian, documented in docs/hangs.md): a 128-byte header,
 //! then `slots` slots of `SLOT_HEADER_BYTES + ops_per_slot * RECORD_BYTES` bytes. Every
 //! slot and the header's time fields are guarded by a sequence counter that is odd while
 //! the writer changes them; a reader copies, checks the counter is even and unchanged, and
@@ -15,10 +15,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 pub const MAGIC: [u8; 8] = *b"NCSPFLT\0";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const HEADER_BYTES: usize = 128;
 pub const SLOT_HEADER_BYTES: usize = 64;
-pub const RECORD_BYTES: usize = 64;
+pub const RECORD_BYTES: usize = 96;
 pub const FUNC_BYTES: usize = 16;
 pub const HOST_BYTES: usize = 64;
 /// Upper bounds a reader accepts, so a damaged header cannot ask for gigabytes.
@@ -68,6 +68,18 @@ pub mod record {
     pub const ENQUEUED_NS: usize = 40;
     pub const GPU_START_NS: usize = 48;
     pub const COMPLETED_NS: usize = 56;
+    /// The proxy operation the operation waits for (see [`super::ProxyWait`]): since
+    /// when (CLOCK_MONOTONIC ns; 0: no proxy operation open), its peer, channel,
+    /// direction, the steps done of its steps (0 of 0: steps not recorded), whether a
+    /// step waits, and how many of the operation's proxy operations are open.
+    pub const PROXY_SINCE_NS: usize = 64;
+    pub const PROXY_PEER: usize = 72;
+    pub const PROXY_CHANNEL: usize = 76;
+    pub const PROXY_SEND: usize = 77;
+    pub const PROXY_STEP_WAITING: usize = 78;
+    pub const PROXY_STEPS_DONE: usize = 80;
+    pub const PROXY_STEPS: usize = 84;
+    pub const PROXY_OPEN: usize = 88;
 }
 
 pub const SLOT_FREE: u8 = 0;
@@ -85,6 +97,8 @@ pub enum OpState {
     /// Started on the GPU, not completed.
     Running = 2,
     Completed = 3,
+    /// Its GPU part ended; its proxy operations wait on the network or the peer.
+    Proxy = 4,
 }
 
 impl OpState {
@@ -93,6 +107,7 @@ impl OpState {
             1 => Some(OpState::Enqueued),
             2 => Some(OpState::Running),
             3 => Some(OpState::Completed),
+            4 => Some(OpState::Proxy),
             _ => None,
         }
     }
@@ -102,6 +117,7 @@ impl OpState {
             OpState::Enqueued => "enqueued",
             OpState::Running => "running",
             OpState::Completed => "completed",
+            OpState::Proxy => "proxy",
         }
     }
 
@@ -111,6 +127,7 @@ impl OpState {
             OpState::Enqueued => "enqueued but never started on the GPU",
             OpState::Running => "started on the GPU but not completed",
             OpState::Completed => "completed",
+            OpState::Proxy => "done on the GPU, its proxy operations not",
         }
     }
 }
@@ -173,6 +190,54 @@ pub struct OpRecord<'a> {
     pub enqueued_ns: u64,
     pub gpu_start_ns: u64,
     pub completed_ns: u64,
+}
+
+/// The proxy operation an operation waits for: the oldest of its open ones, by the time
+/// it last moved on (its start, or its last step's end).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyWait {
+    /// Since when it has not moved on (CLOCK_MONOTONIC ns written, CLOCK_REALTIME read).
+    pub since_ns: u64,
+    pub peer: i32,
+    pub channel: u8,
+    pub send: bool,
+    /// A step of it started and has not ended (steps are recorded).
+    pub step_waiting: bool,
+    pub steps_done: u32,
+    /// Its steps (0: NCCL gave none, or they are not recorded).
+    pub steps: u32,
+    /// Open proxy operations of the operation.
+    pub open: u32,
+}
+
+impl ProxyWait {
+    /// What it waits for, in words: a send waits for the network to take its data, a
+    /// receive for the peer's data.
+    pub fn describe(&self) -> String {
+        let (direction, waits_on) = if self.send {
+            ("send to", "the network")
+        } else {
+            ("receive from", "the peer")
+        };
+        let steps = if self.steps > 0 {
+            format!(
+                ", {} of {} steps done{}",
+                self.steps_done,
+                self.steps,
+                if self.step_waiting {
+                    ", one waiting"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "proxy {direction} rank {} on channel {}{steps}: waiting on {waits_on}",
+            self.peer, self.channel
+        )
+    }
 }
 
 /// Where a written operation is, to change its state later.
@@ -320,6 +385,36 @@ impl FlightWriter {
         }
     }
 
+    /// The proxy operation `op` waits for (`None`: none open), and whether its GPU part
+    /// ended (then it is waiting in the proxy).
+    pub fn proxy_wait(&mut self, op: OpSlot, wait: Option<ProxyWait>, gpu_done: bool) {
+        if !self.holds(op) {
+            return;
+        }
+        let r = self.record_at(op.slot, op.number);
+        let wait = wait.unwrap_or_default();
+        let rec = &mut self.image[r..r + RECORD_BYTES];
+        put_u64(rec, record::PROXY_SINCE_NS, wait.since_ns);
+        put_i32(rec, record::PROXY_PEER, wait.peer);
+        rec[record::PROXY_CHANNEL] = wait.channel;
+        rec[record::PROXY_SEND] = u8::from(wait.send);
+        rec[record::PROXY_STEP_WAITING] = u8::from(wait.step_waiting);
+        put_u32(rec, record::PROXY_STEPS_DONE, wait.steps_done);
+        put_u32(rec, record::PROXY_STEPS, wait.steps);
+        put_u32(rec, record::PROXY_OPEN, wait.open);
+        let state = rec[record::STATE];
+        if state != OpState::Completed as u8 {
+            rec[record::STATE] = if gpu_done && wait.since_ns != 0 {
+                OpState::Proxy as u8
+            } else if state == OpState::Proxy as u8 {
+                OpState::Running as u8
+            } else {
+                state
+            };
+        }
+        self.dirty[op.slot] = true;
+    }
+
     pub fn completed(&mut self, op: OpSlot, time_ns: u64) {
         if !self.holds(op) {
             return;
@@ -327,6 +422,7 @@ impl FlightWriter {
         let r = self.record_at(op.slot, op.number);
         self.image[r + record::STATE] = OpState::Completed as u8;
         put_u64(&mut self.image, r + record::COMPLETED_NS, time_ns);
+        put_u64(&mut self.image, r + record::PROXY_SINCE_NS, 0);
         self.dirty[op.slot] = true;
     }
 
@@ -387,6 +483,8 @@ pub struct Op {
     pub enqueued_ns: u64,
     pub gpu_start_ns: u64,
     pub completed_ns: u64,
+    /// The proxy operation it waits for, while one of its proxy operations is open.
+    pub proxy: Option<ProxyWait>,
 }
 
 /// One communicator rank's slot, operations oldest first.
@@ -514,11 +612,30 @@ pub fn read_file(path: &Path) -> Result<ProcessRecord, FlightError> {
                 enqueued_ns: to_real(get_u64(rec, record::ENQUEUED_NS)),
                 gpu_start_ns: to_real(get_u64(rec, record::GPU_START_NS)),
                 completed_ns: to_real(get_u64(rec, record::COMPLETED_NS)),
+                proxy: read_proxy_wait(rec).map(|wait| ProxyWait {
+                    since_ns: to_real(wait.since_ns),
+                    ..wait
+                }),
             });
         }
         record.ranks.push(comm_rank);
     }
     Ok(record)
+}
+
+/// A record's proxy fields (times as written), when a proxy operation is open.
+fn read_proxy_wait(rec: &[u8]) -> Option<ProxyWait> {
+    let since_ns = get_u64(rec, record::PROXY_SINCE_NS);
+    (since_ns != 0).then(|| ProxyWait {
+        since_ns,
+        peer: get_i32(rec, record::PROXY_PEER),
+        channel: rec[record::PROXY_CHANNEL],
+        send: rec[record::PROXY_SEND] != 0,
+        step_waiting: rec[record::PROXY_STEP_WAITING] != 0,
+        steps_done: get_u32(rec, record::PROXY_STEPS_DONE),
+        steps: get_u32(rec, record::PROXY_STEPS),
+        open: get_u32(rec, record::PROXY_OPEN),
+    })
 }
 
 /// Reads with `read` until the sequence counter at `seq_at` is even and the same before
@@ -677,10 +794,10 @@ pub fn diagnose(records: &[ProcessRecord], now_ns: u64, stale_ns: u64) -> Diagno
             .map(|(rank, op)| Stuck {
                 rank,
                 op: op.clone(),
-                since_ns: if op.state == OpState::Running {
-                    op.gpu_start_ns
-                } else {
-                    op.enqueued_ns
+                since_ns: match (op.state, &op.proxy) {
+                    (OpState::Proxy, Some(wait)) => wait.since_ns,
+                    (OpState::Running, _) => op.gpu_start_ns,
+                    _ => op.enqueued_ns,
                 },
             });
         comms.push(CommDiagnosis {
@@ -763,6 +880,14 @@ pub fn render(diagnosis: &Diagnosis) -> String {
                     stuck.op.state.stuck_where(),
                     seconds(diagnosis.now_ns.saturating_sub(stuck.since_ns))
                 );
+                if let Some(wait) = &stuck.op.proxy {
+                    let _ = writeln!(
+                        out,
+                        "    {}, for {}",
+                        wait.describe(),
+                        seconds(diagnosis.now_ns.saturating_sub(wait.since_ns))
+                    );
+                }
             }
             None => {
                 let _ = writeln!(out, "  every recorded operation completed");
@@ -791,6 +916,7 @@ mod tests {
                 enqueued_ns + 1
             },
             completed_ns: 0,
+            proxy: None,
         }
     }
 
@@ -900,5 +1026,87 @@ mod tests {
         assert_eq!((read.ranks[0].comm_hash, read.ranks[0].rank), (0xfeed, 1));
         std::fs::write(&path, b"garbage").unwrap();
         assert!(matches!(read_file(&path), Err(FlightError::Damaged { .. })));
+    }
+
+    #[test]
+    fn an_operation_done_on_the_gpu_waits_in_the_proxy_and_says_on_what() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(file_name("node", 8));
+        let mut w = FlightWriter::create(&path, "node", 8, 1, 4, 1_000).unwrap();
+        let slot = w.claim(0xbeef, 2, 4).unwrap();
+        let record = |seq| OpRecord {
+            seq,
+            func: "AllReduce",
+            is_coll: true,
+            bytes: 64,
+            peer: -1,
+            enqueued_ns: 100,
+            ..OpRecord::default()
+        };
+        let (send, recv) = (w.push(slot, &record(0)), w.push(slot, &record(1)));
+        w.gpu_started(send, 200);
+        w.gpu_started(recv, 210);
+        let waiting = ProxyWait {
+            since_ns: 300,
+            peer: 3,
+            channel: 1,
+            send: true,
+            step_waiting: true,
+            steps_done: 2,
+            steps: 8,
+            open: 2,
+        };
+        w.proxy_wait(send, Some(waiting), true);
+        // Still running on the GPU: the proxy detail, not the proxy state.
+        w.proxy_wait(
+            recv,
+            Some(ProxyWait {
+                send: false,
+                ..waiting
+            }),
+            false,
+        );
+        w.publish(9_000).unwrap();
+        let read = read_file(&path).unwrap();
+        let ops = &read.ranks[0].ops;
+        assert_eq!(
+            (ops[0].state, ops[1].state),
+            (OpState::Proxy, OpState::Running)
+        );
+        assert_eq!(
+            ops[0].proxy,
+            Some(ProxyWait {
+                since_ns: 1_300,
+                ..waiting
+            }),
+            "times on CLOCK_REALTIME"
+        );
+        let diagnosis = diagnose(&[read], 2_000_001_300, u64::MAX);
+        let stuck = diagnosis.comms[0].longest.as_ref().unwrap();
+        assert_eq!((stuck.op.seq, stuck.since_ns), (0, 1_300));
+        let text = render(&diagnosis);
+        assert!(
+            text.contains(
+                "rank 2 AllReduce seq 0 (64 bytes) done on the GPU, its proxy operations not, \
+                 for 2.0 s\n    proxy send to rank 3 on channel 1, 2 of 8 steps done, one \
+                 waiting: waiting on the network, for 2.0 s"
+            ),
+            "{text}"
+        );
+        assert!(ProxyWait {
+            send: false,
+            steps: 0,
+            ..waiting
+        }
+        .describe()
+        .ends_with("receive from rank 3 on channel 1: waiting on the peer"));
+        // Once its proxy operations end the operation is running again until completed.
+        w.proxy_wait(send, None, true);
+        w.completed(recv, 400);
+        w.publish(9_100).unwrap();
+        let read = read_file(&path).unwrap();
+        let ops = &read.ranks[0].ops;
+        assert_eq!((ops[0].state, ops[0].proxy), (OpState::Running, None));
+        assert_eq!((ops[1].state, ops[1].proxy), (OpState::Completed, None));
     }
 }

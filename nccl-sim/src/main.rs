@@ -160,6 +160,18 @@ struct RunArgs {
     hang_seq: u64,
     #[arg(long, value_name = "MS", default_value_t = 3_000)]
     hang_ms: u64,
+    /// Where the --hang-rank hang is: `gpu` (the kernel runs longer) or `proxy` (the
+    /// kernel takes its usual time; the collective's first send step waits --hang-ms for
+    /// the network; needs --transport net).
+    #[arg(long, value_enum, default_value = "gpu")]
+    hang_in: HangIn,
+}
+
+/// Where a planted hang is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum HangIn {
+    Gpu,
+    Proxy,
 }
 
 /// `nccl-sim --help`: where the plugin comes from, and the scenarios.
@@ -248,6 +260,10 @@ fn run(args: RunArgs) -> ExitCode {
             }
         };
     }
+    if args.hang_in == HangIn::Proxy && args.transport != Transport::Net {
+        eprintln!("nccl-sim: --hang-in proxy needs --transport net (the other transports have no proxy steps)");
+        return ExitCode::FAILURE;
+    }
     let job = match Job::detect() {
         Ok(job) => job,
         Err(error) => {
@@ -296,6 +312,7 @@ fn run(args: RunArgs) -> ExitCode {
         skip_destroy: args.skip_destroy,
         peer_patience: std::time::Duration::from_millis(args.peer_patience_ms),
         gpu_busy: std::time::Duration::from_micros(args.gpu_busy_us),
+        hang_in_proxy: args.hang_in == HangIn::Proxy,
         hang_kernel: args.hang_rank.map(|rank| {
             (
                 rank,

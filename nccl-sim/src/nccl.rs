@@ -76,6 +76,10 @@ pub struct SimConfig {
     /// `--hang-seq`, `--hang-ms`): (rank, the collective's seq, extra time), as a kernel
     /// that does not finish.
     pub hang_kernel: Option<(i32, u64, Duration)>,
+    /// The planted hang is in the proxy, not in the kernel (`--hang-in proxy`): the
+    /// kernel takes its usual time, and the first send step of the collective's first
+    /// send waits that long for the network.
+    pub hang_in_proxy: bool,
 }
 
 impl Default for SimConfig {
@@ -98,6 +102,7 @@ impl Default for SimConfig {
             peer_patience: Duration::from_secs(10),
             gpu_busy: Duration::ZERO,
             hang_kernel: None,
+            hang_in_proxy: false,
         }
     }
 }
@@ -1114,7 +1119,9 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw) -> Work {
         )
     });
     let duration = match (nccl.config.hang_kernel, task.op) {
-        (Some((rank, seq, extra)), Op::Coll { .. }) if rank == comm.rank() && seq == task.seq => {
+        (Some((rank, seq, extra)), Op::Coll { .. })
+            if rank == comm.rank() && seq == task.seq && !nccl.config.hang_in_proxy =>
+        {
             duration + extra
         }
         _ => duration,
@@ -1716,6 +1723,18 @@ fn progress_work(
     if config.transport == Transport::Net {
         let mut stale = 0usize;
         let mut recv_steps = 0u32;
+        // The planted proxy hang: the first send step of this collective's first send.
+        let mut network_hang = match nccl.config.hang_kernel {
+            Some((rank, seq, extra))
+                if nccl.config.hang_in_proxy
+                    && rank == work.rank
+                    && seq == work.seq
+                    && !matches!(work.func, Func::Send | Func::Recv) =>
+            {
+                Some(extra)
+            }
+            _ => None,
+        };
         for step in 0..config.steps {
             sleep_until(work.gpu_start + step_ns * (step as u64 + 1));
             for op in ops.iter_mut() {
@@ -1759,6 +1778,10 @@ fn progress_work(
                         st::PROXY_STEP_SEND_WAIT,
                         StateArgs::TransSize(step_bytes),
                     );
+                    if let Some(extra) = network_hang.take() {
+                        // The network does not take the data for that long.
+                        std::thread::sleep(extra);
+                    }
                     net_plugin_events(nccl, session, work, handle, step_bytes);
                     stale = step_bytes;
                     if !handle.is_null() {

@@ -461,7 +461,10 @@ mod tests {
 
     #[test]
     fn without_a_replaying_process_the_replay_clock_is_not_taken() {
-        assert!(!replay_clock_offered(), "the test binary exports no replay clock");
+        assert!(
+            !replay_clock_offered(),
+            "the test binary exports no replay clock"
+        );
         select(Source::Replay);
         assert_eq!(source(), Source::Monotonic);
         let (ticks, ns) = tick_pair();

@@ -10,7 +10,7 @@ use crate::context::ContextInfo;
 use crate::event::{Event, Kind};
 use crate::kinds::KindSet;
 use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent};
-use nccl_scorep_common::flight::{self, FlightWriter, OpRecord, OpSlot};
+use nccl_scorep_common::flight::{self, FlightWriter, OpRecord, OpSlot, ProxyWait};
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,6 +32,21 @@ struct Pending {
     children_open: u32,
     task_stopped: bool,
     reported: bool,
+    /// Its open proxy operations (their handles in [`FlightRecorder::proxies`]).
+    proxies: Vec<u64>,
+}
+
+/// An open proxy operation of a followed task, and how far its steps got.
+struct ProxyProgress {
+    task: u64,
+    /// Its start, or the end of its last step: when it last moved on.
+    since_ns: u64,
+    peer: i32,
+    channel: u8,
+    send: bool,
+    steps: u32,
+    steps_done: u32,
+    steps_open: u32,
 }
 
 pub struct FlightRecorder {
@@ -43,6 +58,7 @@ pub struct FlightRecorder {
     kernels: bool,
     slots: FxHashMap<u64, usize>,
     pending: FxHashMap<u64, Pending>,
+    proxies: FxHashMap<u64, ProxyProgress>,
     /// Per communicator rank, the p2p operations recorded (their `seq` in the file).
     p2p_counts: FxHashMap<u64, u64>,
     hang_timeout: Option<Duration>,
@@ -102,6 +118,7 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         kernels: config.event_mask.contains(KindSet::KERNEL_CH),
         slots: FxHashMap::default(),
         pending: FxHashMap::default(),
+        proxies: FxHashMap::default(),
         p2p_counts: FxHashMap::default(),
         hang_timeout: config.hang_timeout,
         last_publish_ns: 0,
@@ -137,6 +154,44 @@ impl FlightRecorder {
             self.pending.remove(&handle);
             self.writer.completed(op, time_ns);
         }
+    }
+
+    /// Writes what `task` waits for in the proxy: the open proxy operation that has not
+    /// moved on for longest.
+    fn show_proxy_wait(&mut self, task: u64) {
+        let Some(p) = self.pending.get(&task) else {
+            return;
+        };
+        let oldest = p
+            .proxies
+            .iter()
+            .filter_map(|handle| self.proxies.get(handle))
+            .min_by_key(|proxy| proxy.since_ns);
+        let wait = oldest.map(|proxy| ProxyWait {
+            since_ns: proxy.since_ns,
+            peer: proxy.peer,
+            channel: proxy.channel,
+            send: proxy.send,
+            step_waiting: proxy.steps_open > 0,
+            steps_done: proxy.steps_done,
+            steps: proxy.steps,
+            open: p.proxies.len() as u32,
+        });
+        let gpu_done = self.kernels && p.kernel_ended >= p.channels;
+        self.writer.proxy_wait(p.op, wait, gpu_done);
+    }
+
+    /// The task of the proxy operation a step belongs to, when followed.
+    fn step_task(&mut self, parent: &Parent) -> Option<(u64, &mut ProxyProgress)> {
+        let Parent::Local {
+            handle,
+            kind: Kind::ProxyOp,
+        } = *parent
+        else {
+            return None;
+        };
+        let proxy = self.proxies.get_mut(&handle)?;
+        Some((proxy.task, proxy))
     }
 
     fn child_of(parent: &Parent) -> Option<u64> {
@@ -220,6 +275,9 @@ impl Sink for FlightRecorder {
             self.writer.finalize(slot);
             // The slot may be given to another communicator rank: nothing may point in it.
             self.pending.retain(|_, p| p.op.slot != slot);
+            let pending = &self.pending;
+            self.proxies
+                .retain(|_, proxy| pending.contains_key(&proxy.task));
         }
     }
 
@@ -274,19 +332,46 @@ impl Sink for FlightRecorder {
                         children_open: 0,
                         task_stopped: false,
                         reported: false,
+                        proxies: Vec::new(),
                     },
                 );
             }
-            (Kind::KernelCh | Kind::ProxyOp, _, _) => {
+            (Kind::KernelCh | Kind::ProxyOp, _, event) => {
                 let Some(task) = Self::child_of(&view.parent) else {
                     return;
                 };
-                if let Some(p) = self.pending.get_mut(&task) {
-                    p.children_open += 1;
-                    if view.kind == Kind::KernelCh {
+                let Some(p) = self.pending.get_mut(&task) else {
+                    return;
+                };
+                p.children_open += 1;
+                match event {
+                    Event::ProxyOp(op) => {
+                        p.proxies.push(view.handle);
+                        self.proxies.insert(
+                            view.handle,
+                            ProxyProgress {
+                                task,
+                                since_ns: view.start_ns,
+                                peer: op.peer,
+                                channel: op.channel,
+                                send: op.is_send,
+                                steps: op.n_steps.max(0) as u32,
+                                steps_done: 0,
+                                steps_open: 0,
+                            },
+                        );
+                        self.show_proxy_wait(task);
+                    }
+                    _ => {
                         let op = p.op;
                         self.writer.gpu_started(op, view.start_ns);
                     }
+                }
+            }
+            (Kind::ProxyStep, _, _) => {
+                if let Some((task, proxy)) = self.step_task(&view.parent) {
+                    proxy.steps_open += 1;
+                    self.show_proxy_wait(task);
                 }
             }
             _ => {}
@@ -311,9 +396,22 @@ impl Sink for FlightRecorder {
                     if event.kind == Kind::KernelCh && event.closed == Closed::Stopped {
                         p.kernel_ended += 1;
                     }
+                    if event.kind == Kind::ProxyOp {
+                        p.proxies.retain(|&h| h != event.handle);
+                        self.proxies.remove(&event.handle);
+                    }
+                    self.show_proxy_wait(task);
                 }
                 let end = event.gpu.map_or(event.stop_ns, |gpu| gpu.stop_ns);
                 self.settle(task, end);
+            }
+            Kind::ProxyStep => {
+                if let Some((task, proxy)) = self.step_task(&event.parent) {
+                    proxy.steps_open = proxy.steps_open.saturating_sub(1);
+                    proxy.steps_done += 1;
+                    proxy.since_ns = proxy.since_ns.max(event.stop_ns);
+                    self.show_proxy_wait(task);
+                }
             }
             _ => {}
         }
@@ -346,6 +444,9 @@ impl Sink for FlightRecorder {
             // children's stops may have been lost): the map stays as small as the file.
             let writer = &self.writer;
             self.pending.retain(|_, p| writer.holds(p.op));
+            let pending = &self.pending;
+            self.proxies
+                .retain(|_, proxy| pending.contains_key(&proxy.task));
             self.publish(now.realtime_ns);
         }
     }
