@@ -75,10 +75,12 @@ impl std::fmt::Display for Missing {
             write!(
                 f,
                 "no Score-P user API in this process ({} not found): the application is not \
-                 measured by Score-P, was instrumented without --user, or is linked with a \
-                 static Score-P, whose symbols are not visible to plugins (use a shared Score-P \
-                 and `scorep --user --thread=pthread --dynamic`, `scorep-preload-init --user`, \
-                 or link with -Wl,--export-dynamic)",
+                 measured by Score-P, was instrumented without --user, was linked with \
+                 --as-needed (the default of many toolchains: it drops Score-P's user library \
+                 when the application never calls it), or is linked with a static Score-P, \
+                 whose symbols are not visible to plugins (use a shared Score-P and `scorep \
+                 --user --thread=pthread --dynamic --no-as-needed`, or \
+                 `LD_PRELOAD=$(scorep-preload-init --user --value-only <app>)`)",
                 self.symbols.join(", ")
             )
         }
@@ -206,7 +208,11 @@ mod tests {
         assert_eq!(missing.symbols, REQUIRED_SYMBOLS.to_vec());
         assert!(!missing.partial);
         let text = missing.to_string();
-        assert!(text.contains("--dynamic"), "{text}");
+        assert!(text.contains("--dynamic --no-as-needed"), "{text}");
+        assert!(
+            text.contains("scorep-preload-init --user --value-only"),
+            "{text}"
+        );
         assert!(text.contains("SCOREP_User_RegionEnter"), "{text}");
     }
 }
