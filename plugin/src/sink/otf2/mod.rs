@@ -89,6 +89,7 @@ pub struct Otf2Stats {
     pub late_children: u64,
     /// Operations written without any of the kernel channels they announced.
     pub ops_without_kernels: u64,
+    pub messages_without_comm: u64,
     pub held_back_overflow: u64,
     /// Writes of event files, the definitions snapshot or its clock pairs that failed.
     pub failed_writes: u64,
@@ -356,6 +357,7 @@ impl Sink for Otf2Sink {
             ("otf2_clipped_intervals", stats.clipped_intervals),
             ("otf2_late_children", stats.late_children),
             ("otf2_ops_without_kernels", stats.ops_without_kernels),
+            ("otf2_messages_without_comm", stats.messages_without_comm),
             ("otf2_held_back_overflow", stats.held_back_overflow),
             ("otf2_failed_writes", stats.failed_writes),
         ];

@@ -103,6 +103,9 @@ pub(super) struct OpsStreams {
     late_children: u64,
     /// Operations written without any of the kernel channels they announced.
     ops_without_kernels: u64,
+    /// Sends and receives written without a message record: their communicator's ranks
+    /// are unknown.
+    messages_without_comm: u64,
     /// Kernel channels that started before the previous one on their stream ended.
     clipped_intervals: u64,
 }
@@ -121,6 +124,7 @@ impl OpsStreams {
             attrs: Vec::new(),
             late_children: 0,
             ops_without_kernels: 0,
+            messages_without_comm: 0,
             clipped_intervals: 0,
         }
     }
@@ -148,7 +152,7 @@ impl OpsStreams {
                 .get(&context)
                 .cloned()
                 .unwrap_or_else(|| Arc::new(ContextInfo::default()));
-            let label = rank_label(&info);
+            let label = rank_label(context, &info);
             let group = w.defs.accelerator_group(&label);
             let (key, name) = comm_key_and_name(context, &info);
             let comm = w.defs.comm(key, &name);
@@ -174,7 +178,7 @@ impl OpsStreams {
     /// How the locations of a communicator rank are named, and their location group.
     pub(super) fn rank_label_and_group(&mut self, w: &mut Writer, context: u64) -> (String, u32) {
         let rank = self.rank_streams(w, context);
-        (rank_label(&rank.info), rank.group)
+        (rank_label(context, &rank.info), rank.group)
     }
 
     fn pending_op(&self, task: u64) -> Option<&PendingOp> {
@@ -308,7 +312,7 @@ impl OpsStreams {
         let loc = match rank.channels.get(&channel) {
             Some(&loc) => loc,
             None => {
-                let (group, label) = (rank.group, rank_label(&rank.info));
+                let (group, label) = (rank.group, rank_label(context, &rank.info));
                 let loc = w.add_location(
                     &format!("{label} channel {channel}"),
                     LocationKind::AcceleratorStream,
@@ -443,11 +447,12 @@ impl OpsStreams {
             rank.info.rank,
             rank.info.n_ranks,
         );
+        let peers_known = identity_known(&rank.info);
         let loc = match rank.ops_loc {
             Some(loc) => loc,
             None => {
                 let loc = w.add_location(
-                    &format!("{} ops", rank_label(&rank.info)),
+                    &format!("{} ops", rank_label(context, &rank.info)),
                     LocationKind::AcceleratorStream,
                     rank.group,
                 );
@@ -516,6 +521,12 @@ impl OpsStreams {
                 w.collective_begin(loc, s);
                 w.collective_end(loc, t, collective_op(c.func), comm, root, sent, received);
             }
+            Event::P2p(_) if !peers_known => {
+                // The peer is a rank of a communicator whose ranks are not known here: a
+                // message record would name a rank the trace's communicator lacks. The
+                // operation keeps its region and attributes (the peer among them).
+                self.messages_without_comm += 1;
+            }
             Event::P2p(p) => {
                 let b = bytes_of(p.count, p.datatype);
                 let peer = p.peer.max(0) as u32;
@@ -534,6 +545,7 @@ impl OpsStreams {
     pub(super) fn add_counts(&self, stats: &mut Otf2Stats) {
         stats.late_children += self.late_children;
         stats.ops_without_kernels += self.ops_without_kernels;
+        stats.messages_without_comm += self.messages_without_comm;
         stats.clipped_intervals += self.clipped_intervals;
     }
 }
@@ -548,12 +560,22 @@ pub(super) fn task_kept_open_by(view: &OpenView) -> Option<u64> {
     }
 }
 
-fn rank_label(info: &ContextInfo) -> String {
+/// A communicator rank's name; without its identity (NCCL 2.26 and older give none to
+/// profiler API v1–v3 before a task names its communicator's hash), its context's.
+fn rank_label(context: u64, info: &ContextInfo) -> String {
+    if !identity_known(info) {
+        return format!("comm of context {context:#x}");
+    }
     let comm = match &info.comm_name {
         Some(name) if !name.is_empty() => name.clone(),
         _ => format!("comm {:#x}", info.comm_hash),
     };
     format!("{comm} rank {}", info.rank)
+}
+
+/// Whether the communicator rank's rank and size are known: peers can then be named.
+fn identity_known(info: &ContextInfo) -> bool {
+    info.rank >= 0 && info.n_ranks > 0
 }
 
 fn comm_key_and_name(context: u64, info: &ContextInfo) -> (u64, String) {
