@@ -830,11 +830,15 @@ impl State {
             .filter(|task| task.kind.facts().is_task && task.start_ns <= open.start_ns);
         let bounds = HostBounds {
             not_before_ns: task.map(|task| task.start_ns),
+            seen_start_ns: open.start_ns,
             seen_end_ns,
         };
-        let estimate = self.gpu_clocks.get(&context).and_then(|c| c.estimate());
-        if let Err(rejection) =
-            gpu_sanity::check(start_ptimer, stop_ptimer_value, bounds, estimate)
+        let proven = self
+            .gpu_clocks
+            .get(&context)
+            .map(GpuClockEstimator::bounds)
+            .unwrap_or_default();
+        if let Err(rejection) = gpu_sanity::check(start_ptimer, stop_ptimer_value, bounds, proven)
         {
             let counters = &self.shared.counters;
             Counters::bump(match (open.kind, rejection) {
