@@ -80,7 +80,7 @@ pub fn check(
     }
     if let Some(not_before) = host.not_before_ns {
         let host_span = host.seen_end_ns.saturating_sub(not_before);
-        if stop - start > host_span.saturating_add(SPAN_MARGIN_NS) {
+        if stop.saturating_sub(start) > host_span.saturating_add(SPAN_MARGIN_NS) {
             return Err(Rejection::BeyondHostBounds);
         }
     }
