@@ -164,7 +164,10 @@ fn summary(out: &Path) -> (String, Value) {
 fn assert_rejected(run: &Run, reason: &str, counter: &str) {
     let hit = hit_operations();
     let kernels: Vec<&Value> = intervals(&run.trace, "AllReduce kernel").collect();
-    assert_eq!(kernels.len() as u64, RANKS as u64 * ITERATIONS as u64 * CHANNELS);
+    assert_eq!(
+        kernels.len() as u64,
+        RANKS as u64 * ITERATIONS as u64 * CHANNELS
+    );
     let flagged: Vec<(i64, u64)> = kernels
         .iter()
         .filter(|k| !attr(k, "nccl.gpu_time_rejected").is_null())
@@ -201,7 +204,10 @@ fn assert_rejected(run: &Run, reason: &str, counter: &str) {
         let (start, end) = (start - offset, end - offset);
         let enqueued = truth.enqueue_start_ns as i64;
         let gpu_end = truth.gpu_stop_ns as i64;
-        assert!(start >= enqueued - NOISE_NS, "{key:?} starts before its enqueue");
+        assert!(
+            start >= enqueued - NOISE_NS,
+            "{key:?} starts before its enqueue"
+        );
         assert!(end >= gpu_end - NOISE_NS, "{key:?} ends before the GPU did");
         assert!(
             end - gpu_end < 100_000_000,
@@ -275,7 +281,10 @@ fn kernels_whose_gpu_timer_jumped_are_rejected_and_do_not_shift_the_others() {
     let offsets: BTreeMap<(i64, u64), i64> = intervals(&run.trace, "AllReduce")
         .map(|op| {
             let end = op["end"].as_i64().unwrap();
-            (key(op), end - attr(op, "nccl.complete_ns").as_i64().unwrap())
+            (
+                key(op),
+                end - attr(op, "nccl.complete_ns").as_i64().unwrap(),
+            )
         })
         .collect();
     let mut good = 0;
@@ -301,7 +310,10 @@ fn kernels_whose_gpu_timer_jumped_are_rejected_and_do_not_shift_the_others() {
         );
         good += 1;
     }
-    assert_eq!(good as u64, (RANKS as u64 * ITERATIONS as u64 - hit_operations().len() as u64) * CHANNELS);
+    assert_eq!(
+        good as u64,
+        (RANKS as u64 * ITERATIONS as u64 - hit_operations().len() as u64) * CHANNELS
+    );
 }
 
 /// NCCL leaves `rank` 0 in every API event's descriptor (NCCL #2300; nccl-sim does the
@@ -352,7 +364,10 @@ fn type_bit_15_is_decoded_by_the_api_version() {
         !regions.iter().any(|r| r.starts_with("kernel phase")),
         "{regions:?}"
     );
-    assert_eq!(intervals(&v6.trace, "AllReduce kernel").count() as u64, kernels);
+    assert_eq!(
+        intervals(&v6.trace, "AllReduce kernel").count() as u64,
+        kernels
+    );
 
     let v7 = run("2.31", "all", &[]);
     assert_ne!(v7.mask & 1 << 15, 0, "mask {:#x}", v7.mask);

@@ -7,8 +7,8 @@
 //! of one when no group is open. Completion happens on the proxy thread (and the profiler
 //! thread from 2.31), in simulated time.
 
-use crate::event::{CollTask, CommInfo, CoreEvent, Descr, P2pTask, Raw, StateArgs, NULL};
 use crate::bugs::{NcclBug, NcclBugs};
+use crate::event::{CollTask, CommInfo, CoreEvent, Descr, P2pTask, Raw, StateArgs, NULL};
 use crate::names::{Algo, DataType, Func, Proto};
 use crate::profiler::{Profiler, Session};
 use crate::pxn::{PxnMailbox, PxnOp, PxnProxy, PxnSender};

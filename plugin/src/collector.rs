@@ -838,8 +838,7 @@ impl State {
             .get(&context)
             .map(GpuClockEstimator::bounds)
             .unwrap_or_default();
-        if let Err(rejection) = gpu_sanity::check(start_ptimer, stop_ptimer_value, bounds, proven)
-        {
+        if let Err(rejection) = gpu_sanity::check(start_ptimer, stop_ptimer_value, bounds, proven) {
             let counters = &self.shared.counters;
             Counters::bump(match (open.kind, rejection) {
                 (Kind::KernelPhase, _) => &counters.gpu_phases_rejected,

@@ -87,7 +87,8 @@ pub fn check(
     // The offset this interval implies lies in [lower, upper].
     let upper = offset(host.seen_start_ns, start).min(offset(host.seen_end_ns, stop));
     let lower = host.not_before_ns.map(|t| offset(t, start));
-    let above_proven = matches!((lower, proven.upper), (Some(l), Some(u)) if l > u.saturating_add(JUMP_MARGIN_NS));
+    let above_proven =
+        matches!((lower, proven.upper), (Some(l), Some(u)) if l > u.saturating_add(JUMP_MARGIN_NS));
     let below_proven = proven
         .lower
         .is_some_and(|l| upper < l.saturating_sub(JUMP_MARGIN_NS));
@@ -116,7 +117,10 @@ mod tests {
     #[test]
     fn a_plausible_interval_passes() {
         assert_eq!(check(1_200_000, 1_900_000, HOST, PROVEN), Ok(()));
-        assert_eq!(check(1_200_000, 1_900_000, HOST, OffsetBounds::default()), Ok(()));
+        assert_eq!(
+            check(1_200_000, 1_900_000, HOST, OffsetBounds::default()),
+            Ok(())
+        );
         // Without the enqueue only the host's callbacks bound it.
         let unknown = HostBounds {
             not_before_ns: None,
@@ -172,7 +176,12 @@ mod tests {
         );
         // Nothing proven yet: nothing to jump from.
         assert_eq!(
-            check(1_200_000 + jump, 1_900_000 + jump, HOST, OffsetBounds::default()),
+            check(
+                1_200_000 + jump,
+                1_900_000 + jump,
+                HOST,
+                OffsetBounds::default()
+            ),
             Ok(())
         );
         // Seen seconds late by the host (a loose bound), the interval is no jump.
