@@ -62,6 +62,8 @@ struct Collected {
     losses: BTreeMap<String, u64>,
     /// Records lost on the processes' threads (trace gaps).
     lost_records: u64,
+    /// Kernel channel intervals whose GPU times were rejected, by reason.
+    gpu_times_rejected: BTreeMap<String, u64>,
     /// Operations progressed for another process (PXN).
     pxn_ops: u64,
     /// Of those, the ones whose task the trace also holds (a merged trace).
@@ -103,6 +105,10 @@ pub struct Summary {
     pub losses: BTreeMap<String, u64>,
     /// Records lost before they reached the trace (its gaps).
     pub lost_records: u64,
+    /// Kernel channel intervals whose GPU times NCCL reported impossibly, by reason
+    /// (`end_before_start`, `beyond_host_bounds`, `clock_jump`): their operations are
+    /// timed by the host (`nccl.gpu_time_rejected` in the trace).
+    pub gpu_times_rejected: BTreeMap<String, u64>,
     /// Operations progressed for another process (PXN).
     pub pxn_foreign_ops: u64,
     /// Of those, the ones linked to their collective or transfer in the originating
@@ -258,6 +264,7 @@ pub(crate) fn summarize_in_detail(path: &Path) -> Result<Detailed, Error> {
         provenance,
         losses: collected.losses,
         lost_records: collected.lost_records,
+        gpu_times_rejected: collected.gpu_times_rejected,
         pxn_foreign_ops: collected.pxn_ops,
         pxn_linked_ops: collected.pxn_linked,
     };
@@ -361,7 +368,21 @@ fn read_logs(dir: &Path, collected: &mut Collected) -> io::Result<()> {
         for summary in summaries {
             for (name, value) in summary["counters"].as_object().into_iter().flatten() {
                 let value = value.as_u64().unwrap_or(0);
+                let rejected = match name.as_str() {
+                    "gpu_end_before_start" => Some("end_before_start"),
+                    "gpu_beyond_host_bounds" => Some("beyond_host_bounds"),
+                    "gpu_clock_jumps" => Some("clock_jump"),
+                    _ => None,
+                };
                 match name.as_str() {
+                    _ if rejected.is_some() => {
+                        if let Some(reason) = rejected.filter(|_| value > 0) {
+                            *collected
+                                .gpu_times_rejected
+                                .entry(reason.to_owned())
+                                .or_default() += value;
+                        }
+                    }
                     "pxn_foreign_ops" => collected.pxn_ops += value,
                     "events_written" | "stop_null" => {}
                     _ if value > 0 => *collected.losses.entry(name.clone()).or_default() += value,

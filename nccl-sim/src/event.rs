@@ -116,6 +116,12 @@ pub enum CoreEvent {
         phase: u8,
         ptimer: u64,
     },
+    /// The `KernelStep` event NCCL PR #2316 proposes, on type bit 15: sent only with
+    /// `--nccl-bug kernel-step-on-bit15` (see `bugs`), laid out as a KernelCh.
+    KernelStep {
+        channel: u8,
+        ptimer: u64,
+    },
 }
 
 impl CoreEvent {
@@ -139,6 +145,8 @@ impl CoreEvent {
             CoreEvent::CeSync { .. } => t::CE_SYNC,
             CoreEvent::CeBatch { .. } => t::CE_BATCH,
             CoreEvent::KernelPhase { .. } => t::KERNEL_PHASE,
+            // The proposal's bit, the same as KernelPhase's.
+            CoreEvent::KernelStep { .. } => 1 << 15,
         }
     }
 }

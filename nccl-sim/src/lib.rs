@@ -7,9 +7,11 @@
 //!   adapters that imitate NCCL's in-core shims;
 //! - [`event`], [`names`]: events as NCCL's core describes them;
 //! - [`logger`]: the C-variadic logger plugins receive;
+//! - [`bugs`]: NCCL's known profiler bugs, injected on request;
 //! - [`replay`]: drives a plugin with a recording of real calls (`nccl-sim replay`).
 
 pub mod bench;
+pub mod bugs;
 pub mod event;
 pub mod job;
 pub mod logger;

@@ -118,6 +118,9 @@ struct RunArgs {
     /// for the whole run (the ranks of a real job each have their own cores).
     #[arg(long)]
     shuffle_cpus: bool,
+    /// Inject one of NCCL's known profiler bugs (repeatable; see docs/nccl-sim.md).
+    #[arg(long = "nccl-bug", value_enum, value_name = "BUG")]
+    nccl_bugs: Vec<nccl_sim::bugs::NcclBug>,
     /// Write ground truth (per operation and rank) to DIR/truth-<pid>.jsonl.
     #[arg(long, value_name = "DIR")]
     truth_dir: Option<PathBuf>,
@@ -320,6 +323,7 @@ fn run(args: RunArgs) -> ExitCode {
                 std::time::Duration::from_millis(args.hang_ms),
             )
         }),
+        bugs: nccl_sim::bugs::NcclBugs::new(&args.nccl_bugs),
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,
         },

@@ -7,6 +7,7 @@
 //! of one when no group is open. Completion happens on the proxy thread (and the profiler
 //! thread from 2.31), in simulated time.
 
+use crate::bugs::{NcclBug, NcclBugs};
 use crate::event::{CollTask, CommInfo, CoreEvent, Descr, P2pTask, Raw, StateArgs, NULL};
 use crate::names::{Algo, DataType, Func, Proto};
 use crate::profiler::{Profiler, Session};
@@ -80,6 +81,8 @@ pub struct SimConfig {
     /// kernel takes its usual time, and the first send step of the collective's first
     /// send waits that long for the network.
     pub hang_in_proxy: bool,
+    /// NCCL's known profiler bugs to inject (`--nccl-bug`).
+    pub bugs: NcclBugs,
 }
 
 impl Default for SimConfig {
@@ -103,6 +106,7 @@ impl Default for SimConfig {
             gpu_busy: Duration::ZERO,
             hang_kernel: None,
             hang_in_proxy: false,
+            bugs: NcclBugs::default(),
         }
     }
 }
@@ -1471,6 +1475,7 @@ fn truth_of(work: &Work, completion: u64) -> TruthRecord {
 #[derive(Clone, Copy)]
 struct KernelJob {
     task_handle: usize,
+    seq: u64,
     mask: u64,
     n_channels: u8,
     gpu_start: u64,
@@ -1484,6 +1489,7 @@ impl KernelJob {
     fn of(work: &Work) -> KernelJob {
         KernelJob {
             task_handle: work.task_handle,
+            seq: work.seq,
             mask: work.mask,
             n_channels: work.n_channels,
             gpu_start: work.gpu_start,
@@ -1921,22 +1927,48 @@ fn kernel_start(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob) -> Vec<Raw
     (0..job.n_channels)
         .map(|channel| {
             let mut handle = NULL;
+            let ptimer = if release.kernel_ch_has_timestamps() {
+                nccl.gpu(reported_channel_times(nccl, job, channel).0)
+            } else {
+                0
+            };
             let descr = Descr {
                 parent: job.task_handle as Raw,
                 rank: 0,
-                event: CoreEvent::KernelCh {
-                    channel,
-                    ptimer: if release.kernel_ch_has_timestamps() {
-                        nccl.gpu(channel_start(job, channel))
-                    } else {
-                        0
-                    },
-                },
+                event: CoreEvent::KernelCh { channel, ptimer },
             };
             nccl.profiler.start(session, &mut handle, &descr);
+            if nccl.config.bugs.has(NcclBug::KernelStepOnBit15) && !handle.is_null() {
+                kernel_step(nccl, session, handle, channel, ptimer);
+            }
             handle
         })
         .collect()
+}
+
+/// The KernelStep event of NCCL PR #2316 (type bit 15) under a KernelCh, started and
+/// stopped at once (`--nccl-bug kernel-step-on-bit15`).
+fn kernel_step(nccl: &Nccl, session: &Session, kernel: Raw, channel: u8, ptimer: u64) {
+    let mut step = NULL;
+    let descr = Descr {
+        parent: kernel,
+        rank: 0,
+        event: CoreEvent::KernelStep { channel, ptimer },
+    };
+    nccl.profiler.start(session, &mut step, &descr);
+    if !step.is_null() {
+        nccl.profiler.stop(session, step);
+    }
+}
+
+/// The (start, stop) GPU times of a channel as NCCL reports them: the true ones, unless a
+/// kernel timestamp bug is injected (`--nccl-bug`).
+fn reported_channel_times(nccl: &Nccl, job: &KernelJob, channel: u8) -> (u64, u64) {
+    nccl.config.bugs.kernel_timestamps(
+        job.seq,
+        channel_start(job, channel),
+        channel_stop(job, channel),
+    )
 }
 
 /// Channels start a little apart and end a little apart, as on a GPU.
@@ -1993,7 +2025,7 @@ fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob, handles: Ve
             }
         }
         let ptimer = if nccl.release.kernel_ch_has_timestamps() {
-            nccl.gpu(stop)
+            nccl.gpu(reported_channel_times(nccl, job, channel).1)
         } else {
             0
         };

@@ -407,6 +407,11 @@ impl Profiler {
     /// NCCL's do.
     pub fn start(&self, session: &Session, handle: &mut Raw, descr: &Descr) {
         let direct = session.version == self.release.newest_api();
+        if matches!(descr.event, CoreEvent::KernelStep { .. }) && session.version != 6 {
+            // Only a v6 descriptor can carry it (see `bugs::NcclBug::KernelStepOnBit15`).
+            *handle = NULL;
+            return;
+        }
         let garbage = self
             .garbage
             .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
@@ -883,7 +888,7 @@ macro_rules! fill_v5_family {
                 }
             }
             CoreEvent::ProxyStep { step } => $d.u.proxyStep = ProxyStepDescr { step },
-            CoreEvent::KernelCh { channel, ptimer } => {
+            CoreEvent::KernelCh { channel, ptimer } | CoreEvent::KernelStep { channel, ptimer } => {
                 $d.u.kernelCh = KernelChDescrV4 {
                     channelId: channel,
                     pTimer: ptimer,

@@ -8,6 +8,7 @@ use crate::context::ContextInfo;
 use crate::counters::Counters;
 use crate::event::{Action, Event, Kind, Record, Start, StateArg};
 use crate::gpu_clock::GpuClockEstimator;
+use crate::gpu_sanity::{self, HostBounds, Rejection};
 use crate::handle;
 use crate::kinds::{self, KindSet};
 use crate::log;
@@ -732,7 +733,7 @@ impl State {
                 },
             );
         }
-        let gpu = self.gpu_interval(&open);
+        let (gpu, gpu_rejected) = self.gpu_interval(&open);
         let comm = match open.owner {
             // A borrow of the cache, not a clone of the `Arc`: no atomic operations.
             Owner::Local(context) => {
@@ -765,6 +766,7 @@ impl State {
             states: open.states,
             closed,
             gpu,
+            gpu_rejected,
             parent_event,
         };
         self.events_written += 1;
@@ -794,11 +796,13 @@ impl State {
         self.known.insert(handle, known);
     }
 
-    /// Feeds a KernelCh's bounds to its communicator's GPU clock estimate, and converts
-    /// its (or a KernelPhase's) GPU interval to host time.
-    fn gpu_interval(&mut self, open: &OpenEvent) -> Option<GpuInterval> {
+    /// Checks a KernelCh's (or a KernelPhase's) GPU interval against what the host saw
+    /// ([`gpu_sanity`]), feeds a plausible KernelCh's bounds to its communicator's GPU
+    /// clock estimate, and converts the interval to host time. A rejected interval is
+    /// counted and never reaches the estimate: its event keeps its host-side times.
+    fn gpu_interval(&mut self, open: &OpenEvent) -> (Option<GpuInterval>, Option<Rejection>) {
         let Owner::Local(context) = open.owner else {
-            return None;
+            return (None, None);
         };
         let stop_ptimer = open.states.iter().find_map(|s| match s.arg {
             StateArg::PTimer(t) => Some((s.time_ns, t)),
@@ -809,34 +813,63 @@ impl State {
                 ptimer: Some(t), ..
             }
             | Event::KernelPhase { ptimer: t, .. } => t,
-            _ => return None,
+            _ => return (None, None),
         };
-        let (_, stop_ptimer_value) = stop_ptimer?;
-        if start_ptimer == 0 || stop_ptimer_value < start_ptimer {
-            return None;
+        let Some((seen_end_ns, stop_ptimer_value)) = stop_ptimer else {
+            return (None, None);
+        };
+        if start_ptimer == 0 {
+            return (None, None);
+        }
+        // The operation's task (the parent of a KernelCh) was enqueued before the kernel
+        // started, and so before NCCL noticed that start: a task that started later is
+        // not this kernel's (a stale parent whose handle was reused).
+        let task = (open.kind == Kind::KernelCh)
+            .then(|| self.known_or_open(local_handle(open.parent)))
+            .flatten()
+            .filter(|task| task.kind.facts().is_task && task.start_ns <= open.start_ns);
+        let bounds = HostBounds {
+            not_before_ns: task.map(|task| task.start_ns),
+            seen_start_ns: open.start_ns,
+            seen_end_ns,
+        };
+        let proven = self
+            .gpu_clocks
+            .get(&context)
+            .map(GpuClockEstimator::bounds)
+            .unwrap_or_default();
+        if let Err(rejection) = gpu_sanity::check(start_ptimer, stop_ptimer_value, bounds, proven) {
+            let counters = &self.shared.counters;
+            Counters::bump(match (open.kind, rejection) {
+                (Kind::KernelPhase, _) => &counters.gpu_phases_rejected,
+                (_, Rejection::EndBeforeStart) => &counters.gpu_end_before_start,
+                (_, Rejection::BeyondHostBounds) => &counters.gpu_beyond_host_bounds,
+                (_, Rejection::ClockJump) => &counters.gpu_clock_jumps,
+            });
+            return (None, Some(rejection));
         }
         if open.kind == Kind::KernelCh {
             // The API call of the kernel's operation came before the kernel started.
-            let api_start = self
-                .known_or_open(local_handle(open.parent))
+            let api_start = task
                 .and_then(|task| self.known_or_open(task.parent))
                 .filter(|api| api.kind.facts().is_api_call)
                 .map(|api| api.start_ns);
             let clock = self.gpu_clocks.entry(context).or_default();
             clock.observed_after(open.start_ns, start_ptimer);
-            if let Some((host, gpu)) = stop_ptimer {
-                clock.observed_after(host, gpu);
-            }
+            clock.observed_after(seen_end_ns, stop_ptimer_value);
             if let Some(api_start) = api_start {
                 clock.happened_before(api_start, start_ptimer);
             }
         }
-        let estimate = self.gpu_clocks.get(&context)?.estimate()?;
-        Some(GpuInterval {
+        let Some(estimate) = self.gpu_clocks.get(&context).and_then(|c| c.estimate()) else {
+            return (None, None);
+        };
+        let interval = GpuInterval {
             start_ns: estimate.to_host(start_ptimer),
             stop_ns: estimate.to_host(stop_ptimer_value),
             error_ns: estimate.error_ns,
-        })
+        };
+        (Some(interval), None)
     }
 
     /// What is known of an event, open or closed.
@@ -910,6 +943,24 @@ impl State {
         };
         for sink in &mut self.sinks {
             sink.finish(&end);
+        }
+        let rejected: Vec<String> = [
+            "gpu_end_before_start",
+            "gpu_beyond_host_bounds",
+            "gpu_clock_jumps",
+            "gpu_phases_rejected",
+        ]
+        .iter()
+        .filter(|name| counters[**name] > 0)
+        .map(|name| format!("{name}={}", counters[*name]))
+        .collect();
+        if !rejected.is_empty() {
+            // The trace's times of those operations are not the GPU's: the user must know.
+            log::warn(&format!(
+                "NCCL reported impossible GPU times; those kernel intervals were rejected and \
+                 their operations use host-side times (nccl.gpu_time_rejected in the trace): {}",
+                rejected.join(", ")
+            ));
         }
         if losses.is_empty() {
             log::info(&format!(

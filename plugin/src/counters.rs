@@ -89,6 +89,17 @@ counters! {
     orphan_records,
     /// Parents that were neither NULL, ours and known, nor foreign.
     unresolved_parents,
+    /// KernelCh GPU intervals whose stop timestamp was before their start (NCCL PR
+    /// #2368): their operations keep host-side times.
+    gpu_end_before_start,
+    /// KernelCh GPU intervals longer than the host's span from their operation's enqueue
+    /// to their stop callback (3–6 s broadcast kernels, NCCL PR #2368).
+    gpu_beyond_host_bounds,
+    /// KernelCh GPU intervals shifted by more than the clock estimate allows (a timestamp
+    /// jump): before their enqueue, or after the host saw them end.
+    gpu_clock_jumps,
+    /// KernelPhase GPU intervals rejected by the same checks (left out of the trace).
+    gpu_phases_rejected,
     /// Score-P mode: regions entered in Score-P.
     scorep_regions_entered,
     /// Score-P mode: stops ending a region out of order on its thread; the region was

@@ -25,13 +25,16 @@
 /// Length of one window of bounds (host time).
 pub const WINDOW_NS: u64 = 2_000_000_000;
 
+/// Bounds on a GPU clock's offset from the host clock (`host = gpu + offset`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Bounds {
+pub struct OffsetBounds {
     /// Greatest lower bound of the offset seen, if any.
-    lower: Option<i64>,
+    pub lower: Option<i64>,
     /// Least upper bound of the offset seen, if any.
-    upper: Option<i64>,
+    pub upper: Option<i64>,
 }
+
+type Bounds = OffsetBounds;
 
 impl Bounds {
     fn merge(self, other: Bounds) -> Bounds {
@@ -117,9 +120,14 @@ impl GpuClockEstimator {
         }
     }
 
+    /// The bounds of the current and the previous window.
+    pub fn bounds(&self) -> OffsetBounds {
+        self.current.merge(self.previous)
+    }
+
     /// The current estimate; `None` before any upper bound.
     pub fn estimate(&self) -> Option<Estimate> {
-        let bounds = self.current.merge(self.previous);
+        let bounds = self.bounds();
         let upper = bounds.upper?;
         Some(match bounds.lower {
             // Inconsistent bounds (the clocks drifted within the windows, or a wrapped

@@ -20,6 +20,7 @@ pub mod decode;
 pub mod event;
 pub mod ffi;
 pub mod gpu_clock;
+pub mod gpu_sanity;
 pub mod handle;
 pub mod hot_path;
 pub mod job_end;

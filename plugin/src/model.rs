@@ -4,6 +4,7 @@
 
 use crate::context::ContextInfo;
 use crate::event::{Event, Kind, StateArg};
+use crate::gpu_sanity::Rejection;
 
 /// Who an event belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,6 +91,9 @@ pub struct FinishedEvent<'a> {
     pub closed: Closed,
     /// KernelCh and KernelPhase: the GPU interval on the host clock (see `gpu_clock`).
     pub gpu: Option<GpuInterval>,
+    /// KernelCh and KernelPhase: why NCCL's GPU interval was rejected (then `gpu` is
+    /// `None` and the event keeps its host-side times; see `gpu_sanity`).
+    pub gpu_rejected: Option<Rejection>,
     /// KernelCh and ProxyOp: their task's event when the task was still open.
     pub parent_event: Option<Event>,
 }

@@ -8,6 +8,7 @@ use crate::config::{Config, Mode, OnFull};
 use crate::context::ContextInfo;
 use crate::counters::Counters;
 use crate::event::{Action, Record};
+use crate::kinds;
 use crate::log;
 use crate::ring::RingProducer;
 use crate::scorep_mode;
@@ -336,8 +337,12 @@ unsafe fn init_profiling(context_out: *mut *mut c_void, mask: *mut i32, args: In
         return;
     }
     if !mask.is_null() {
+        // Only the kinds this API version has: a bit it does not define may mean another
+        // event in this NCCL (a KernelStep on bit 15, NCCL PR #2316, where v7 has
+        // KernelPhase), which must not be asked for.
+        let ours = shared.config.event_mask.bits() & kinds::kinds_of_version(info.version);
         // SAFETY: non-NULL and writable (caller); NCCL reads it with relaxed atomics.
-        unsafe { *mask = shared.config.event_mask.bits() as i32 | chain_mask };
+        unsafe { *mask = ours as i32 | chain_mask };
     }
     let first_of_cycle = !rt.collecting.load(Ordering::Acquire);
     rt.ensure_collector();

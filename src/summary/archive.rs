@@ -30,6 +30,7 @@ struct AttributeIds {
     pid: Option<u32>,
     task: Option<u32>,
     lost_records: Option<u32>,
+    gpu_time_rejected: Option<u32>,
 }
 
 /// Why an archive gave nothing.
@@ -67,6 +68,7 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
             "nccl.pid" => &mut ids.pid,
             "nccl.task" => &mut ids.task,
             "nccl.lost_records" => &mut ids.lost_records,
+            "nccl.gpu_time_rejected" => &mut ids.gpu_time_rejected,
             _ => continue,
         };
         *slot = Some(id);
@@ -170,6 +172,14 @@ impl EventVisitor for Collector<'_> {
         if let Some(lost) = get(self.ids.lost_records).and_then(AttributeValue::unsigned) {
             let slot = self.lost.entry(e.location).or_default();
             *slot = (*slot).max(lost);
+        }
+        // Kernel channel intervals whose GPU times were rejected (their operations on
+        // the ops streams carry the same attribute, and are not counted twice).
+        if let Some(AttributeValue::String(reason)) = get(self.ids.gpu_time_rejected) {
+            if !self.comm_of.contains_key(&e.location) {
+                let reason = self.defs.string(reason).unwrap_or("unknown").to_owned();
+                *self.out.gpu_times_rejected.entry(reason).or_default() += 1;
+            }
         }
         self.open
             .entry(e.location)

@@ -91,6 +91,19 @@ pub fn render(summary: &Summary) -> String {
         }
         out.push('\n');
     }
+    if !summary.gpu_times_rejected.is_empty() {
+        let total: u64 = summary.gpu_times_rejected.values().sum();
+        let reasons: Vec<String> = summary
+            .gpu_times_rejected
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        out.push_str(&format!(
+            "{total} GPU kernel intervals had impossible times from NCCL ({}): their \
+             operations are timed by the host (nccl.gpu_time_rejected in the trace)\n",
+            reasons.join(", ")
+        ));
+    }
     if summary.lost_records > 0 {
         out.push_str(&format!(
             "{} records were lost before they reached the trace (its gaps)\n",

@@ -312,6 +312,9 @@ fn write_event(buf: &mut Vec<u8>, e: &FinishedEvent) {
         line.uint("gpu_stop_ns", gpu.stop_ns);
         line.opt_uint("gpu_clock_error_ns", gpu.error_ns);
     }
+    if let Some(rejection) = e.gpu_rejected {
+        line.str("gpu_time_rejected", rejection.name());
+    }
     event_fields(&mut line, &e.event);
     if !e.states.is_empty() {
         let out = line.key("states");

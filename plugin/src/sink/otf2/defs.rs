@@ -53,6 +53,7 @@ attributes! {
     EnqueueTime = "nccl.enqueue_ns", OTF2_TYPE_UINT64, "when the operation was enqueued (trace clock, before clock offsets)";
     CompleteTime = "nccl.complete_ns", OTF2_TYPE_UINT64, "when its last kernel channel or proxy operation finished (trace clock, before clock offsets)";
     GpuClockError = "nccl.gpu_clock_error_ns", OTF2_TYPE_UINT64, "bound of the GPU-to-host clock conversion error";
+    GpuTimeRejected = "nccl.gpu_time_rejected", OTF2_TYPE_STRING, "why NCCL's GPU times were rejected (end_before_start, beyond_host_bounds, clock_jump): the times shown are host-side";
     Closed = "nccl.closed", OTF2_TYPE_STRING, "why the interval ended when NCCL did not stop it";
     Appended = "nccl.appended_ops", OTF2_TYPE_INT64, "proxy operations appended";
     Lost = "nccl.lost_records", OTF2_TYPE_UINT64, "records this thread dropped so far (full ring)";

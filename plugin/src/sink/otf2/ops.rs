@@ -10,6 +10,7 @@ use super::writer::{Loc, Writer};
 use super::Otf2Stats;
 use crate::context::ContextInfo;
 use crate::event::{Event, Func, Kind};
+use crate::gpu_sanity::Rejection;
 use crate::model::{FinishedEvent, OpenView, Owner, Parent};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
@@ -40,6 +41,8 @@ struct PendingOp {
     first_kernel: Option<u64>,
     last_child: Option<u64>,
     kernels: u32,
+    /// Why the GPU times of one of its kernel channels were rejected (the first reason).
+    gpu_rejected: Option<Rejection>,
     last_activity: u64,
 }
 
@@ -79,6 +82,7 @@ struct EarlyChild {
     first_kernel: Option<u64>,
     last_child: Option<u64>,
     kernels: u32,
+    gpu_rejected: Option<Rejection>,
 }
 
 /// The ops and channel streams of every communicator rank, and what their operations are
@@ -222,6 +226,7 @@ impl OpsStreams {
             first_kernel: early.first_kernel,
             last_child: early.last_child,
             kernels: early.kernels,
+            gpu_rejected: early.gpu_rejected,
             last_activity: e.stop_ns.max(early.last_child.unwrap_or(0)),
         });
         self.task_context.insert(e.handle, (context, seq));
@@ -237,15 +242,25 @@ impl OpsStreams {
         if !kind.facts().is_task {
             return;
         }
-        let apply = |first: &mut Option<u64>, last: &mut Option<u64>, kernels: &mut u32| {
+        let rejected = e.gpu_rejected;
+        let apply = |first: &mut Option<u64>,
+                     last: &mut Option<u64>,
+                     kernels: &mut u32,
+                     gpu_rejected: &mut Option<Rejection>| {
             *last = Some(last.map_or(stop, |l| l.max(stop)));
             if let Some(k) = kernel_start {
                 *first = Some(first.map_or(k, |f| f.min(k)));
                 *kernels += 1;
             }
+            *gpu_rejected = gpu_rejected.or(rejected);
         };
         if let Some(op) = self.pending_op_mut(handle) {
-            apply(&mut op.first_kernel, &mut op.last_child, &mut op.kernels);
+            apply(
+                &mut op.first_kernel,
+                &mut op.last_child,
+                &mut op.kernels,
+                &mut op.gpu_rejected,
+            );
             op.last_activity = op.last_activity.max(stop);
             if kernel_start.is_some() {
                 let (context, seq) = self.task_context[&handle];
@@ -264,6 +279,7 @@ impl OpsStreams {
                 &mut early.first_kernel,
                 &mut early.last_child,
                 &mut early.kernels,
+                &mut early.gpu_rejected,
             );
         } else {
             self.late_children += 1;
@@ -307,7 +323,9 @@ impl OpsStreams {
             None
         } else {
             self.phases.remove(&e.handle)
-        };
+        }
+        // Phases inside host-side times would place GPU times where they were not.
+        .filter(|_| e.gpu_rejected.is_none());
         let rank = self.rank_streams(w, context);
         let loc = match rank.channels.get(&channel) {
             Some(&loc) => loc,
@@ -339,6 +357,9 @@ impl OpsStreams {
         }
         if let Some(error) = e.gpu.and_then(|g| g.error_ns) {
             attrs.push((Attr::GpuClockError, Val::U(error)));
+        }
+        if let Some(rejection) = e.gpu_rejected {
+            attrs.push((Attr::GpuTimeRejected, Val::S(rejection.name())));
         }
         put_attrs(w, attrs);
         w.enter(loc, s, region);
@@ -484,6 +505,9 @@ impl OpsStreams {
         attrs.push((Attr::Pid, Val::I(i64::from(self.pid))));
         attrs.push((Attr::EnqueueTime, Val::U(op.enqueue)));
         attrs.push((Attr::CompleteTime, Val::U(end)));
+        if let Some(rejection) = op.gpu_rejected {
+            attrs.push((Attr::GpuTimeRejected, Val::S(rejection.name())));
+        }
         put_attrs(w, attrs);
         w.enter(loc, s, region);
         let n = n_ranks.max(1) as u64;
@@ -663,6 +687,7 @@ mod tests {
             states: Vec::new(),
             closed: Closed::Stopped,
             gpu: None,
+            gpu_rejected: None,
             parent_event: None,
         }
     }

@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""Measures how far the times of a trace lie from nccl-sim's ground truth, for
+docs/fidelity.md. Run by scripts/measure-fidelity.sh, or by hand:
+
+    /usr/bin/python3 scripts/fidelity-errors.py RUN/traces.otf2 TRUTH_DIR
+
+TRUTH_DIR holds the `truth-<pid>.jsonl` files of `nccl-sim run --truth-dir` (one process;
+its operations are matched by communicator rank, function and sequence number). Prints,
+per kind of time, the error (trace − truth) in microseconds as percentiles, and for GPU
+kernel times how many lie within the error bound the trace states with them.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+DUMP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "otf2-dump.py")
+
+
+def percentiles(values):
+    values = sorted(values)
+    if not values:
+        return "no values"
+    pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]
+    return "n={:<5} min {:>9.2f}  p50 {:>9.2f}  p90 {:>9.2f}  p99 {:>9.2f}  max {:>9.2f}".format(
+        len(values),
+        values[0] / 1e3,
+        pick(0.5) / 1e3,
+        pick(0.9) / 1e3,
+        pick(0.99) / 1e3,
+        values[-1] / 1e3,
+    )
+
+
+def main(anchor, truth_dir):
+    dump = json.loads(subprocess.check_output(["/usr/bin/python3", DUMP, anchor]))
+    truth = {}
+    for path in glob.glob(os.path.join(truth_dir, "truth-*.jsonl")):
+        for line in open(path):
+            t = json.loads(line)
+            truth[(t["rank"], t["func"], t["seq"])] = t
+    intervals = dump["intervals"]
+    ops = [
+        i
+        for i in intervals
+        if i["loc"].endswith(" ops") and "nccl.complete_ns" in i["attrs"]
+    ]
+    # Trace time = CLOCK_MONOTONIC + the clock offset (one process: one offset, which
+    # moves by NTP's slewing only).
+    offsets = sorted(i["end"] - i["attrs"]["nccl.complete_ns"] for i in ops)
+    offset = offsets[len(offsets) // 2]
+
+    def key(i):
+        a = i["attrs"]
+        return (a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq"))
+
+    errors = {
+        "API call start (ncclAllReduce) - API call": [],
+        "op begin - GPU start": [],
+        "op end - completion": [],
+        "kernel channel start - GPU start": [],
+        "kernel channel end - GPU end": [],
+        "stated GPU clock error bound": [],
+    }
+    within = 0
+    kernels = 0
+    for op in ops:
+        t = truth.get(key(op))
+        if t is None:
+            continue
+        errors["op begin - GPU start"].append(op["start"] - offset - t["gpu_start_ns"])
+        errors["op end - completion"].append(op["end"] - offset - t["completion_ns"])
+    for i in intervals:
+        if not i["region"].endswith(" kernel"):
+            continue
+        t = truth.get(key(i))
+        if t is None or "nccl.gpu_time_rejected" in i["attrs"]:
+            continue
+        channel = i["attrs"]["nccl.channel"]
+        # nccl-sim's channels start 150 ns apart and end 100 ns apart.
+        start = t["gpu_start_ns"] + channel * 150
+        stop = max(t["gpu_stop_ns"] - channel * 100, start + 1)
+        e_start = i["start"] - offset - start
+        e_stop = i["end"] - offset - stop
+        errors["kernel channel start - GPU start"].append(e_start)
+        errors["kernel channel end - GPU end"].append(e_stop)
+        bound = i["attrs"].get("nccl.gpu_clock_error_ns")
+        if bound is not None:
+            errors["stated GPU clock error bound"].append(bound)
+            kernels += 1
+            # Never early; late by at most the bound (1 µs of clock-reading noise).
+            if all(-1000 <= e <= bound + 1000 for e in (e_start, e_stop)):
+                within += 1
+    api = [i for i in intervals if i["region"] == "ncclAllReduce"]
+    # API calls carry no sequence number: match them per rank in call order.
+    by_rank = {}
+    for i in sorted(api, key=lambda i: i["start"]):
+        by_rank.setdefault(i["attrs"].get("nccl.rank"), []).append(i)
+    for rank, calls in by_rank.items():
+        truths = sorted(
+            (t for (r, f, _), t in truth.items() if r == rank and f == "AllReduce"),
+            key=lambda t: t["seq"],
+        )
+        for i, t in zip(calls, truths):
+            errors["API call start (ncclAllReduce) - API call"].append(
+                i["start"] - offset - t["enqueue_start_ns"]
+            )
+    print("error = trace - truth, microseconds")
+    for name, values in errors.items():
+        print(f"{name:<45} {percentiles(values)}")
+    print(f"kernel channel times within their stated bound: {within} of {kernels}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
