@@ -597,9 +597,10 @@ fn rank_label(context: u64, info: &ContextInfo) -> String {
     format!("{comm} rank {}", info.rank)
 }
 
-/// Whether the communicator rank's rank and size are known: peers can then be named.
+/// Whether the communicator rank's rank is known (from `init`, or learned from its
+/// tasks on API v1–v3): the trace's communicator then maps its peers to locations.
 fn identity_known(info: &ContextInfo) -> bool {
-    info.rank >= 0 && info.n_ranks > 0
+    info.rank >= 0
 }
 
 fn comm_key_and_name(context: u64, info: &ContextInfo) -> (u64, String) {
