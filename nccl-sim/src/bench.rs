@@ -770,6 +770,17 @@ pub fn callbacks_per_iteration(release: Release) -> (u64, u64) {
 }
 
 /// The report `nccl-sim bench` prints.
+/// More starts than this share came back NULL: the plugin did less work than the others,
+/// and gets no figure.
+pub const MAX_REFUSED_SHARE: f64 = 0.001;
+
+impl BenchRow {
+    /// Whether the plugin refused too many starts to be compared.
+    pub fn refused_too_many(&self) -> bool {
+        self.null_handles as f64 > MAX_REFUSED_SHARE * self.starts as f64
+    }
+}
+
 pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
     let mut out = String::new();
     let (batch, timed) = config.batches();
@@ -821,6 +832,22 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
     );
     let spread = |s: Spread| format!("{:7.1} [{:6.1} {:6.1}]", s.median, s.p10, s.p90);
     for (i, row) in rows.iter().enumerate() {
+        let nulls = format!("{} / {}", row.null_handles, row.starts);
+        if row.refused_too_many() {
+            // Called less, it would look cheaper than it is: no figure.
+            let _ = writeln!(
+                out,
+                "{:width$}  v{:<2}  {:^22}  {:^22}  {:>8}  {:>9}  {:>14}",
+                label(i, row),
+                row.api_version,
+                "no figure",
+                "no figure",
+                "-",
+                "-",
+                nulls,
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
             "{:width$}  v{:<2}  {}  {}  {:8.1}  {:9.1}  {:>14}",
@@ -830,7 +857,7 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
             spread(row.wall),
             row.app_cpu.median,
             row.proxy_cpu.median,
-            format!("{} / {}", row.null_handles, row.starts),
+            nulls,
         );
     }
     let _ = writeln!(out);
@@ -850,8 +877,15 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
             let _ = writeln!(
                 out,
                 "   {} of {} starts returned NULL: NCCL calls nothing more for those events, \
-                 so this plugin did less work and looks cheaper than it is",
-                row.null_handles, row.starts
+                 so this plugin did less work and looks cheaper than it is{}",
+                row.null_handles,
+                row.starts,
+                if row.refused_too_many() {
+                    "; more than 0.1 %: no figure (give it larger buffers or pools, or a \
+                     slower pace with --pause-us)"
+                } else {
+                    ""
+                }
             );
         }
         if row.unrequested != 0 {

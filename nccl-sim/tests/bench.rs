@@ -89,6 +89,14 @@ fn our_plugin_costs_more_than_the_floor_and_drops_nothing() {
     let text = bench::render(&config, &rows);
     assert!(text.contains("empty (floor)") && text.contains(&ours.display().to_string()));
     assert!(text.contains("NULL handles"), "{text}");
+    assert!(!text.contains("no figure"), "{text}");
+    // The same plugin, had it refused one start in 500 (0.2 %), gets no figure.
+    let mut refusing = rows.clone();
+    refusing[1].null_handles = refusing[1].starts / 500;
+    let text = bench::render(&config, &refusing);
+    let row = text.lines().find(|l| l.starts_with("#1 ")).unwrap();
+    assert!(row.contains("no figure"), "{text}");
+    assert!(text.contains("more than 0.1 %: no figure"), "{text}");
 }
 
 #[test]
