@@ -56,7 +56,8 @@ pub unsafe extern "C" fn nccl_sim_replay_clock(realtime_offset_ns: *mut i64) -> 
         // SAFETY: non-NULL and writable (caller).
         unsafe { *realtime_offset_ns = REPLAY_REALTIME_OFFSET_NS.load(Ordering::Relaxed) };
     }
-    match REPLAY_CALL_NS.with(Cell::get) {
+    // `try_with`: a plugin may ask from a thread whose locals are being destroyed.
+    match REPLAY_CALL_NS.try_with(Cell::get).unwrap_or(0) {
         0 => REPLAY_LATEST_NS.load(Ordering::Acquire),
         own => own,
     }
