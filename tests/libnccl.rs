@@ -52,7 +52,13 @@ fn mpirun(out: &Path, command: &[&std::ffi::OsStr]) -> Output {
     let output = Command::new("timeout")
         .arg("120")
         .arg("mpirun")
-        .args(["-np", &RANKS.to_string(), "--oversubscribe", "--bind-to", "none"])
+        .args([
+            "-np",
+            &RANKS.to_string(),
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
         .args(["-x", "NCCL_PROFILER_PLUGIN", "-x", "NCCL_SCOREP_OUTPUT_DIR"])
         .args(["-x", "NCCL_SCOREP_JSONL", "-x", "NCCL_SCOREP_TOOL"])
         .args(["-x", "NCCL_SCOREP_EVENTS"])
@@ -110,7 +116,12 @@ fn events(out: &Path) -> BTreeMap<EventKey, usize> {
             *counts.entry(key).or_insert(0) += 1;
         }
     }
-    assert_eq!(logs, RANKS, "one event log per process in {}", out.display());
+    assert_eq!(
+        logs,
+        RANKS,
+        "one event log per process in {}",
+        out.display()
+    );
     counts
 }
 
@@ -134,14 +145,22 @@ fn trace_content(out: &Path) -> (BTreeMap<String, usize>, BTreeMap<String, usize
     for c in dump["collectives"].as_array().unwrap() {
         let key = format!(
             "{} on {} ranks, root {}, sent {}, received {}",
-            c["op"], sizes[c["comm"].as_str().unwrap()], c["root"], c["sent"], c["received"]
+            c["op"],
+            sizes[c["comm"].as_str().unwrap()],
+            c["root"],
+            c["sent"],
+            c["received"]
         );
         *records.entry(key).or_insert(0) += 1;
     }
     for m in dump["messages"].as_array().unwrap() {
         let key = format!(
             "{} peer {} on {} ranks, {} bytes, tag {}",
-            m["kind"], m["peer"], sizes[m["comm"].as_str().unwrap()], m["bytes"], m["tag"]
+            m["kind"],
+            m["peer"],
+            sizes[m["comm"].as_str().unwrap()],
+            m["bytes"],
+            m["tag"]
         );
         *records.entry(key).or_insert(0) += 1;
     }
@@ -205,17 +224,32 @@ fn a_c_mpi_program_on_the_cpu_only_libnccl_computes_right_and_traces_like_nccl_s
             .map(|(_, c)| c)
             .sum()
     };
-    assert_eq!(
-        count(&app_events, 4, "Coll", "AllReduce"),
-        ITERATIONS * 4
-    );
+    assert_eq!(count(&app_events, 4, "Coll", "AllReduce"), ITERATIONS * 4);
     assert_eq!(count(&app_events, 4, "Coll", "AllGather"), 4);
     assert_eq!(count(&app_events, 2, "Coll", "AllReduce"), 4);
     for rank in 0..RANKS {
         let next = (rank + 1) % RANKS;
-        let send = (4, rank, "P2p".into(), "Send".into(), 4096, next, -1, "P2pApi".into());
+        let send = (
+            4,
+            rank,
+            "P2p".into(),
+            "Send".into(),
+            4096,
+            next,
+            -1,
+            "P2pApi".into(),
+        );
         assert_eq!(app_events.get(&send), Some(&1), "{app_events:#?}");
-        let seq4 = (4, rank, "Coll".into(), "AllReduce".into(), 16384, -1, 4, "CollApi".into());
+        let seq4 = (
+            4,
+            rank,
+            "Coll".into(),
+            "AllReduce".into(),
+            16384,
+            -1,
+            4,
+            "CollApi".into(),
+        );
         assert_eq!(app_events.get(&seq4), Some(&1), "{app_events:#?}");
     }
     for kind in ["ProxyOp", "ProxyStep", "KernelCh", "KernelPhase"] {

@@ -8,8 +8,8 @@
 //! were complete when it was written; once every rank's file of a collective says that
 //! collective `m` was complete everywhere, nobody reads the files before `m` again and
 //! their writers remove them. A send is a file `p<from>.<to>.<n>` that its receiver
-//! removes after reading. At destroy every rank leaves a `bye.r<r>`; rank 0 waits for all
-//! of them and removes the directory.
+//! removes after reading. At destroy every rank leaves a `bye.r<r>`; whoever then finds
+//! every rank's removes the directory (the last to leave always does).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -18,10 +18,6 @@ use std::time::{Duration, Instant};
 /// After this long waiting for peers, a waiting rank says on stderr whom it waits for
 /// (NCCL itself waits forever; so does this library).
 const WAIT_NOTICE: Duration = Duration::from_secs(30);
-
-/// How long rank 0 waits at destroy for the other ranks' goodbyes before it leaves the
-/// directory behind.
-const BYE_PATIENCE: Duration = Duration::from_secs(60);
 
 /// The directory of communicator `hash` in `base`.
 pub fn comm_dir(base: &Path, hash: u64) -> PathBuf {
@@ -143,30 +139,13 @@ impl Exchange {
         Ok(bytes)
     }
 
-    /// Leaves the exchange; rank 0 (unless `abort`) waits for the others and removes the
-    /// directory.
-    pub fn leave(self, abort: bool) {
+    /// Leaves the exchange, never waiting: the last rank to leave removes the directory.
+    pub fn leave(self) {
         let bye = |rank: usize| self.dir.join(format!("bye.r{rank}"));
         let _ = std::fs::write(bye(self.rank), b"");
-        if self.rank != 0 || abort {
-            return;
+        if (0..self.n_ranks).all(|rank| bye(rank).exists()) {
+            let _ = std::fs::remove_dir_all(&self.dir);
         }
-        let deadline = Instant::now() + BYE_PATIENCE;
-        let mut pause = Duration::from_micros(50);
-        while !(0..self.n_ranks).all(|rank| bye(rank).exists()) {
-            if Instant::now() >= deadline {
-                eprintln!(
-                    "libnccl (nccl-sim): not every rank destroyed its communicator within {} s; \
-                     leaving {}",
-                    BYE_PATIENCE.as_secs(),
-                    self.dir.display()
-                );
-                return;
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(5));
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -237,12 +216,13 @@ mod tests {
         ranks[0].send(2, b"again").unwrap();
         assert_eq!(ranks[2].recv(0).unwrap(), b"hello");
         assert_eq!(ranks[2].recv(0).unwrap(), b"again");
-        let mut ranks = ranks.into_iter();
-        let first = ranks.next().unwrap();
-        for other in ranks {
-            other.leave(false);
+        for rank in ranks {
+            assert!(
+                comm_dir(base.path(), 7).exists(),
+                "removed before the last left"
+            );
+            rank.leave();
         }
-        first.leave(false);
         assert!(!comm_dir(base.path(), 7).exists());
     }
 }

@@ -204,7 +204,11 @@ enum Movement {
         root: i32,
     },
     /// `bytes` per rank.
-    AllGather { send: usize, recv: usize, bytes: usize },
+    AllGather {
+        send: usize,
+        recv: usize,
+        bytes: usize,
+    },
     /// `bytes` of the result per rank.
     ReduceScatter {
         send: usize,
@@ -214,9 +218,21 @@ enum Movement {
         op: RedOp,
     },
     /// `bytes` per peer.
-    AlltoAll { send: usize, recv: usize, bytes: usize },
-    Send { send: usize, bytes: usize, peer: i32 },
-    Recv { recv: usize, bytes: usize, peer: i32 },
+    AlltoAll {
+        send: usize,
+        recv: usize,
+        bytes: usize,
+    },
+    Send {
+        send: usize,
+        bytes: usize,
+        peer: i32,
+    },
+    Recv {
+        recv: usize,
+        bytes: usize,
+        peer: i32,
+    },
 }
 
 struct Pending {
@@ -296,9 +312,8 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
             } else {
                 Vec::new()
             }),
-            Movement::ReduceScatter { send, bytes, .. } | Movement::AlltoAll { send, bytes, .. } => {
-                Some(unsafe { read(send, bytes * n) })
-            }
+            Movement::ReduceScatter { send, bytes, .. }
+            | Movement::AlltoAll { send, bytes, .. } => Some(unsafe { read(send, bytes * n) }),
             Movement::Send { send, bytes, peer } => {
                 let data = unsafe { read(send, bytes) };
                 exchange
@@ -644,10 +659,8 @@ pub unsafe extern "C" fn ncclCommSplit(
             .iter()
             .position(|&(_, other)| other == rank)
             .expect("this rank is among its color's members") as i32;
-        let hash = nccl_scorep_common::job::comm_hash(
-            parent.hash,
-            index << 32 | u64::from(color as u32),
-        );
+        let hash =
+            nccl_scorep_common::job::comm_hash(parent.hash, index << 32 | u64::from(color as u32));
         let made = create(hash, child_rank, members.len() as i32)?;
         output(newcomm, made, "newcomm")
     })
@@ -662,8 +675,8 @@ pub extern "C" fn ncclCommFinalize(comm: *mut Communicator) -> c_int {
     })
 }
 
-/// Destroy (`abort` false) or abort a communicator rank.
-fn end(comm: *mut Communicator, abort: bool) -> Outcome {
+/// Destroys a communicator rank (abort does the same: nothing here can hang).
+fn end(comm: *mut Communicator) -> Outcome {
     communicator(comm)?;
     live()
         .lock()
@@ -677,18 +690,18 @@ fn end(comm: *mut Communicator, abort: bool) -> Outcome {
     exchange
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
-        .leave(abort);
+        .leave();
     Ok(())
 }
 
 #[no_mangle]
 pub extern "C" fn ncclCommDestroy(comm: *mut Communicator) -> c_int {
-    guarded("ncclCommDestroy", || end(comm, false))
+    guarded("ncclCommDestroy", || end(comm))
 }
 
 #[no_mangle]
 pub extern "C" fn ncclCommAbort(comm: *mut Communicator) -> c_int {
-    guarded("ncclCommAbort", || end(comm, true))
+    guarded("ncclCommAbort", || end(comm))
 }
 
 /// # Safety
@@ -801,8 +814,12 @@ pub extern "C" fn ncclGroupEnd() -> c_int {
     guarded("ncclGroupEnd", group_end)
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclAllReduce(
+pub unsafe extern "C" fn ncclAllReduce(
     send: *const c_void,
     recv: *mut c_void,
     count: usize,
@@ -827,8 +844,12 @@ pub extern "C" fn ncclAllReduce(
     })
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclBroadcast(
+pub unsafe extern "C" fn ncclBroadcast(
     send: *const c_void,
     recv: *mut c_void,
     count: usize,
@@ -854,8 +875,12 @@ pub extern "C" fn ncclBroadcast(
     })
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclReduce(
+pub unsafe extern "C" fn ncclReduce(
     send: *const c_void,
     recv: *mut c_void,
     count: usize,
@@ -884,8 +909,12 @@ pub extern "C" fn ncclReduce(
     })
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclAllGather(
+pub unsafe extern "C" fn ncclAllGather(
     send: *const c_void,
     recv: *mut c_void,
     send_count: usize,
@@ -908,8 +937,12 @@ pub extern "C" fn ncclAllGather(
     })
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclReduceScatter(
+pub unsafe extern "C" fn ncclReduceScatter(
     send: *const c_void,
     recv: *mut c_void,
     recv_count: usize,
@@ -935,8 +968,12 @@ pub extern "C" fn ncclReduceScatter(
     })
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclAlltoAll(
+pub unsafe extern "C" fn ncclAlltoAll(
     send: *const c_void,
     recv: *mut c_void,
     count: usize,
@@ -959,8 +996,12 @@ pub extern "C" fn ncclAlltoAll(
     })
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclSend(
+pub unsafe extern "C" fn ncclSend(
     send: *const c_void,
     count: usize,
     datatype: c_int,
@@ -983,8 +1024,12 @@ pub extern "C" fn ncclSend(
     })
 }
 
+/// # Safety
+///
+/// The buffers hold `count` elements as NCCL's API describes for this call (host memory),
+/// or are NULL with a count of 0; `comm` is a communicator of this library.
 #[no_mangle]
-pub extern "C" fn ncclRecv(
+pub unsafe extern "C" fn ncclRecv(
     recv: *mut c_void,
     count: usize,
     datatype: c_int,
