@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # Debian packages the tests need. Add a package here when a test starts to use it.
-DEBIAN_PACKAGES=(valgrind openmpi-bin libotf2-trace-dev otf2-tools python3-otf2 libclang-dev
+DEBIAN_PACKAGES=(valgrind openmpi-bin libopenmpi-dev libotf2-trace-dev otf2-tools python3-otf2 libclang-dev
     cmake pkg-config man-db chromium fonts-dejavu-core)
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

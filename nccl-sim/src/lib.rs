@@ -68,6 +68,11 @@ pub fn our_plugin_for_tests() -> std::path::PathBuf {
     built_for_tests("libnccl_profiler_scorep.so", "nccl-profiler-scorep")
 }
 
+/// The CPU-only `libnccl.so` (`nccl-sim/libnccl`) as Cargo built it for the running test.
+pub fn libnccl_for_tests() -> std::path::PathBuf {
+    built_for_tests("libnccl.so", "nccl-sim-libnccl")
+}
+
 /// The `nccl-sim` binary beside the running test executable (`cargo test --workspace`
 /// builds it), for tests of other packages that run jobs with it.
 pub fn binary_for_tests() -> std::path::PathBuf {

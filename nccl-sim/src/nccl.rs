@@ -147,7 +147,8 @@ struct PxnLink {
 static VERSION_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// NCCL's `ncclGetVersion`: the emulated release's code (`2*10000 + minor*100`), as a
-/// plugin finds it in the process. The `nccl-sim` binary exports it (see build.rs).
+/// plugin finds it in the process. The `nccl-sim` binary exports it (see build.rs), and so
+/// does the CPU-only libnccl (`nccl-sim/libnccl`).
 ///
 /// # Safety
 ///
@@ -158,8 +159,14 @@ pub unsafe extern "C" fn ncclGetVersion(version: *mut std::ffi::c_int) -> std::f
     if version.is_null() {
         return NCCL_INVALID_ARGUMENT;
     }
+    // Before any emulated NCCL exists (a program asking first, as applications do), the
+    // default release's.
+    let code = match VERSION_CODE.load(Ordering::Relaxed) {
+        0 => 20000 + 100 * crate::release::NEWEST.minor() as i32,
+        code => code,
+    };
     // SAFETY: a non-NULL pointer the caller gives for one int.
-    unsafe { *version = VERSION_CODE.load(Ordering::Relaxed) };
+    unsafe { *version = code };
     0
 }
 

@@ -27,6 +27,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ("split", "a split communicator sharing its parent's proxy; the parent is destroyed first"),
     ("nonblocking", "non-blocking communicators: launches on another thread"),
     ("special", "nRanks == 1, count == 0 and Broadcast (an AllGatherV task on 2.29+): what NCCL does not emit"),
+    ("mpi-app", "the calls of the MPI+NCCL test program of the CPU-only libnccl: AllReduce loop, AllGather, a split by parity with an AllReduce, a send/recv ring"),
 ];
 
 /// Parameters shared by the scenarios.
@@ -291,6 +292,7 @@ pub fn run(name: &str, nccl: &Arc<Nccl>, params: &Params) -> bool {
             comm.all_reduce(p.size(i) / 4, DataType::Float32);
         }),
         "special" => special(nccl, params),
+        "mpi-app" => mpi_app(nccl, params),
         _ => return false,
     }
     true
@@ -482,6 +484,53 @@ fn special(nccl: &Arc<Nccl>, params: &Params) {
     per_rank(nccl, params, "special", |comm, p, i| {
         comm.all_reduce(0, DataType::Float32);
         comm.broadcast(p.size(i) / 4, DataType::Float32, 0);
+    });
+}
+
+/// Element counts of the MPI+NCCL test program (`tests/c/mpi_nccl_app.c`), whose NCCL
+/// calls [`mpi_app`] makes.
+pub mod mpi_app_counts {
+    pub const REDUCE: usize = 16384;
+    pub const GATHER: usize = 256;
+    pub const HALF: usize = 1024;
+    pub const RING: usize = 4096;
+}
+
+/// The NCCL calls of the test program of the CPU-only libnccl, rank by rank: `iterations`
+/// AllReduce of floats on the world communicator, one AllGather of ints, a split by parity
+/// (a new communicator, as ncclCommSplit without shared resources makes) with one
+/// AllReduce of ints, a send to the next rank and a receive from the previous one in a
+/// group, then the half and the world destroyed. The communicators are unnamed, as
+/// `ncclCommInitRank` makes them.
+fn mpi_app(nccl: &Arc<Nccl>, params: &Params) {
+    use mpi_app_counts::*;
+    let barrier = Barrier::new(params.local_ranks.len());
+    std::thread::scope(|scope| {
+        for &rank in &params.local_ranks {
+            let barrier = &barrier;
+            scope.spawn(move || {
+                let n = params.ranks;
+                let world = nccl.comm_init(CommOptions::new(params.comm_hash, rank, n));
+                barrier.wait();
+                for _ in 0..params.iterations {
+                    world.all_reduce(REDUCE, DataType::Float32);
+                }
+                world.all_gather(GATHER, DataType::Int32);
+                let color = rank % 2;
+                let half = nccl.comm_init(CommOptions::new(
+                    params.comm_hash ^ (0x5b11_7000 + color as u64),
+                    rank / 2,
+                    (n + 1 - color) / 2,
+                ));
+                half.all_reduce(HALF, DataType::Int32);
+                nccl::group_start();
+                world.send(RING, DataType::Float32, (rank + 1) % n);
+                world.recv(RING, DataType::Float32, (rank + n - 1) % n);
+                nccl::group_end();
+                half.destroy();
+                world.destroy();
+            });
+        }
     });
 }
 
