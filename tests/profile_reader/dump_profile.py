@@ -70,6 +70,9 @@ def main(path):
                 except Exception:
                     continue
                 for i, v in enumerate(row):
+                    # Score-P's minimum and maximum metrics come as objects of their own.
+                    if not hasattr(v, "item"):
+                        continue
                     v = v.item()
                     if v != 0:
                         rows.append([cnode.id, i, v])
