@@ -3,10 +3,11 @@
 //! OTF2's own event writer keeps a location's events in memory until a chunk is full, and
 //! its file layer then collects chunks into 4 MiB blocks before it writes them: a quiet
 //! location reaches the disk only when the trace is closed, and every location holds up
-//! to 4 MiB more than its chunk. Writing the file here keeps one chunk per location in
-//! memory and puts what it holds on disk whenever the collector asks
-//! ([`EventFile::persist`]), so a killed process leaves nearly all its events; it also
-//! costs a fraction of OTF2's per-record work. The format is OTF2 3.x's
+//! to 4 MiB more than its chunk. Writing the file here keeps only the unwritten tail of a
+//! location's current chunk in memory ([`STAGE_BYTES`], an eighth of OTF2's smallest
+//! chunk), writes it whenever it fills or the collector asks ([`EventFile::persist`]), so
+//! a killed process leaves nearly all its events and a trace of many locations does not
+//! hold a chunk for each; it also costs a fraction of OTF2's per-record work. The format is OTF2 3.x's
 //! ([`otf2_sys::event_format`]), read by OTF2 itself; the archive's definitions and
 //! anchor are still written by OTF2. Completed chunks are not padded: the hole up to the
 //! next chunk reads as end-of-chunk bytes.
@@ -25,6 +26,8 @@ use otf2_sys::event_format::{
 const MAX_EVENT_BYTES: usize = 9 + (11 + MAX_ATTRIBUTES * 15) + 40 + 2;
 /// Attributes one event may carry (the plugin writes at most about 20).
 pub const MAX_ATTRIBUTES: usize = 64;
+/// The bytes of its current chunk a location holds in memory before they go to its file.
+pub const STAGE_BYTES: usize = 32 * 1024;
 
 /// An attribute value as OTF2 types it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,8 +166,10 @@ pub struct EventFile {
     /// Opened when something is first written.
     file: Option<File>,
     chunk_bytes: usize,
-    /// The current chunk; its first `len` bytes are written.
-    chunk: Box<[u8]>,
+    /// The current chunk's bytes from `persisted` to `len` (the ones not in the file yet;
+    /// the chunk's header too until its first bytes are written).
+    stage: Box<[u8]>,
+    /// The current chunk's length so far.
     len: usize,
     /// Its index in the file.
     chunk_index: u64,
@@ -186,7 +191,7 @@ impl EventFile {
             path,
             file: None,
             chunk_bytes,
-            chunk: vec![0u8; chunk_bytes].into_boxed_slice(),
+            stage: vec![0u8; STAGE_BYTES.min(chunk_bytes)].into_boxed_slice(),
             len: 0,
             chunk_index: 0,
             persisted: 0,
@@ -211,7 +216,7 @@ impl EventFile {
 
     fn start_chunk(&mut self) {
         // The last event's number is set when the chunk goes to the file.
-        self.chunk[..HEADER_BYTES].copy_from_slice(&chunk_header(self.events + 1, 0));
+        self.stage[..HEADER_BYTES].copy_from_slice(&chunk_header(self.events + 1, 0));
         self.len = HEADER_BYTES;
         self.persisted = 0;
         self.persisted_last_event = 0;
@@ -221,7 +226,13 @@ impl EventFile {
     /// Whether the next event fits in the current chunk; when not, [`EventFile::next_chunk`]
     /// must come first.
     pub fn has_room(&self) -> bool {
-        self.len + MAX_EVENT_BYTES + SLACK <= self.chunk.len()
+        self.len + MAX_EVENT_BYTES + SLACK <= self.chunk_bytes
+    }
+
+    /// Whether the next event fits in memory; when not, [`EventFile::persist`] must come
+    /// first.
+    pub fn stage_has_room(&self) -> bool {
+        self.len - self.persisted + MAX_EVENT_BYTES + SLACK <= self.stage.len()
     }
 
     /// Ends the current chunk (its end-of-chunk bytes are the hole up to the next one),
@@ -236,10 +247,12 @@ impl EventFile {
     /// Appends one event with its attributes at `time` (not before the last one). The
     /// caller made room ([`EventFile::has_room`]).
     pub fn write(&mut self, time: u64, attributes: &[(u32, AttributeValue)], event: Event) {
-        debug_assert!(self.has_room() && attributes.len() <= MAX_ATTRIBUTES);
+        debug_assert!(
+            self.has_room() && self.stage_has_room() && attributes.len() <= MAX_ATTRIBUTES
+        );
         let mut out = Out {
-            buf: &mut self.chunk,
-            pos: self.len,
+            buf: &mut self.stage,
+            pos: self.len - self.persisted,
         };
         if self.time.is_none_or(|last| time > last) {
             out.byte(TIMESTAMP);
@@ -320,7 +333,7 @@ impl EventFile {
                 });
             }
         }
-        self.len = out.pos;
+        self.len = self.persisted + out.pos;
         self.events += 1;
     }
 
@@ -332,7 +345,11 @@ impl EventFile {
         if self.persisted == self.len && self.persisted_last_event == last_event {
             return Ok(());
         }
-        self.chunk[LAST_EVENT_AT..HEADER_BYTES].copy_from_slice(&last_event.to_ne_bytes());
+        let last_event_bytes = last_event.to_ne_bytes();
+        if self.persisted == 0 {
+            // The header is still in memory: it goes with the chunk's first bytes.
+            self.stage[LAST_EVENT_AT..HEADER_BYTES].copy_from_slice(&last_event_bytes);
+        }
         if self.file.is_none() {
             if let Some(dir) = self.path.parent() {
                 nccl_scorep_common::safe_file::create_dirs(dir)?;
@@ -342,18 +359,13 @@ impl EventFile {
         let file = self.file.as_ref().expect("opened above");
         let start = self.chunk_index * self.chunk_bytes as u64;
         if self.persisted > 0 && self.persisted_last_event != last_event {
-            file.write_all_at(
-                &self.chunk[LAST_EVENT_AT..HEADER_BYTES],
-                start + LAST_EVENT_AT as u64,
-            )?;
+            file.write_all_at(&last_event_bytes, start + LAST_EVENT_AT as u64)?;
         }
-        // The header's event count goes with the first bytes of the chunk.
-        let from = if self.persisted == 0 {
-            0
-        } else {
-            self.persisted
-        };
-        file.write_all_at(&self.chunk[from..self.len], start + from as u64)?;
+        file.write_all_at(
+            &self.stage[..self.len - self.persisted],
+            start + self.persisted as u64,
+        )?;
+        // What is in the file leaves memory: the stage starts again at `len`.
         self.persisted = self.len;
         self.persisted_last_event = last_event;
         Ok(())
@@ -365,21 +377,25 @@ impl EventFile {
             return Ok(());
         }
         self.finished = true;
-        self.chunk[self.len] = END_OF_FILE;
-        self.chunk[self.len + 1] = END_OF_BUFFER;
+        // The stage keeps room for these two bytes (SLACK).
+        let at = self.len - self.persisted;
+        self.stage[at] = END_OF_FILE;
+        self.stage[at + 1] = END_OF_BUFFER;
         self.len += 2;
         let result = self.persist();
         self.file = None;
-        self.chunk = Box::default();
+        self.stage = Box::default();
         result
     }
 
-    /// The number of the current chunk's first event (for tests).
+    /// The number of the current chunk's first event, before the chunk reached the file
+    /// (for tests).
     #[cfg(test)]
     fn chunk_first_event(&self) -> u64 {
         use otf2_sys::event_format::FIRST_EVENT_AT;
+        assert_eq!(self.persisted, 0, "the header is in the file");
         u64::from_ne_bytes(
-            self.chunk[FIRST_EVENT_AT..FIRST_EVENT_AT + 8]
+            self.stage[FIRST_EVENT_AT..FIRST_EVENT_AT + 8]
                 .try_into()
                 .expect("8 bytes"),
         )
@@ -515,6 +531,9 @@ mod tests {
         let mut file = EventFile::new(path.to_owned(), CHUNK);
         for (time, attributes, event) in steps {
             assert!(file.has_room());
+            if !file.stage_has_room() {
+                file.persist().unwrap();
+            }
             file.write(*time, attributes, *event);
         }
         file
@@ -556,7 +575,10 @@ mod tests {
         file.persist().unwrap();
         let on_disk = std::fs::read(&path).unwrap();
         assert_eq!(on_disk[LAST_EVENT_AT], steps.len() as u8);
-        assert_eq!(on_disk, &file.chunk[..file.len]);
+        // The same bytes as the events written in one go.
+        let whole = dir.path().join("whole.evt");
+        written_here(&whole, &steps).persist().unwrap();
+        assert_eq!(on_disk, std::fs::read(&whole).unwrap());
         // Nothing new: nothing written.
         assert_eq!(file.unpersisted(), 0);
     }
@@ -572,8 +594,12 @@ mod tests {
                 file.next_chunk().unwrap();
                 chunks += 1;
                 assert_eq!(file.chunk_first_event(), file.events() + 1);
+            } else if !file.stage_has_room() {
+                file.persist().unwrap();
             }
             file.write(time, &[], Event::Enter { region: 1 });
+            // Memory holds a stage, not a chunk.
+            assert!(file.unpersisted() < STAGE_BYTES);
         }
         file.finish().unwrap();
         let bytes = std::fs::read(&path).unwrap();

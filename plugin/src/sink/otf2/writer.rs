@@ -245,6 +245,12 @@ impl Writer {
             self.before_writing();
             let result = self.entries[index].file.next_chunk();
             self.note_write(result);
+        } else if !self.entries[index].file.stage_has_room() {
+            // The location's bytes in memory go to its file: memory holds a stage of each
+            // location, not a chunk.
+            self.before_writing();
+            let result = self.entries[index].file.persist();
+            self.note_write(result);
         }
         let entry = &mut self.entries[index];
         let time = if time < entry.last {
