@@ -483,6 +483,12 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
         }
     }
 
+    // By process (a location id's low half is its process's index in the job), each
+    // process's locations in the order its parts define them (threads, then communicator
+    // ranks, then PXN lanes): readers list them so. Parts are found in host.pid order,
+    // which is not the processes' order.
+    u.locations.sort_by_key(|location| location.id as u32);
+
     // Regions by (name, role, paradigm); attributes by (name, type).
     let mut regions: Interner<(u32, u8, u8), Region> = Interner::new();
     let mut attributes: Interner<(u32, u8), Attribute> = Interner::new();
