@@ -719,7 +719,10 @@ mod tests {
         assert_eq!(location_kind("proxy thread 17"), LocationKind::Thread);
         assert_eq!(without_lane("thread 5 (lane 2)"), "thread 5");
         assert_eq!(without_lane("thread 5"), "thread 5");
-        assert_eq!(without_lane("world rank 3 proxy lane 12"), "world rank 3 proxy");
+        assert_eq!(
+            without_lane("world rank 3 proxy lane 12"),
+            "world rank 3 proxy"
+        );
         assert_eq!(
             without_lane("PXN for pid 7 ctx 0x1 proxy lane 1"),
             "PXN for pid 7 ctx 0x1 proxy"

@@ -609,7 +609,13 @@ impl Definitions {
                 .map_or_else(Vec::new, |s| natural_key(&s.to_string_lossy()))
         };
         let mut groups: Vec<usize> = (0..self.groups.len()).collect();
-        groups.sort_by_cached_key(|&g| (g != Self::PROCESS_GROUP as usize, name(self.groups[g].name), g));
+        groups.sort_by_cached_key(|&g| {
+            (
+                g != Self::PROCESS_GROUP as usize,
+                name(self.groups[g].name),
+                g,
+            )
+        });
         let mut position = vec![0u32; self.groups.len()];
         for (at, &g) in groups.iter().enumerate() {
             position[g] = at as u32;

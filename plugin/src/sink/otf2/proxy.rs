@@ -11,8 +11,8 @@
 
 use super::attributes::{push_op_key, Val};
 use super::defs::{Attr, Definitions, RegionGroup, Role};
-use super::ops::OpsStreams;
 use super::lanes::Nesting;
+use super::ops::OpsStreams;
 use super::timelines::{thread_timeline_name, Family, Item, Timelines, Watermarks};
 use super::writer::Writer;
 use crate::event::{Event, StateArg};

@@ -242,9 +242,9 @@ impl Placer<'_> {
     fn loc(&mut self, lane: usize) -> Loc {
         while self.locs.len() <= lane {
             let name = lane_name(self.name, self.locs.len(), self.numbered);
-            let loc =
-                self.w
-                    .add_location(&name, LocationKind::CpuThread, self.group, self.order);
+            let loc = self
+                .w
+                .add_location(&name, LocationKind::CpuThread, self.group, self.order);
             self.locs.push(loc);
         }
         self.locs[lane]
