@@ -1,8 +1,9 @@
 //! Proxy lanes: a 4-process PXN job on 4 channels, with proxy steps, keeps the proxy
 //! operations of each communicator rank on a few shared lanes, never more than
-//! `NCCL_SCOREP_PROXY_LANES`; beyond the bound intervals are squeezed, counted and warned
-//! about, and the trace still nests. The locations are defined by process, then rank, then
-//! kind. The merged trace passes `nccl-scorep validate` and `otf2-print -Werror`.
+//! `NCCL_SCOREP_PROXY_LANES`; beyond the bound intervals are squeezed (started late, never
+//! inside another operation), counted and warned about, and the trace still nests. The
+//! locations are defined by process, then rank, then kind. The merged trace passes
+//! `nccl-scorep validate` and `otf2-print -Werror`.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -221,7 +222,7 @@ fn proxy_operations_share_a_few_lanes_per_rank_in_a_readable_order() {
 }
 
 #[test]
-fn beyond_the_bound_proxy_intervals_are_squeezed_into_the_last_lane_and_the_trace_nests() {
+fn beyond_the_bound_proxy_intervals_are_squeezed_and_the_trace_still_nests() {
     let dir = tempfile::tempdir().unwrap();
     let (run, stderr) = run_job(dir.path(), Some("1"));
     let anchor = run.join("traces.otf2");
@@ -232,13 +233,17 @@ fn beyond_the_bound_proxy_intervals_are_squeezed_into_the_last_lane_and_the_trac
     let lanes = proxy_lanes(&trace);
     assert_eq!(lanes.len(), 2 * 2 * PROCESSES, "{lanes:#?}");
     assert!(lanes.values().all(|&n| n == 1), "{lanes:#?}");
-    // Every proxy operation is still there.
-    let ops = trace["intervals"]
+    // Every proxy operation is still there, and none is drawn inside another one.
+    let ops: Vec<&Value> = trace["intervals"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|i| matches!(i["region"].as_str(), Some("proxy send" | "proxy recv")))
-        .count();
+        .collect();
+    for op in &ops {
+        assert_eq!(op["depth"], 0, "{op}");
+    }
+    let ops = ops.len();
     let reference_dir = dir.path().join("reference");
     std::fs::create_dir(&reference_dir).unwrap();
     let (reference_run, _) = run_job(&reference_dir, None);
@@ -251,9 +256,7 @@ fn beyond_the_bound_proxy_intervals_are_squeezed_into_the_last_lane_and_the_trac
         .count();
     assert_eq!(ops, reference_ops);
     assert!(
-        stderr.contains(
-            "proxy lanes of their communicator rank and were squeezed into its last lane"
-        ),
+        stderr.contains("proxy lanes of their communicator rank busy and were squeezed"),
         "{stderr}"
     );
     assert!(stderr.contains("NCCL_SCOREP_PROXY_LANES"), "{stderr}");

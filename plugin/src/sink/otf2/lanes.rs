@@ -227,9 +227,20 @@ impl<T: Interval> Lanes<T> {
             out.done(item);
             return;
         }
-        // Every lane is taken: squeeze it into the last one (inside whatever is open there,
-        // so that the lane still nests).
+        // Every lane is taken: the interval is squeezed (and counted).
         self.clipped += 1;
+        let (index, start, stop) = match nesting {
+            Nesting::ByTime => self.squeeze_into_last(start, stop),
+            Nesting::Alone | Nesting::Inside(_) => self.squeeze_after(nesting, start, stop, out),
+        };
+        self.write(index, &item, start, stop, out);
+        out.done(item);
+    }
+
+    /// Where an interval that nests by time is squeezed: into the last lane, inside
+    /// whatever is open there (so that the lane still nests), no earlier than its last
+    /// event.
+    fn squeeze_into_last(&self, start: u64, stop: u64) -> (usize, u64, u64) {
         let index = self.lanes.len() - 1;
         let lane = &self.lanes[index];
         let start = start.max(lane.last);
@@ -237,8 +248,43 @@ impl<T: Interval> Lanes<T> {
             Some(open) => stop.clamp(start, open.stop.max(start)),
             None => stop.max(start),
         };
-        self.write(index, &item, start, stop, out);
-        out.done(item);
+        (index, start, stop)
+    }
+
+    /// Where an interval that must not go inside just anything is squeezed: a step into
+    /// its own operation when that one is open, after what the lane already holds; else
+    /// onto the lane that frees first, from the time it frees (so it starts late, or has
+    /// no length, rather than being drawn inside an operation it is no part of).
+    fn squeeze_after(
+        &mut self,
+        nesting: Nesting,
+        start: u64,
+        stop: u64,
+        out: &mut impl LaneOutput<T>,
+    ) -> (usize, u64, u64) {
+        if let Nesting::Inside(key) = nesting {
+            let parent = self.lanes.iter().enumerate().find_map(|(index, lane)| {
+                let open = lane.stack.last().filter(|open| open.key == key)?;
+                let start = start.max(lane.last).min(open.stop);
+                Some((index, start, stop.clamp(start, open.stop)))
+            });
+            if let Some(place) = parent {
+                return place;
+            }
+        }
+        let (index, free) = self
+            .lanes
+            .iter()
+            .enumerate()
+            .map(|(index, lane)| {
+                let outermost = lane.stack.first().map_or(0, |open| open.stop);
+                (index, outermost.max(lane.last))
+            })
+            .min_by_key(|&(_, free)| free)
+            .expect("a lane exists once the bound is reached");
+        pop_until(&mut self.lanes[index], index, free, out);
+        let start = start.max(self.lanes[index].last);
+        (index, start, stop.max(start))
     }
 
     fn write(
@@ -591,17 +637,43 @@ mod tests {
     }
 
     #[test]
-    fn beyond_the_bound_operations_are_squeezed_into_the_last_lane_and_counted() {
+    fn beyond_the_bound_operations_start_when_a_lane_frees_and_are_counted() {
         let mut lanes = Lanes::new(2);
         let mut log = Log::default();
         for handle in 1..=5 {
             let start = u64::from(handle) * 10;
             lanes.push(op(start, start + 100, handle));
         }
+        // A step of operation 5, inside it once it is placed.
+        lanes.push(step(60, 70, 51, 5));
         lanes.finish(&mut log);
         assert_well_formed(&log);
-        assert_eq!(lanes.clipped, 3);
-        let lanes_used: std::collections::BTreeSet<usize> = log.0.iter().map(|e| e.0).collect();
-        assert_eq!(lanes_used.into_iter().collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(lanes.clipped, 4);
+        // Never an operation inside another: each Enter of an operation on an empty lane.
+        let mut depth = [0usize; 2];
+        for &(lane, what, time, region) in &log.0 {
+            if region < 10 {
+                if what == "E" {
+                    assert_eq!(depth[lane], 0, "operation {region} at {time}: {:?}", log.0);
+                    depth[lane] += 1;
+                } else {
+                    depth[lane] -= 1;
+                }
+            }
+        }
+        let entered = |region: u32| {
+            *log.0
+                .iter()
+                .find(|e| e.1 == "E" && e.3 == region)
+                .expect("entered")
+        };
+        // 1 and 2 as they came; 3 when 1 ends, 4 when 2 ends, 5 when 3 ends.
+        assert_eq!(entered(1), (0, "E", 10, 1));
+        assert_eq!(entered(2), (1, "E", 20, 2));
+        assert_eq!(entered(3), (0, "E", 110, 3));
+        assert_eq!(entered(4), (1, "E", 120, 4));
+        assert_eq!(entered(5), (0, "E", 130, 5));
+        // The step waits for its operation, and is squeezed into it.
+        assert_eq!(entered(51), (0, "E", 130, 51));
     }
 }

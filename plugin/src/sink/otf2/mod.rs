@@ -379,9 +379,10 @@ impl Sink for Otf2Sink {
         }
         if stats.squeezed_proxy_intervals > 0 {
             crate::log::warn(&format!(
-                "{} proxy operations or steps overlapped more than the {proxy_lanes} proxy lanes \
-                 of their communicator rank and were squeezed into its last lane (shortened to \
-                 nest there); raise NCCL_SCOREP_PROXY_LANES (at most 64) to show them apart",
+                "{} proxy operations or steps found all {proxy_lanes} proxy lanes of their \
+                 communicator rank busy and were squeezed (each starts late, where a lane or \
+                 its operation had room); raise NCCL_SCOREP_PROXY_LANES (at most 64) to show \
+                 them as they were",
                 stats.squeezed_proxy_intervals
             ));
         }
