@@ -1,6 +1,7 @@
 //! The definitions of one process's archive: strings, regions, locations, communicators and
-//! attributes, with dense local ids in first-use order. They are written when the archive
-//! closes (see `writer.rs`), and described for users in `docs/trace-schema.md`.
+//! attributes, with dense local ids in first-use order (location groups are numbered in the
+//! order they are written). They are written when the archive closes (see `writer.rs`),
+//! locations in a readable order, and described for users in `docs/trace-schema.md`.
 
 use otf2_sys::*;
 use rustc_hash::FxHashMap as HashMap;
