@@ -68,7 +68,7 @@ pub struct Config {
     /// The trace shows each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
     /// Proxy lanes (trace locations) per communicator rank; intervals beyond them are
-    /// squeezed into the last one.
+    /// squeezed (started late where a lane has room).
     pub proxy_lanes: usize,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
     pub scorep_parameters: ScorepParameters,

@@ -109,7 +109,7 @@ pub struct Lanes<T> {
     pending: Vec<Waiting<T>>,
     arrivals: u64,
     max_lanes: usize,
-    /// Intervals squeezed into the last lane because all lanes were in use.
+    /// Intervals squeezed because all lanes were in use (see `place`).
     pub clipped: u64,
 }
 

@@ -76,7 +76,7 @@ pub struct Otf2Options {
     pub kernel_channels: bool,
     /// Write each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
-    /// Proxy lanes per communicator rank before intervals are squeezed into the last one.
+    /// Proxy lanes per communicator rank before intervals are squeezed.
     pub proxy_lanes: usize,
     /// The process's index in the job (launcher rank), else its pid.
     pub process_index: u32,
@@ -94,8 +94,8 @@ pub struct Otf2Stats {
     pub failed_calls: u64,
     pub raised_timestamps: u64,
     pub clipped_intervals: u64,
-    /// Of `clipped_intervals`, the proxy intervals squeezed into the last proxy lane of
-    /// their communicator rank.
+    /// Of `clipped_intervals`, the proxy intervals squeezed because every proxy lane of
+    /// their communicator rank was in use.
     pub squeezed_proxy_intervals: u64,
     pub late_children: u64,
     /// Operations written without any of the kernel channels they announced.

@@ -295,7 +295,7 @@ pub(super) struct Timelines {
     timelines: HashMap<Family, Timeline>,
     /// Lanes each proxy timeline may open (`NCCL_SCOREP_PROXY_LANES`).
     proxy_lanes: usize,
-    /// Proxy intervals squeezed into the last lane of their owner.
+    /// Proxy intervals squeezed because every lane of their owner was in use.
     squeezed_proxy_intervals: u64,
     spares: Spares,
     /// Times a timeline held back so many intervals that they were placed regardless.
