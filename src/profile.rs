@@ -124,7 +124,7 @@ pub enum LocationKind {
     OpsStream,
     /// A GPU channel of a communicator rank (`<comm> rank <r> channel <c>`).
     Channel,
-    /// A proxy connection's operations and steps (`… proxy …`).
+    /// A communicator rank's proxy operations and steps (`… proxy lane N`).
     Proxy,
 }
 

@@ -40,11 +40,15 @@ fn assert_valid(archive: &Path) {
 
 /// A location, group or communicator name without what changes from run to run: thread
 /// ids, pids, PXN context pointers, communicator hashes, and the lane number of a timeline
-/// (how many lanes overlapping intervals need depends on timing).
+/// (how many lanes overlapping intervals need depends on timing): a thread's `(lane N)`,
+/// a proxy's `lane N`.
 fn normalized(name: &str) -> String {
     let base = match name.rsplit_once(" (lane ") {
         Some((base, lane)) if lane.ends_with(')') => base,
-        _ => name,
+        _ => match name.rsplit_once(" lane ") {
+            Some((base, lane)) if base.ends_with(" proxy") && lane.parse::<u32>().is_ok() => base,
+            _ => name,
+        },
     };
     let mut words = Vec::new();
     let mut previous = "";
@@ -378,7 +382,8 @@ fn check_ring_allreduce(trace: &Value) {
         );
     }
     assert_eq!(counts.len(), RANKS, "{counts:?}");
-    // Kernel channels and the ring's proxy connections of every rank.
+    // Kernel channels and proxy lanes of every rank; on the lanes, the ring's connections
+    // (channel, peer and direction of each proxy operation).
     let names = location_names(trace);
     for rank in 0..RANKS {
         let next = (rank + 1) % RANKS;
@@ -386,11 +391,23 @@ fn check_ring_allreduce(trace: &Value) {
         for expected in [
             format!("single rank {rank} channel 0"),
             format!("single rank {rank} channel 1"),
-            format!("single rank {rank} proxy ch0 send to {next}"),
-            format!("single rank {rank} proxy ch1 recv from {previous}"),
+            format!("single rank {rank} proxy lane 1"),
         ] {
             assert!(names.contains(&expected), "{expected} in {names:#?}");
         }
+        let connections = proxy_connections(trace, &format!("single rank {rank} proxy lane "));
+        for expected in [
+            ("proxy send".to_owned(), 0, next as i64),
+            ("proxy send".to_owned(), 1, next as i64),
+            ("proxy recv".to_owned(), 0, previous as i64),
+            ("proxy recv".to_owned(), 1, previous as i64),
+        ] {
+            assert!(
+                connections.contains(&expected),
+                "rank {rank}: {expected:?} in {connections:?}"
+            );
+        }
+        assert_eq!(connections.len(), 4, "rank {rank}: {connections:?}");
     }
     // Rank 2 is late: after the first AllReduce (which the processes' start-up blurs) it
     // calls ncclAllReduce after every other rank.
@@ -492,18 +509,85 @@ fn check_pxn(trace: &Value) {
         let host_group = format!("process {host} (pid {} on node0)", processes[&host].0);
         for (name, group) in pxn {
             assert_eq!(group, &host_group, "{name}");
-            assert!(name.contains(&format!(" send to {host}")), "{name}");
+            assert!(name.contains(" proxy lane "), "{name}");
         }
-        let own_sends = format!("single rank {rank} proxy ch0 send to");
-        assert!(
-            !groups.iter().any(|(name, _)| name.starts_with(&own_sends)),
-            "{own_sends}"
+        // They send to the rank of the process that progresses them.
+        let sends = proxy_connections(trace, &format!("PXN for pid {origin_pid} "));
+        let peers: BTreeSet<(String, i64)> = sends.into_iter().map(|(r, _, p)| (r, p)).collect();
+        assert_eq!(
+            peers,
+            BTreeSet::from([("proxy send".to_owned(), host as i64)]),
+            "rank {rank}"
         );
+        let own = proxy_connections(trace, &format!("single rank {rank} proxy lane "));
+        assert!(
+            own.iter().all(|(region, _, _)| region == "proxy recv"),
+            "rank {rank}: {own:?}"
+        );
+    }
+}
+
+/// The (region, `nccl.channel`, `nccl.peer`) of the proxy operations on the locations whose
+/// names start with `prefix`.
+fn proxy_connections(trace: &Value, prefix: &str) -> BTreeSet<(String, u64, i64)> {
+    trace["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| text(&i["loc"]).starts_with(prefix))
+        .filter(|i| matches!(text(&i["region"]), "proxy send" | "proxy recv"))
+        .map(|i| {
+            let attrs = &i["attrs"];
+            let channel = attrs["nccl.channel"].as_u64();
+            let peer = attrs["nccl.peer"].as_i64();
+            let (Some(channel), Some(peer)) = (channel, peer) else {
+                panic!("a proxy operation without channel or peer: {i}")
+            };
+            (text(&i["region"]).to_owned(), channel, peer)
+        })
+        .collect()
+}
+
+/// On every proxy lane, a proxy operation is nested in nothing, and a step nested in
+/// something is in an operation of its direction (a send step in a `proxy send`).
+fn assert_proxy_lanes_nest_steps_in_operations(trace: &Value) {
+    let mut by_loc: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for interval in trace["intervals"].as_array().unwrap() {
+        let loc = text(&interval["loc"]);
+        if loc.contains(" proxy lane ") {
+            by_loc.entry(loc).or_default().push(interval);
+        }
+    }
+    assert!(!by_loc.is_empty(), "no proxy lanes");
+    for (loc, intervals) in by_loc {
+        let ops: Vec<&&Value> = intervals
+            .iter()
+            .filter(|i| matches!(text(&i["region"]), "proxy send" | "proxy recv"))
+            .collect();
+        for op in &ops {
+            assert_eq!(op["depth"], 0, "{loc}: {op}");
+        }
+        for step in intervals
+            .iter()
+            .filter(|i| text(&i["region"]).ends_with(" step"))
+        {
+            if step["depth"] == 0 {
+                continue;
+            }
+            let (start, end) = (step["start"].as_u64(), step["end"].as_u64());
+            let op = ops
+                .iter()
+                .find(|op| op["start"].as_u64() <= start && end <= op["end"].as_u64())
+                .unwrap_or_else(|| panic!("{loc}: {step} is in no operation"));
+            let direction = text(&step["region"]).trim_end_matches(" step");
+            assert_eq!(text(&op["region"]), format!("proxy {direction}"), "{loc}");
+        }
     }
 }
 
 fn check(sample: &str, trace: &Value) {
     assert_threads_named_by_role(trace);
+    assert_proxy_lanes_nest_steps_in_operations(trace);
     match sample {
         "ring-allreduce" => check_ring_allreduce(trace),
         "p2p-pipeline" => check_p2p_pipeline(trace),
@@ -605,15 +689,20 @@ fn names_are_normalized_for_comparison() {
     );
     assert!(is_thread("proxy thread 17 (lane 2)"));
     assert!(!is_thread("thread 17"));
-    assert!(!is_thread("world rank 3 proxy ch1 send to 2"));
+    assert!(!is_thread("world rank 3 proxy lane 2"));
     assert_eq!(
         normalized("process 3 (pid 77 on node1)"),
         "process 3 (pid N on node1)"
     );
     assert_eq!(
-        normalized("PXN for pid 12 ctx 0xc7b2 proxy ch0 send to 1 (lane 2)"),
-        "PXN for pid N ctx 0xC proxy ch0 send to 1"
+        normalized("PXN for pid 12 ctx 0xc7b2 proxy lane 3"),
+        "PXN for pid N ctx 0xC proxy"
     );
+    assert_eq!(
+        normalized("single rank 2 proxy lane 12"),
+        "single rank 2 proxy"
+    );
+    assert_eq!(normalized("proxy thread 17 (lane 2)"), "proxy thread N");
     assert_eq!(normalized("single (0xd2ca7a45)"), "single (0xH)");
     assert_eq!(normalized("single rank 2 ops"), "single rank 2 ops");
 }

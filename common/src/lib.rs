@@ -11,6 +11,7 @@ pub mod flight;
 pub mod flock;
 pub mod job;
 pub mod ledger;
+pub mod natural;
 pub mod provenance;
 pub mod recording;
 pub mod run_dir;

@@ -40,8 +40,8 @@ use otf2_sys::read::{
 };
 use otf2_sys::{
     OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_GROUP_TYPE_REGIONS,
-    OTF2_UNDEFINED_COMM, OTF2_UNDEFINED_LOCATION_GROUP, OTF2_UNDEFINED_STRING,
-    OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+    OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_COMM, OTF2_UNDEFINED_LOCATION_GROUP,
+    OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
 };
 use serde::Serialize;
 
@@ -482,6 +482,28 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
             });
         }
     }
+
+    // By process (a location id's low half is its process's index in the job; parts are
+    // found in host.pid order, which is not the processes' order), then the threads of all
+    // its parts, its communicator ranks (each part's in its order: ops stream, channels,
+    // proxy lanes), and the proxy lanes it kept for other processes (PXN): readers list
+    // the locations so.
+    let location_groups = &u.location_groups;
+    let strings = &u.strings;
+    u.locations.sort_by_key(|location| {
+        let in_process = location_groups
+            .get(location.location_group as usize)
+            .is_some_and(|g| u32::from(g.group_type) == OTF2_LOCATION_GROUP_TYPE_PROCESS);
+        let pxn = strings
+            .get(location.name as usize)
+            .is_some_and(|name| name.starts_with("PXN for pid "));
+        let section = match (in_process, pxn) {
+            (true, false) => 0,
+            (false, _) => 1,
+            (true, true) => 2,
+        };
+        (location.id as u32, section)
+    });
 
     // Regions by (name, role, paradigm); attributes by (name, type).
     let mut regions: Interner<(u32, u8, u8), Region> = Interner::new();

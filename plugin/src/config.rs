@@ -67,6 +67,9 @@ pub struct Config {
     pub profile: bool,
     /// The trace shows each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
+    /// Proxy lanes (trace locations) per communicator rank; intervals beyond them are
+    /// squeezed (started late where a lane has room).
+    pub proxy_lanes: usize,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
     pub scorep_parameters: ScorepParameters,
     /// Score-P's `SCOREP_EXPERIMENT_DIRECTORY`: in Score-P mode the output goes to its
@@ -195,6 +198,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "proxy steps show their wait states as nested intervals",
     },
     Variable {
+        name: "NCCL_SCOREP_PROXY_LANES",
+        values: "1 to 64",
+        default: "16",
+        meaning: "trace locations (lanes) for the proxy operations of one communicator rank",
+    },
+    Variable {
         name: "NCCL_SCOREP_FLIGHT_RECORDER",
         values: "1/0, yes/no, on/off, true/false",
         default: "1",
@@ -268,6 +277,11 @@ pub struct ConfigWarning(pub String);
 
 pub const DEFAULT_FLIGHT_COMMS: u32 = 16;
 pub const DEFAULT_FLIGHT_OPS: u32 = 64;
+/// Proxy lanes per communicator rank: enough for the operations a rank has in flight on
+/// a few channels, with room for the steps that overlap.
+pub const DEFAULT_PROXY_LANES: usize = 16;
+/// The most proxy lanes per communicator rank one may ask for.
+pub const MAX_PROXY_LANES: usize = 64;
 
 pub const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 pub const DEFAULT_MAX_OPEN_EVENTS: usize = 1 << 16;
@@ -347,6 +361,7 @@ impl Default for Config {
             merge_tool: None,
             profile: true,
             step_states: true,
+            proxy_lanes: DEFAULT_PROXY_LANES,
             scorep_parameters: ScorepParameters::ALL,
             scorep_experiment_dir: None,
             chain: None,
@@ -531,6 +546,17 @@ impl Config {
                     &value,
                     "0/1, yes/no, on/off",
                     "1",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_PROXY_LANES") {
+            match value.parse::<usize>() {
+                Ok(n) if (1..=MAX_PROXY_LANES).contains(&n) => config.proxy_lanes = n,
+                _ => warn(
+                    "NCCL_SCOREP_PROXY_LANES",
+                    &value,
+                    "a number from 1 to 64",
+                    &DEFAULT_PROXY_LANES.to_string(),
                 ),
             }
         }
@@ -799,6 +825,7 @@ mod tests {
             ("NCCL_SCOREP_CLOCK", "Monotonic"),
             ("NCCL_SCOREP_AUTO_MERGE", "off"),
             ("NCCL_SCOREP_STEP_STATES", "no"),
+            ("NCCL_SCOREP_PROXY_LANES", "4"),
             ("NCCL_SCOREP_TOOL", "/opt/x/bin/nccl-scorep"),
             ("NCCL_SCOREP_PROFILE", "no"),
             ("SCOREP_EXPERIMENT_DIRECTORY", "/e/scorep-run"),
@@ -824,6 +851,7 @@ mod tests {
         assert_eq!(config.clock, ClockChoice::Monotonic);
         assert!(!config.auto_merge);
         assert!(!config.step_states);
+        assert_eq!(config.proxy_lanes, 4);
     }
 
     #[test]
@@ -837,9 +865,16 @@ mod tests {
             ("NCCL_SCOREP_MAX_OPEN_EVENTS", "-1"),
             ("NCCL_SCOREP_CLOCK", "sundial"),
             ("NCCL_SCOREP_AUTO_MERGE", "later"),
+            ("NCCL_SCOREP_PROXY_LANES", "0"),
         ]);
         assert_eq!(config, Config::default());
-        assert_eq!(warnings.len(), 8);
+        assert_eq!(warnings.len(), 9);
+        assert!(
+            warnings.iter().any(|w| w.0
+                == "NCCL_SCOREP_PROXY_LANES=\"0\" is not valid (a number from 1 to 64); \
+                    using the default 16"),
+            "{warnings:?}"
+        );
         assert!(warnings[1].0.contains("\"bogus\""), "{}", warnings[1].0);
         assert!(warnings[0].0.contains("NCCL_SCOREP_MODE"));
     }

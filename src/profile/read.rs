@@ -187,9 +187,16 @@ pub(crate) fn location_kind(name: &str) -> LocationKind {
 }
 
 /// A location's name without its lane: lanes exist only so that intervals nest in OTF2.
+/// A thread's lanes beyond the first end in ` (lane N)`; proxy lanes are all numbered,
+/// `<owner> proxy lane N`, and are the owner's proxy.
 pub(crate) fn without_lane(name: &str) -> &str {
-    match name.rsplit_once(" (lane ") {
-        Some((base, lane)) if lane.ends_with(')') => base,
+    if let Some((base, lane)) = name.rsplit_once(" (lane ") {
+        if lane.ends_with(')') {
+            return base;
+        }
+    }
+    match name.rsplit_once(" lane ") {
+        Some((base, lane)) if base.ends_with(" proxy") && lane.parse::<u32>().is_ok() => base,
         _ => name,
     }
 }
@@ -687,27 +694,7 @@ fn role_name(role: u8) -> &'static str {
     }
 }
 
-/// A name's sort key in natural order: runs of digits compare as numbers
-/// (`thread 9` before `thread 10`).
-pub(crate) fn natural_key(name: &str) -> Vec<(String, u64)> {
-    let mut key = Vec::new();
-    let mut text = String::new();
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        if let Some(digit) = c.to_digit(10) {
-            let mut number = u64::from(digit);
-            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
-                number = number.saturating_mul(10).saturating_add(u64::from(d));
-                chars.next();
-            }
-            key.push((std::mem::take(&mut text), number));
-        } else {
-            text.push(c);
-        }
-    }
-    key.push((text, 0));
-    key
-}
+pub(crate) use nccl_scorep_common::natural::natural_key;
 
 #[cfg(test)]
 mod tests {
@@ -722,15 +709,25 @@ mod tests {
             LocationKind::Channel
         );
         assert_eq!(
-            location_kind("world rank 3 proxy ch1 send to 2"),
+            location_kind("world rank 3 proxy lane 2"),
             LocationKind::Proxy
         );
         assert_eq!(
-            location_kind("PXN for pid 7 ctx 0x1 proxy ch0 recv from 1"),
+            location_kind("PXN for pid 7 ctx 0x1 proxy lane 1"),
             LocationKind::Proxy
         );
+        assert_eq!(location_kind("proxy thread 17"), LocationKind::Thread);
         assert_eq!(without_lane("thread 5 (lane 2)"), "thread 5");
         assert_eq!(without_lane("thread 5"), "thread 5");
+        assert_eq!(
+            without_lane("world rank 3 proxy lane 12"),
+            "world rank 3 proxy"
+        );
+        assert_eq!(
+            without_lane("PXN for pid 7 ctx 0x1 proxy lane 1"),
+            "PXN for pid 7 ctx 0x1 proxy"
+        );
+        assert_eq!(without_lane("world rank 3 proxy"), "world rank 3 proxy");
     }
 
     #[test]

@@ -35,7 +35,7 @@ fn explanation(id: &str) -> &'static str {
         }
         _ => {
             "Per process, the time of its NCCL intervals by kind, summed over its threads, \
-             GPU channels and proxy connections (so it may exceed the run's length)."
+             GPU channels and proxy lanes (so it may exceed the run's length)."
         }
     }
 }

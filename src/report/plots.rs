@@ -647,7 +647,7 @@ fn time_split<DB: DrawingBackend>(
         RowsAxes {
             label_width: px * 6,
             x: 0.0..(max * 1.02).max(1e-6),
-            x_desc: "ms (summed over the process's threads, GPU channels and proxy connections)",
+            x_desc: "ms (summed over the process's threads, GPU channels and proxy lanes)",
             names,
             most_labels: 32,
         },

@@ -1,6 +1,7 @@
 //! The definitions of one process's archive: strings, regions, locations, communicators and
-//! attributes, with dense local ids in first-use order. They are written when the archive
-//! closes (see `writer.rs`), and described for users in `docs/trace-schema.md`.
+//! attributes, with dense local ids in first-use order (location groups are numbered in the
+//! order they are written). They are written when the archive closes (see `writer.rs`),
+//! locations in a readable order, and described for users in `docs/trace-schema.md`.
 
 use otf2_sys::*;
 use rustc_hash::FxHashMap as HashMap;
@@ -87,6 +88,19 @@ pub enum LocationKind {
     AcceleratorStream,
 }
 
+/// Where a location goes in the order of the definitions: by process (its threads), then
+/// by communicator rank (its ops stream, kernel channels, proxy lanes), then the proxy lanes
+/// this process progressed for others (PXN). Readers list locations in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LocationOrder {
+    Thread,
+    OpsStream,
+    Channel,
+    ProxyLane,
+    /// Proxy lanes of another process's communicator rank (or of an unknown one).
+    ForeignProxyLane,
+}
+
 /// What a region is, for viewers to colour by: each kind is an OTF2 `REGIONS` group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RegionGroup {
@@ -161,6 +175,7 @@ struct LocationDef {
     name: u32,
     kind: LocationKind,
     group: u32,
+    order: LocationOrder,
 }
 
 struct CommDef {
@@ -331,7 +346,13 @@ impl Definitions {
 
     /// Adds a location; returns its 64-bit id, `(index << 32) | process index` as Score-P
     /// does, so ids of different processes never collide.
-    pub fn add_location(&mut self, name: &str, kind: LocationKind, group: u32) -> u64 {
+    pub fn add_location(
+        &mut self,
+        name: &str,
+        kind: LocationKind,
+        group: u32,
+        order: LocationOrder,
+    ) -> u64 {
         // Counted per process, not per part: a second part of the process (a new
         // init/finalize cycle) continues the numbering, so ids never repeat in a job.
         static NEXT_INDEX: AtomicU64 = AtomicU64::new(0);
@@ -343,6 +364,7 @@ impl Definitions {
             name,
             kind,
             group,
+            order,
         });
         self.added();
         id
@@ -437,7 +459,9 @@ impl Definitions {
             check(OTF2_GlobalDefWriter_WriteSystemTreeNode(
                 w, 1, self.node, node_class, 0,
             ));
-            for (id, group) in self.groups.iter().enumerate() {
+            let (group_order, group_id, location_order) = self.readable_order();
+            for (id, &index) in group_order.iter().enumerate() {
+                let group = &self.groups[index];
                 let (kind, creator) = if group.accelerator {
                     (OTF2_LOCATION_GROUP_TYPE_ACCELERATOR, Self::PROCESS_GROUP)
                 } else {
@@ -455,7 +479,8 @@ impl Definitions {
                     creator,
                 ));
             }
-            for (index, location) in self.locations.iter().enumerate() {
+            for &index in &location_order {
+                let location = &self.locations[index];
                 let kind = match location.kind {
                     LocationKind::CpuThread => OTF2_LOCATION_TYPE_CPU_THREAD,
                     LocationKind::AcceleratorStream => OTF2_LOCATION_TYPE_ACCELERATOR_STREAM,
@@ -466,7 +491,7 @@ impl Definitions {
                     location.name,
                     kind as OTF2_LocationType,
                     events.get(index).copied().unwrap_or(0),
-                    location.group,
+                    group_id[location.group as usize],
                 ));
             }
             for (id, region) in self.regions.iter().enumerate() {
@@ -570,6 +595,50 @@ impl Definitions {
             }
         }
         failed.get()
+    }
+
+    /// The order the location groups and the locations are written in: the process's
+    /// group first, then the communicator ranks' groups by name (numbers as numbers); the
+    /// locations by [`LocationOrder`]'s section, then group, then kind, then name. Returns
+    /// the group indices in that order, each group's id (its position), and the location
+    /// indices in order. Events name locations by id, not by position, so only the
+    /// definitions move (location ids stay in creation order); group ids are given anew.
+    fn readable_order(&self) -> (Vec<usize>, Vec<u32>, Vec<usize>) {
+        use nccl_scorep_common::natural::natural_key;
+        let name = |id: u32| {
+            self.strings
+                .get(id as usize)
+                .map_or_else(Vec::new, |s| natural_key(&s.to_string_lossy()))
+        };
+        let mut groups: Vec<usize> = (0..self.groups.len()).collect();
+        groups.sort_by_cached_key(|&g| {
+            (
+                g != Self::PROCESS_GROUP as usize,
+                name(self.groups[g].name),
+                g,
+            )
+        });
+        let mut position = vec![0u32; self.groups.len()];
+        for (at, &g) in groups.iter().enumerate() {
+            position[g] = at as u32;
+        }
+        let mut locations: Vec<usize> = (0..self.locations.len()).collect();
+        locations.sort_by_cached_key(|&l| {
+            let location = &self.locations[l];
+            let section = match location.order {
+                LocationOrder::Thread => 0,
+                LocationOrder::ForeignProxyLane => 2,
+                _ => 1,
+            };
+            (
+                section,
+                position.get(location.group as usize).copied(),
+                location.order,
+                name(location.name),
+                l,
+            )
+        });
+        (groups, position, locations)
     }
 
     /// Strings every archive needs, interned early so that `write` finds them.

@@ -3,12 +3,14 @@
 //!
 //! NCCL closes a parent after its children (GroupApi after CollApi), and proxy operations,
 //! steps and network requests overlap without nesting. A [`Lanes`] set keeps the finished
-//! intervals of one timeline (one thread, or one proxy connection) until no interval that
-//! is still open could start before them — the *watermark*, the earliest start among the
-//! timeline's open events — and then places them in start order: each goes to the first
-//! lane where it nests inside the innermost open interval (or where nothing is open), and
-//! a new lane is opened when none fits. Leaves are written when a later interval starts
-//! after them, or at the end.
+//! intervals of one timeline (one thread, or the proxy of one communicator rank) until no
+//! interval that is still open could start before them — the *watermark*, the earliest
+//! start among the timeline's open events — and then places them in start order: each goes
+//! to the first lane where it nests inside the innermost open interval (or where nothing is
+//! open), and a new lane is opened when none fits. An interval may restrict what it nests
+//! in ([`Nesting`]): a proxy operation only where nothing is open, a proxy step only inside
+//! its own operation. Leaves are written when a later interval starts after them, or at
+//! the end.
 
 use std::cmp::Reverse;
 
@@ -26,6 +28,38 @@ pub trait Interval {
     fn chains(&self) -> bool {
         false
     }
+    /// What this interval may be written inside.
+    fn nesting(&self) -> Nesting {
+        Nesting::ByTime
+    }
+    /// What intervals with [`Nesting::Inside`] this one look for (0: none).
+    fn key(&self) -> u64 {
+        0
+    }
+}
+
+/// What an interval may be written inside, on a lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nesting {
+    /// Any interval that contains it (a thread's API call inside its group).
+    ByTime,
+    /// Nothing: only a lane where nothing is open (a proxy operation, which is no part
+    /// of another one).
+    Alone,
+    /// Only the open interval with this key, preferred to any other lane; else a lane where
+    /// nothing is open (a proxy step inside its operation).
+    Inside(u64),
+}
+
+impl Nesting {
+    /// Whether an interval may be written inside the open interval with key `outer`.
+    fn allows(self, outer: u64) -> bool {
+        match self {
+            Nesting::ByTime => true,
+            Nesting::Alone => false,
+            Nesting::Inside(key) => key == outer,
+        }
+    }
 }
 
 /// Where placed intervals go.
@@ -39,10 +73,19 @@ pub trait LaneOutput<T> {
     fn done(&mut self, _item: T) {}
 }
 
+/// An open (non-leaf) interval of a lane.
+#[derive(Clone, Copy)]
+struct Open {
+    stop: u64,
+    region: u32,
+    chains: bool,
+    key: u64,
+}
+
 #[derive(Default)]
 struct Lane {
-    /// Open (non-leaf) intervals: (stop, region, chains), innermost last.
-    stack: Vec<(u64, u32, bool)>,
+    /// Open intervals, innermost last.
+    stack: Vec<Open>,
     /// The last time written on this lane.
     last: u64,
 }
@@ -66,7 +109,7 @@ pub struct Lanes<T> {
     pending: Vec<Waiting<T>>,
     arrivals: u64,
     max_lanes: usize,
-    /// Intervals squeezed into the last lane because all lanes were in use.
+    /// Intervals squeezed because all lanes were in use (see `place`).
     pub clipped: u64,
 }
 
@@ -120,9 +163,9 @@ impl<T: Interval> Lanes<T> {
     pub fn finish(&mut self, out: &mut impl LaneOutput<T>) {
         self.flush(u64::MAX, out);
         for (index, lane) in self.lanes.iter_mut().enumerate() {
-            while let Some((stop, region, _)) = lane.stack.pop() {
-                let time = stop.max(lane.last);
-                out.close(index, time, region);
+            while let Some(open) = lane.stack.pop() {
+                let time = open.stop.max(lane.last);
+                out.close(index, time, open.region);
                 lane.last = time;
             }
         }
@@ -130,11 +173,34 @@ impl<T: Interval> Lanes<T> {
 
     fn place(&mut self, item: T, out: &mut impl LaneOutput<T>) {
         let (start, stop) = (item.start(), item.stop().max(item.start()));
+        let nesting = item.nesting();
+        if let Nesting::Inside(key) = nesting {
+            // Its own parent's lane first, wherever that is.
+            for index in 0..self.lanes.len() {
+                pop_until(&mut self.lanes[index], index, start, out);
+                let lane = &self.lanes[index];
+                let inside_parent = lane
+                    .stack
+                    .last()
+                    .is_some_and(|open| open.key == key && stop <= open.stop);
+                if inside_parent && lane.last <= start {
+                    self.write(index, &item, start, stop, out);
+                    out.done(item);
+                    return;
+                }
+            }
+        }
         for index in 0..self.lanes.len() {
             pop_until(&mut self.lanes[index], index, start, out);
             let lane = &mut self.lanes[index];
             if item.chains() {
-                if let Some(&(outer, region, true)) = lane.stack.last() {
+                if let Some(&Open {
+                    stop: outer,
+                    region,
+                    chains: true,
+                    ..
+                }) = lane.stack.last()
+                {
                     if stop > outer && lane.last <= start {
                         // The earlier sibling ends where this one starts.
                         lane.stack.pop();
@@ -144,8 +210,11 @@ impl<T: Interval> Lanes<T> {
                 }
             }
             let lane = &self.lanes[index];
-            let fits =
-                lane.last <= start && lane.stack.last().is_none_or(|&(outer, _, _)| stop <= outer);
+            let fits = lane.last <= start
+                && lane
+                    .stack
+                    .last()
+                    .is_none_or(|open| stop <= open.stop && nesting.allows(open.key));
             if fits {
                 self.write(index, &item, start, stop, out);
                 out.done(item);
@@ -158,17 +227,64 @@ impl<T: Interval> Lanes<T> {
             out.done(item);
             return;
         }
-        // Every lane is taken: squeeze it into the last one.
+        // Every lane is taken: the interval is squeezed (and counted).
         self.clipped += 1;
+        let (index, start, stop) = match nesting {
+            Nesting::ByTime => self.squeeze_into_last(start, stop),
+            Nesting::Alone | Nesting::Inside(_) => self.squeeze_after(nesting, start, stop, out),
+        };
+        self.write(index, &item, start, stop, out);
+        out.done(item);
+    }
+
+    /// Where an interval that nests by time is squeezed: into the last lane, inside
+    /// whatever is open there (so that the lane still nests), no earlier than its last
+    /// event.
+    fn squeeze_into_last(&self, start: u64, stop: u64) -> (usize, u64, u64) {
         let index = self.lanes.len() - 1;
         let lane = &self.lanes[index];
         let start = start.max(lane.last);
         let stop = match lane.stack.last() {
-            Some(&(outer, _, _)) => stop.clamp(start, outer.max(start)),
+            Some(open) => stop.clamp(start, open.stop.max(start)),
             None => stop.max(start),
         };
-        self.write(index, &item, start, stop, out);
-        out.done(item);
+        (index, start, stop)
+    }
+
+    /// Where an interval that must not go inside just anything is squeezed: a step into
+    /// its own operation when that one is open, after what the lane already holds; else
+    /// onto the lane that frees first, from the time it frees (so it starts late, or has
+    /// no length, rather than being drawn inside an operation it is no part of).
+    fn squeeze_after(
+        &mut self,
+        nesting: Nesting,
+        start: u64,
+        stop: u64,
+        out: &mut impl LaneOutput<T>,
+    ) -> (usize, u64, u64) {
+        if let Nesting::Inside(key) = nesting {
+            let parent = self.lanes.iter().enumerate().find_map(|(index, lane)| {
+                let open = lane.stack.last().filter(|open| open.key == key)?;
+                let start = start.max(lane.last).min(open.stop);
+                Some((index, start, stop.clamp(start, open.stop)))
+            });
+            if let Some(place) = parent {
+                return place;
+            }
+        }
+        let (index, free) = self
+            .lanes
+            .iter()
+            .enumerate()
+            .map(|(index, lane)| {
+                let outermost = lane.stack.first().map_or(0, |open| open.stop);
+                (index, outermost.max(lane.last))
+            })
+            .min_by_key(|&(_, free)| free)
+            .expect("a lane exists once the bound is reached");
+        pop_until(&mut self.lanes[index], index, free, out);
+        let start = start.max(self.lanes[index].last);
+        (index, start, stop.max(start))
     }
 
     fn write(
@@ -184,7 +300,12 @@ impl<T: Interval> Lanes<T> {
         if item.is_leaf() {
             lane.last = stop;
         } else {
-            lane.stack.push((stop, item.region(), item.chains()));
+            lane.stack.push(Open {
+                stop,
+                region: item.region(),
+                chains: item.chains(),
+                key: item.key(),
+            });
             lane.last = start;
         }
     }
@@ -192,7 +313,7 @@ impl<T: Interval> Lanes<T> {
 
 /// Closes the intervals of `lane` that end by `time`.
 fn pop_until<T>(lane: &mut Lane, index: usize, time: u64, out: &mut impl LaneOutput<T>) {
-    while let Some(&(stop, region, _)) = lane.stack.last() {
+    while let Some(&Open { stop, region, .. }) = lane.stack.last() {
         if stop > time {
             break;
         }
@@ -401,5 +522,158 @@ mod tests {
         assert_eq!(lanes.clipped, 1);
         assert_eq!(log.0[1], (0, "E", 10, 2));
         assert_eq!(log.0[2], (0, "L", 50, 2));
+    }
+
+    /// A proxy operation (key = its handle) or step (nested in its operation).
+    #[derive(Clone, Copy, Debug)]
+    struct Proxy {
+        start: u64,
+        stop: u64,
+        region: u32,
+        step_of: Option<u64>,
+    }
+
+    impl Interval for Proxy {
+        fn start(&self) -> u64 {
+            self.start
+        }
+        fn stop(&self) -> u64 {
+            self.stop
+        }
+        fn region(&self) -> u32 {
+            self.region
+        }
+        fn is_leaf(&self) -> bool {
+            self.step_of.is_some()
+        }
+        fn nesting(&self) -> Nesting {
+            self.step_of.map_or(Nesting::Alone, Nesting::Inside)
+        }
+        fn key(&self) -> u64 {
+            if self.step_of.is_some() {
+                0
+            } else {
+                u64::from(self.region)
+            }
+        }
+    }
+
+    impl LaneOutput<Proxy> for Log {
+        fn open(&mut self, lane: usize, item: &Proxy, start: u64, stop: u64) {
+            self.0.push((lane, "E", start, item.region));
+            if item.step_of.is_some() {
+                self.0.push((lane, "L", stop, item.region));
+            }
+        }
+        fn close(&mut self, lane: usize, time: u64, region: u32) {
+            self.0.push((lane, "L", time, region));
+        }
+    }
+
+    fn op(start: u64, stop: u64, handle: u32) -> Proxy {
+        Proxy {
+            start,
+            stop,
+            region: handle,
+            step_of: None,
+        }
+    }
+
+    fn step(start: u64, stop: u64, region: u32, op: u32) -> Proxy {
+        Proxy {
+            start,
+            stop,
+            region,
+            step_of: Some(u64::from(op)),
+        }
+    }
+
+    /// The lane each region was entered on.
+    fn lane_of(log: &Log, region: u32) -> usize {
+        log.0
+            .iter()
+            .find(|e| e.3 == region && e.1 == "E")
+            .unwrap_or_else(|| panic!("region {region} not written: {:?}", log.0))
+            .0
+    }
+
+    #[test]
+    fn operations_never_nest_in_each_other_and_steps_go_inside_their_own_operation() {
+        let mut lanes = Lanes::new(8);
+        let mut log = Log::default();
+        // Operation 1 (0..100) holds operation 2 (10..90) in time; their steps interleave.
+        lanes.push(step(5, 20, 11, 1));
+        lanes.push(step(12, 30, 21, 2));
+        lanes.push(step(40, 60, 22, 2));
+        lanes.push(step(61, 70, 12, 1));
+        lanes.push(op(10, 90, 2));
+        lanes.push(op(0, 100, 1));
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!([lane_of(&log, 1), lane_of(&log, 2)], [0, 1]);
+        assert_eq!([lane_of(&log, 11), lane_of(&log, 12)], [0, 0]);
+        assert_eq!([lane_of(&log, 21), lane_of(&log, 22)], [1, 1]);
+        // Lanes are reused once their operation ended: first fit.
+        lanes.push(op(150, 200, 3));
+        lanes.push(op(160, 170, 4));
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!([lane_of(&log, 3), lane_of(&log, 4)], [0, 1]);
+    }
+
+    #[test]
+    fn a_step_overlapping_its_sibling_takes_a_lane_of_its_own_not_another_operation() {
+        let mut lanes = Lanes::new(8);
+        let mut log = Log::default();
+        lanes.push(step(10, 40, 11, 1));
+        lanes.push(step(20, 50, 12, 1));
+        lanes.push(op(0, 100, 1));
+        lanes.push(op(5, 100, 2));
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        // Operation 2 is open on lane 1 over the second step: the step is not put in it.
+        assert_eq!([lane_of(&log, 1), lane_of(&log, 2)], [0, 1]);
+        assert_eq!([lane_of(&log, 11), lane_of(&log, 12)], [0, 2]);
+    }
+
+    #[test]
+    fn beyond_the_bound_operations_start_when_a_lane_frees_and_are_counted() {
+        let mut lanes = Lanes::new(2);
+        let mut log = Log::default();
+        for handle in 1..=5 {
+            let start = u64::from(handle) * 10;
+            lanes.push(op(start, start + 100, handle));
+        }
+        // A step of operation 5, inside it once it is placed.
+        lanes.push(step(60, 70, 51, 5));
+        lanes.finish(&mut log);
+        assert_well_formed(&log);
+        assert_eq!(lanes.clipped, 4);
+        // Never an operation inside another: each Enter of an operation on an empty lane.
+        let mut depth = [0usize; 2];
+        for &(lane, what, time, region) in &log.0 {
+            if region < 10 {
+                if what == "E" {
+                    assert_eq!(depth[lane], 0, "operation {region} at {time}: {:?}", log.0);
+                    depth[lane] += 1;
+                } else {
+                    depth[lane] -= 1;
+                }
+            }
+        }
+        let entered = |region: u32| {
+            *log.0
+                .iter()
+                .find(|e| e.1 == "E" && e.3 == region)
+                .expect("entered")
+        };
+        // 1 and 2 as they came; 3 when 1 ends, 4 when 2 ends, 5 when 3 ends.
+        assert_eq!(entered(1), (0, "E", 10, 1));
+        assert_eq!(entered(2), (1, "E", 20, 2));
+        assert_eq!(entered(3), (0, "E", 110, 3));
+        assert_eq!(entered(4), (1, "E", 120, 4));
+        assert_eq!(entered(5), (0, "E", 130, 5));
+        // The step waits for its operation, and is squeezed into it.
+        assert_eq!(entered(51), (0, "E", 130, 51));
     }
 }

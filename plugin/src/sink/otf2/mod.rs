@@ -16,8 +16,14 @@
 //!     records for sends and receives;
 //!   - a stream per **channel** with the GPU kernel intervals (GPU clock converted to host
 //!     time) and kernel phases;
-//!   - **proxy lanes** per (channel, peer, direction) with proxy operations, their steps
-//!     and the steps' wait states.
+//!   - **proxy lanes**, at most `NCCL_SCOREP_PROXY_LANES` of them, shared by all its
+//!     proxy operations (whatever their channel, peer and direction), with the operations'
+//!     steps and the steps' wait states.
+//! - proxy lanes of the communicator ranks of other processes whose operations this one
+//!   progressed (PXN).
+//!
+//! The locations are defined by process (threads), then communicator rank (ops stream,
+//! channels, proxy lanes), then the PXN lanes (see `defs.rs`).
 //! - **gaps**: records a full ring dropped show as "NCCL records lost" intervals on the
 //!   thread that lost them.
 //!
@@ -25,7 +31,7 @@
 //! and attributes.
 //!
 //! The sink routes each event to the part that owns what it becomes: `timelines.rs` (the
-//! lanes of CPU threads and proxy connections, and the host-side intervals), `ops.rs`
+//! lanes of CPU threads and proxies, and the host-side intervals), `ops.rs`
 //! (per communicator rank, the ops stream and the kernel channels), `proxy.rs` (proxy
 //! operations, steps and the proxy threads' intervals) and `attributes.rs` (what is said
 //! about each event). All of them write through one `Writer` (`writer.rs`).
@@ -70,6 +76,8 @@ pub struct Otf2Options {
     pub kernel_channels: bool,
     /// Write each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
+    /// Proxy lanes per communicator rank before intervals are squeezed.
+    pub proxy_lanes: usize,
     /// The process's index in the job (launcher rank), else its pid.
     pub process_index: u32,
     /// How the process is named in the trace.
@@ -86,6 +94,9 @@ pub struct Otf2Stats {
     pub failed_calls: u64,
     pub raised_timestamps: u64,
     pub clipped_intervals: u64,
+    /// Of `clipped_intervals`, the proxy intervals squeezed because every proxy lane of
+    /// their communicator rank was in use.
+    pub squeezed_proxy_intervals: u64,
     pub late_children: u64,
     /// Operations written without any of the kernel channels they announced.
     pub ops_without_kernels: u64,
@@ -130,7 +141,7 @@ impl Otf2Sink {
             w,
             scalasca_safe: options.scalasca_safe,
             attributes: Attributes::default(),
-            timelines: Timelines::default(),
+            timelines: Timelines::new(options.proxy_lanes),
             ops: OpsStreams::new(options.kernel_channels, pid),
             proxy: Proxy::new(options.step_states, pid),
             last_seen: 0,
@@ -291,6 +302,7 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         scalasca_safe: config.scalasca_safe,
         kernel_channels: config.event_mask.has(Kind::KernelCh),
         step_states: config.step_states,
+        proxy_lanes: config.proxy_lanes,
         process_index: rank.unwrap_or(context.pid as u32),
         process_name,
         host: context.host.to_owned(),
@@ -341,6 +353,7 @@ impl Sink for Otf2Sink {
     }
 
     fn finish(&mut self, _end: &CycleEnd) {
+        let proxy_lanes = self.timelines.proxy_lanes();
         let stats = self.close();
         crate::log::info(&format!(
             "trace part written to {} ({} OTF2 events)",
@@ -365,6 +378,15 @@ impl Sink for Otf2Sink {
             if value > 0 {
                 crate::log::info(&format!("trace writer: {name}={value}"));
             }
+        }
+        if stats.squeezed_proxy_intervals > 0 {
+            crate::log::warn(&format!(
+                "{} proxy operations or steps found all {proxy_lanes} proxy lanes of their \
+                 communicator rank busy and were squeezed (each starts late, where a lane or \
+                 its operation had room); raise NCCL_SCOREP_PROXY_LANES (at most 64) to show \
+                 them as they were",
+                stats.squeezed_proxy_intervals
+            ));
         }
     }
 }

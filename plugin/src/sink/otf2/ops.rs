@@ -5,7 +5,7 @@
 use super::attributes::{
     bytes_of, func_of, is_rooted, op_role, push_op_identity, push_op_key, put_attrs, Val,
 };
-use super::defs::{Attr, LocationKind, RegionGroup, Role};
+use super::defs::{Attr, LocationKind, LocationOrder, RegionGroup, Role};
 use super::writer::{Loc, Writer};
 use super::Otf2Stats;
 use crate::context::ContextInfo;
@@ -335,6 +335,7 @@ impl OpsStreams {
                     &format!("{label} channel {channel}"),
                     LocationKind::AcceleratorStream,
                     group,
+                    LocationOrder::Channel,
                 );
                 rank.channels.insert(channel, loc);
                 loc
@@ -476,6 +477,7 @@ impl OpsStreams {
                     &format!("{} ops", rank_label(context, &rank.info)),
                     LocationKind::AcceleratorStream,
                     rank.group,
+                    LocationOrder::OpsStream,
                 );
                 let id = w.defs.location_ids()[loc.0 as usize];
                 w.defs.comm_member(comm, my_rank, id);
@@ -650,6 +652,7 @@ mod tests {
             scalasca_safe: false,
             kernel_channels: true,
             step_states: true,
+            proxy_lanes: 16,
             process_index: 0,
             process_name: "process 0".into(),
             host: "node0".into(),

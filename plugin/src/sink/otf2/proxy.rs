@@ -1,13 +1,21 @@
 //! The proxy's side of the trace: proxy operations and their steps (with the steps' wait
-//! states) on the lanes of their connection, and the proxy threads' sleep, append and
-//! idle intervals.
+//! states) on the proxy lanes of their communicator rank, and the proxy threads' sleep,
+//! append and idle intervals.
+//!
+//! The operations of one communicator rank share its lanes, whatever their channel, peer
+//! and direction (which the operation's region and attributes say): an operation goes to
+//! the first lane where nothing is open, a step inside its own operation when that lane is
+//! free at the step's start, else to the first lane where nothing is open. The lanes an
+//! owner needs are about the operations it has in flight at once, bounded by
+//! `NCCL_SCOREP_PROXY_LANES`.
 
 use super::attributes::{push_op_key, Val};
 use super::defs::{Attr, Definitions, RegionGroup, Role};
+use super::lanes::Nesting;
 use super::ops::OpsStreams;
 use super::timelines::{thread_timeline_name, Family, Item, Timelines, Watermarks};
 use super::writer::Writer;
-use crate::event::{Event, ProxyOp, StateArg};
+use crate::event::{Event, StateArg};
 use crate::kinds::Timeline as KindTimeline;
 use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent};
 use nccl_profiler_abi::state;
@@ -40,10 +48,10 @@ impl Proxy {
         }
     }
 
-    /// A ProxyOp started: its steps will go to its connection's lanes.
+    /// A ProxyOp started: its steps will go to its owner's lanes.
     pub(super) fn op_started(&mut self, handle: u64, owner: Owner, event: &Event) {
-        if let Event::ProxyOp(op) = event {
-            self.op_family.insert(handle, connection(owner, op));
+        if let Event::ProxyOp(_) = event {
+            self.op_family.insert(handle, Family::Proxy(owner));
         }
     }
 
@@ -56,7 +64,7 @@ impl Proxy {
     pub(super) fn timeline_of(&self, view: &OpenView) -> Option<Family> {
         match view.kind.facts().timeline {
             KindTimeline::ProxyConnection => match view.event {
-                Event::ProxyOp(op) => Some(connection(view.owner, op)),
+                Event::ProxyOp(_) => Some(Family::Proxy(view.owner)),
                 _ => None,
             },
             KindTimeline::ParentProxyOp => Some(self.steps_family(view.parent, view.owner)),
@@ -65,13 +73,14 @@ impl Proxy {
         }
     }
 
-    /// The timeline of a proxy step: its operation's connection, if that one is known.
+    /// The timeline of a proxy step: its operation's owner, if that one is known, else
+    /// the step's.
     fn steps_family(&self, parent: Parent, owner: Owner) -> Family {
         match parent {
             Parent::Local { handle, .. } => self.op_family.get(&handle).copied(),
             _ => None,
         }
-        .unwrap_or(Family::Steps(owner))
+        .unwrap_or(Family::Proxy(owner))
     }
 
     /// An idle proxy thread holds back its timeline: the idle interval starts before
@@ -95,7 +104,7 @@ impl Proxy {
         timelines.push(w, family, item, |w| timeline_name(w, ops, family));
     }
 
-    /// A finished ProxyStep on the lanes of its operation's connection.
+    /// A finished ProxyStep on the lanes of its operation's owner.
     pub(super) fn push_step(
         &mut self,
         w: &mut Writer,
@@ -104,7 +113,13 @@ impl Proxy {
         e: &FinishedEvent,
     ) {
         let family = self.steps_family(e.parent, e.owner);
-        let item = self.step_item(w, timelines, e);
+        let mut item = self.step_item(w, timelines, e);
+        // Inside its operation when that one is known (it is open on one of the lanes).
+        if let Parent::Local { handle, .. } = e.parent {
+            if self.op_family.contains_key(&handle) {
+                item.nesting = Nesting::Inside(handle);
+            }
+        }
         timelines.push(w, family, item, |w| timeline_name(w, ops, family));
     }
 
@@ -164,6 +179,9 @@ impl Proxy {
             chains: false,
             attrs,
             inner: Vec::new(),
+            // Never part of another operation; its steps look for it by its handle.
+            nesting: Nesting::Alone,
+            key: e.handle,
         }
     }
 
@@ -228,6 +246,8 @@ impl Proxy {
             chains: false,
             attrs,
             inner,
+            nesting: Nesting::Alone,
+            key: 0,
         }
     }
 
@@ -306,16 +326,6 @@ impl Proxy {
     }
 }
 
-/// The timeline of a proxy operation's connection (channel, peer, direction).
-fn connection(owner: Owner, op: &ProxyOp) -> Family {
-    Family::Proxy {
-        owner,
-        channel: op.channel,
-        peer: op.peer,
-        send: op.is_send,
-    }
-}
-
 fn push_idle(w: &mut Writer, timelines: &mut Timelines, tid: i32, since: u64, until: u64) {
     let region = w.defs.static_region_in(
         "proxy idle",
@@ -334,6 +344,8 @@ fn push_idle(w: &mut Writer, timelines: &mut Timelines, tid: i32, since: u64, un
             chains: false,
             attrs: Vec::new(),
             inner: Vec::new(),
+            nesting: Nesting::ByTime,
+            key: 0,
         },
     );
 }
@@ -372,22 +384,9 @@ fn define_wait_region(defs: &mut Definitions, step_state: i32) -> Option<u32> {
 fn timeline_name(w: &mut Writer, ops: &mut OpsStreams, family: Family) -> (String, u32) {
     match family {
         Family::Thread(tid) => thread_timeline_name(tid),
-        Family::Proxy {
-            owner,
-            channel,
-            peer,
-            send,
-        } => {
+        Family::Proxy(owner) => {
             let (prefix, group) = owner_prefix(w, ops, owner);
-            let direction = if send { "send to" } else { "recv from" };
-            (
-                format!("{prefix} proxy ch{channel} {direction} {peer}"),
-                group,
-            )
-        }
-        Family::Steps(owner) => {
-            let (prefix, group) = owner_prefix(w, ops, owner);
-            (format!("{prefix} proxy steps"), group)
+            (format!("{prefix} proxy"), group)
         }
     }
 }

@@ -1,10 +1,11 @@
-//! The timelines whose intervals go through lanes (CPU threads and proxy connections):
-//! their items wait until no open event can start before them, then go to the lane
-//! locations of their timeline. The host-side events and lost records are put here too.
+//! The timelines whose intervals go through lanes (CPU threads, and the proxy of each
+//! communicator rank): their items wait until no open event can start before them, then go
+//! to the lane locations of their timeline. The host-side events and lost records are put
+//! here too.
 
 use super::attributes::{put_attrs, Attributes, Val};
-use super::defs::{Attr, Definitions, LocationKind, RegionGroup, Role};
-use super::lanes::{Interval, LaneOutput, Lanes};
+use super::defs::{Attr, Definitions, LocationKind, LocationOrder, RegionGroup, Role};
+use super::lanes::{Interval, LaneOutput, Lanes, Nesting};
 use super::writer::{Loc, Writer};
 use super::Otf2Stats;
 use crate::event::Kind;
@@ -12,8 +13,9 @@ use crate::model::{Closed, FinishedEvent, Gap, Owner};
 use nccl_profiler_abi::state;
 use rustc_hash::FxHashMap as HashMap;
 
-/// Lanes one timeline may open before intervals are squeezed (and counted).
-const MAX_LANES: usize = 64;
+/// Lanes a thread's timeline may open before intervals are squeezed (and counted).
+const MAX_THREAD_LANES: usize = 64;
+
 /// Finished intervals a timeline may hold back before they are placed regardless.
 const MAX_PENDING: usize = 1 << 16;
 
@@ -29,15 +31,19 @@ const MAX_SPARES: usize = 1 << 16;
 pub(super) enum Family {
     /// An OS thread (by tid).
     Thread(i32),
-    /// One proxy connection of a communicator rank.
-    Proxy {
-        owner: Owner,
-        channel: u8,
-        peer: i32,
-        send: bool,
-    },
-    /// Proxy steps whose operation is unknown.
-    Steps(Owner),
+    /// The proxy operations and steps of one communicator rank (of this process, or of
+    /// another one for PXN), all its channels, peers and directions together.
+    Proxy(Owner),
+}
+
+impl Family {
+    /// Lanes this timeline may open before intervals are squeezed.
+    fn max_lanes(self, proxy_lanes: usize) -> usize {
+        match self {
+            Family::Thread(_) => MAX_THREAD_LANES,
+            Family::Proxy(_) => proxy_lanes,
+        }
+    }
 }
 
 /// How the timeline of thread `tid` is named until its role is known, and its location
@@ -91,6 +97,10 @@ pub(super) struct Item {
     pub(super) attrs: Vec<(Attr, Val)>,
     /// Consecutive parts inside a leaf (e.g. a proxy step's wait states).
     pub(super) inner: Vec<(u64, u64, u32)>,
+    /// What it may be written inside (see [`Nesting`]).
+    pub(super) nesting: Nesting,
+    /// What items with [`Nesting::Inside`] look for (a proxy operation's handle).
+    pub(super) key: u64,
 }
 
 impl Item {
@@ -104,6 +114,8 @@ impl Item {
             chains: false,
             attrs,
             inner: Vec::new(),
+            nesting: Nesting::ByTime,
+            key: 0,
         }
     }
 }
@@ -123,6 +135,12 @@ impl Interval for Item {
     }
     fn chains(&self) -> bool {
         self.chains
+    }
+    fn nesting(&self) -> Nesting {
+        self.nesting
+    }
+    fn key(&self) -> u64 {
+        self.key
     }
 }
 
@@ -164,6 +182,11 @@ struct Timeline {
     locs: Vec<Loc>,
     name: String,
     group: u32,
+    /// Whether its lanes are numbered from the first (`… proxy lane 1`), or the first
+    /// one has the timeline's name and the others a `(lane N)` suffix (a thread's).
+    numbered: bool,
+    /// Where its locations go in the order of the definitions.
+    order: LocationOrder,
 }
 
 impl Timeline {
@@ -178,21 +201,27 @@ impl Timeline {
             locs,
             name,
             group,
+            numbered,
+            order,
         } = self;
         let placer = Placer {
             w,
             locs,
             name,
             group: *group,
+            numbered: *numbered,
+            order: *order,
             spares,
         };
         (lanes, placer)
     }
 }
 
-/// The name of lane `lane` (counted from 0) of a timeline named `timeline`.
-fn lane_name(timeline: &str, lane: usize) -> String {
+/// The name of lane `lane` (counted from 0) of a timeline named `timeline`: lanes of a
+/// thread beyond the first get a `(lane N)` suffix, proxy lanes are all numbered.
+fn lane_name(timeline: &str, lane: usize, numbered: bool) -> String {
     match lane {
+        _ if numbered => format!("{timeline} lane {}", lane + 1),
         0 => timeline.to_owned(),
         n => format!("{timeline} (lane {})", n + 1),
     }
@@ -204,16 +233,18 @@ struct Placer<'a> {
     locs: &'a mut Vec<Loc>,
     name: &'a str,
     group: u32,
+    numbered: bool,
+    order: LocationOrder,
     spares: &'a mut Spares,
 }
 
 impl Placer<'_> {
     fn loc(&mut self, lane: usize) -> Loc {
         while self.locs.len() <= lane {
-            let name = lane_name(self.name, self.locs.len());
+            let name = lane_name(self.name, self.locs.len(), self.numbered);
             let loc = self
                 .w
-                .add_location(&name, LocationKind::CpuThread, self.group);
+                .add_location(&name, LocationKind::CpuThread, self.group, self.order);
             self.locs.push(loc);
         }
         self.locs[lane]
@@ -260,9 +291,12 @@ impl Watermarks {
 }
 
 /// Every timeline that goes through lanes, with the vectors its items reuse.
-#[derive(Default)]
 pub(super) struct Timelines {
     timelines: HashMap<Family, Timeline>,
+    /// Lanes each proxy timeline may open (`NCCL_SCOREP_PROXY_LANES`).
+    proxy_lanes: usize,
+    /// Proxy intervals squeezed because every lane of their owner was in use.
+    squeezed_proxy_intervals: u64,
     spares: Spares,
     /// Times a timeline held back so many intervals that they were placed regardless.
     held_back_overflow: u64,
@@ -273,6 +307,25 @@ pub(super) struct Timelines {
 }
 
 impl Timelines {
+    /// Timelines whose proxy owners may open `proxy_lanes` lanes each (1 to
+    /// [`crate::config::MAX_PROXY_LANES`]).
+    pub(super) fn new(proxy_lanes: usize) -> Timelines {
+        Timelines {
+            timelines: HashMap::default(),
+            proxy_lanes: proxy_lanes.clamp(1, crate::config::MAX_PROXY_LANES),
+            squeezed_proxy_intervals: 0,
+            spares: Spares::default(),
+            held_back_overflow: 0,
+            clipped_intervals: 0,
+            thread_roles: HashMap::default(),
+        }
+    }
+
+    /// Lanes each proxy timeline may open.
+    pub(super) fn proxy_lanes(&self) -> usize {
+        self.proxy_lanes
+    }
+
     /// An empty vector for an item's attributes.
     pub(super) fn spare_attrs(&mut self) -> Vec<(Attr, Val)> {
         self.spares.attrs()
@@ -299,8 +352,13 @@ impl Timelines {
             }
         } else {
             let (name, group) = name(w);
-            let mut lanes = Lanes::new(MAX_LANES);
+            let mut lanes = Lanes::new(family.max_lanes(self.proxy_lanes));
             lanes.push(item);
+            let (numbered, order) = match family {
+                Family::Thread(_) => (false, LocationOrder::Thread),
+                Family::Proxy(Owner::Local(_)) => (true, LocationOrder::ProxyLane),
+                Family::Proxy(_) => (true, LocationOrder::ForeignProxyLane),
+            };
             self.timelines.insert(
                 family,
                 Timeline {
@@ -308,6 +366,8 @@ impl Timelines {
                     locs: Vec::new(),
                     name,
                     group,
+                    numbered,
+                    order,
                 },
             );
         }
@@ -364,6 +424,8 @@ impl Timelines {
                         chains: false,
                         attrs: Vec::new(),
                         inner: Vec::new(),
+                        nesting: Nesting::ByTime,
+                        key: 0,
                     },
                 );
             }
@@ -379,6 +441,8 @@ impl Timelines {
                 chains: e.kind.facts().is_task,
                 attrs,
                 inner: Vec::new(),
+                nesting: Nesting::ByTime,
+                key: 0,
             },
         );
     }
@@ -428,12 +492,15 @@ impl Timelines {
             let (lanes, mut placer) = timeline.lanes_and_placer(w, &mut self.spares);
             lanes.finish(&mut placer);
             self.clipped_intervals += lanes.clipped;
-            if let Family::Thread(tid) = *family {
-                let role = self.thread_roles.get(&tid).copied().unwrap_or_default();
-                timeline.name = role.timeline_name(tid);
-                for (lane, &loc) in timeline.locs.iter().enumerate() {
-                    w.rename_location(loc, &lane_name(&timeline.name, lane));
+            match *family {
+                Family::Thread(tid) => {
+                    let role = self.thread_roles.get(&tid).copied().unwrap_or_default();
+                    timeline.name = role.timeline_name(tid);
+                    for (lane, &loc) in timeline.locs.iter().enumerate() {
+                        w.rename_location(loc, &lane_name(&timeline.name, lane, false));
+                    }
                 }
+                Family::Proxy(_) => self.squeezed_proxy_intervals += lanes.clipped,
             }
         }
     }
@@ -442,5 +509,6 @@ impl Timelines {
     pub(super) fn add_counts(&self, stats: &mut Otf2Stats) {
         stats.held_back_overflow += self.held_back_overflow;
         stats.clipped_intervals += self.clipped_intervals;
+        stats.squeezed_proxy_intervals += self.squeezed_proxy_intervals;
     }
 }

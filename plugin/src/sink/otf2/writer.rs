@@ -11,7 +11,7 @@
 //! archive closes: their ids are dense and handed out in first-use order, and at close they
 //! are written category by category (strings first), so every reference precedes its user.
 
-use super::defs::{Attr, Definitions, LocationKind};
+use super::defs::{Attr, Definitions, LocationKind, LocationOrder};
 use super::event_file::{AttributeValue, Event, EventFile, MAX_ATTRIBUTES};
 use nccl_scorep_common::run_dir::{
     ANCHOR_FILE, EVENT_FILES_DIR, SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR, SNAPSHOT_NEW_DIR,
@@ -178,9 +178,15 @@ impl Writer {
     }
 
     /// Adds a location; its event file is created when something is first written to it.
-    pub fn add_location(&mut self, name: &str, kind: LocationKind, group: u32) -> Loc {
+    pub fn add_location(
+        &mut self,
+        name: &str,
+        kind: LocationKind,
+        group: u32,
+        order: LocationOrder,
+    ) -> Loc {
         let index = self.entries.len() as u32;
-        let id = self.defs.add_location(name, kind, group);
+        let id = self.defs.add_location(name, kind, group, order);
         let path = self
             .path
             .with_file_name(EVENT_FILES_DIR)
