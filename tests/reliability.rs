@@ -208,3 +208,78 @@ fn the_directories_of_a_trace_are_private_unless_configured() {
         assert_eq!(mode, 0o700, "{path}");
     }
 }
+
+#[test]
+fn a_process_writes_at_most_its_bound_of_locations_and_says_what_it_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // 4 ranks × 8 channels with 16 proxy lanes each would need over 100 locations.
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .args([
+            "run",
+            "--ranks",
+            "4",
+            "--channels",
+            "8",
+            "--iterations",
+            "5",
+        ])
+        .args(["--scenario", "single", "--plugin"])
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_MAX_LOCATIONS", "64")
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the trace part reached NCCL_SCOREP_MAX_LOCATIONS (64 locations): "),
+        "{stderr}"
+    );
+    let definitions = Command::new("otf2-print")
+        .arg("-G")
+        .arg(out.join("traces.otf2"))
+        .output()
+        .unwrap();
+    let definitions = String::from_utf8_lossy(&definitions.stdout);
+    let locations: Vec<&str> = definitions
+        .lines()
+        .filter(|l| l.starts_with("LOCATION "))
+        .collect();
+    assert!(locations.len() <= 64, "{}", locations.len());
+    // What the summary reads comes first: every rank's ops stream is there.
+    assert_eq!(
+        locations.iter().filter(|l| l.contains(" ops\"")).count(),
+        4,
+        "{definitions}"
+    );
+    let validate = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .arg("validate")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&validate.stdout);
+    assert!(report.lines().any(|l| l.trim() == "valid"), "{report}");
+    let summary = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["summary", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let summary: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    let operation = &summary["operations"][0];
+    assert_eq!(
+        (
+            &operation["func"],
+            &operation["calls"],
+            &operation["nranks"]
+        ),
+        (
+            &serde_json::json!("AllReduce"),
+            &serde_json::json!(5),
+            &serde_json::json!(4)
+        ),
+        "{summary:#}"
+    );
+}

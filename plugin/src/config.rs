@@ -70,6 +70,9 @@ pub struct Config {
     /// Proxy lanes (trace locations) per communicator rank; intervals beyond them are
     /// squeezed (started late where a lane has room).
     pub proxy_lanes: usize,
+    /// Trace locations one process writes at most; events of locations beyond are left
+    /// out and counted.
+    pub max_locations: usize,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
     pub scorep_parameters: ScorepParameters,
     /// Score-P's `SCOREP_EXPERIMENT_DIRECTORY`: in Score-P mode the output goes to its
@@ -198,6 +201,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "proxy steps show their wait states as nested intervals",
     },
     Variable {
+        name: "NCCL_SCOREP_MAX_LOCATIONS",
+        values: "64 to 1048576",
+        default: "2048",
+        meaning: "trace locations one process writes at most (each holds up to 32 KiB)",
+    },
+    Variable {
         name: "NCCL_SCOREP_PROXY_LANES",
         values: "1 to 64",
         default: "16",
@@ -280,6 +289,10 @@ pub const DEFAULT_FLIGHT_OPS: u32 = 64;
 /// Proxy lanes per communicator rank: enough for the operations a rank has in flight on
 /// a few channels, with room for the steps that overlap.
 pub const DEFAULT_PROXY_LANES: usize = 16;
+/// Trace locations per process: with at most 32 KiB of unwritten events each, 64 MiB;
+/// an 8-GPU process with a few communicators needs a few hundred.
+pub const DEFAULT_MAX_LOCATIONS: usize = 2048;
+
 /// The most proxy lanes per communicator rank one may ask for.
 pub const MAX_PROXY_LANES: usize = 64;
 
@@ -362,6 +375,7 @@ impl Default for Config {
             profile: true,
             step_states: true,
             proxy_lanes: DEFAULT_PROXY_LANES,
+            max_locations: DEFAULT_MAX_LOCATIONS,
             scorep_parameters: ScorepParameters::ALL,
             scorep_experiment_dir: None,
             chain: None,
@@ -546,6 +560,17 @@ impl Config {
                     &value,
                     "0/1, yes/no, on/off",
                     "1",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_MAX_LOCATIONS") {
+            match value.parse::<usize>() {
+                Ok(n) if (64..=1 << 20).contains(&n) => config.max_locations = n,
+                _ => warn(
+                    "NCCL_SCOREP_MAX_LOCATIONS",
+                    &value,
+                    "a number from 64 to 1048576",
+                    &DEFAULT_MAX_LOCATIONS.to_string(),
                 ),
             }
         }

@@ -78,6 +78,8 @@ pub struct Otf2Options {
     pub step_states: bool,
     /// Proxy lanes per communicator rank before intervals are squeezed.
     pub proxy_lanes: usize,
+    /// Locations the part writes at most.
+    pub max_locations: usize,
     /// The process's index in the job (launcher rank), else its pid.
     pub process_index: u32,
     /// How the process is named in the trace.
@@ -101,6 +103,10 @@ pub struct Otf2Stats {
     /// Operations written without any of the kernel channels they announced.
     pub ops_without_kernels: u64,
     pub messages_without_comm: u64,
+    /// Locations not written because the part had as many as it may
+    /// (`NCCL_SCOREP_MAX_LOCATIONS`), and the events they would have had.
+    pub locations_refused: u64,
+    pub events_without_location: u64,
     pub held_back_overflow: u64,
     /// Writes of event files, the definitions snapshot or its clock pairs that failed.
     pub failed_writes: u64,
@@ -133,6 +139,7 @@ impl Otf2Sink {
             realtime_ns: crate::clock::realtime_ns(),
         };
         let mut w = Writer::open(dir, &options.host, defs, start).map_err(|e| e.0)?;
+        w.max_locations = options.max_locations;
         for (name, value) in &options.properties {
             w.set_property(name, value);
         }
@@ -281,6 +288,8 @@ impl Otf2Sink {
         stats.snapshots = self.w.snapshots;
         stats.failed_calls = self.w.failed_calls;
         stats.raised_timestamps = self.w.raised_timestamps;
+        stats.locations_refused = self.w.locations_refused;
+        stats.events_without_location = self.w.events_without_location;
         self.ops.add_counts(&mut stats);
         self.timelines.add_counts(&mut stats);
         stats
@@ -303,6 +312,7 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         kernel_channels: config.event_mask.has(Kind::KernelCh),
         step_states: config.step_states,
         proxy_lanes: config.proxy_lanes,
+        max_locations: config.max_locations,
         process_index: rank.unwrap_or(context.pid as u32),
         process_name,
         host: context.host.to_owned(),
@@ -371,6 +381,11 @@ impl Sink for Otf2Sink {
             ("otf2_late_children", stats.late_children),
             ("otf2_ops_without_kernels", stats.ops_without_kernels),
             ("otf2_messages_without_comm", stats.messages_without_comm),
+            ("otf2_locations_refused", stats.locations_refused),
+            (
+                "otf2_events_without_location",
+                stats.events_without_location,
+            ),
             ("otf2_held_back_overflow", stats.held_back_overflow),
             ("otf2_failed_writes", stats.failed_writes),
         ];
@@ -378,6 +393,13 @@ impl Sink for Otf2Sink {
             if value > 0 {
                 crate::log::info(&format!("trace writer: {name}={value}"));
             }
+        }
+        if stats.locations_refused > 0 {
+            crate::log::warn(&format!(
+                "the trace part reached NCCL_SCOREP_MAX_LOCATIONS ({} locations): {} more \
+                 locations and their {} events are not in it",
+                self.w.max_locations, stats.locations_refused, stats.events_without_location
+            ));
         }
         if stats.squeezed_proxy_intervals > 0 {
             crate::log::warn(&format!(

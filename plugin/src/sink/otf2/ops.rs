@@ -479,8 +479,9 @@ impl OpsStreams {
                     rank.group,
                     LocationOrder::OpsStream,
                 );
-                let id = w.defs.location_ids()[loc.0 as usize];
-                w.defs.comm_member(comm, my_rank, id);
+                if let Some(&id) = w.defs.location_ids().get(loc.0 as usize) {
+                    w.defs.comm_member(comm, my_rank, id);
+                }
                 rank.ops_loc = Some(loc);
                 loc
             }

@@ -34,6 +34,12 @@ pub const DEFINITION_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Loc(pub u32);
 
+impl Loc {
+    /// What [`Writer::add_location`] gives once the part has all the locations it may:
+    /// events written there are counted and left out.
+    pub const REFUSED: Loc = Loc(u32::MAX);
+}
+
 struct LocationEntry {
     file: EventFile,
     /// The first timestamp written (`u64::MAX` before any).
@@ -61,6 +67,11 @@ pub struct Writer {
     pub failed_calls: u64,
     /// Timestamps raised to the location's last one (a bug if ever non-zero).
     pub raised_timestamps: u64,
+    /// Locations the part writes at most; [`Writer::add_location`] refuses more.
+    pub max_locations: usize,
+    pub locations_refused: u64,
+    /// Events of refused locations, left out.
+    pub events_without_location: u64,
     clock_start: ClockSample,
     closed: bool,
     /// The [`Definitions::version`] the last snapshot holds (`u64::MAX`: none yet): no
@@ -134,6 +145,9 @@ impl Writer {
                 path: dir.join(ANCHOR_FILE),
                 failed_calls: 0,
                 raised_timestamps: 0,
+                max_locations: usize::MAX,
+                locations_refused: 0,
+                events_without_location: 0,
                 clock_start,
                 closed: false,
                 saved_version: u64::MAX,
@@ -185,6 +199,17 @@ impl Writer {
         group: u32,
         order: LocationOrder,
     ) -> Loc {
+        // Memory stays bounded whatever the job: a location beyond the bound is refused
+        // and its events counted. Threads and ops streams (what the summary and profile
+        // read) may use the last quarter; GPU channels and proxy lanes may not.
+        let bound = match order {
+            LocationOrder::Thread | LocationOrder::OpsStream => self.max_locations,
+            _ => self.max_locations - self.max_locations / 4,
+        };
+        if self.entries.len() >= bound {
+            self.locations_refused += 1;
+            return Loc::REFUSED;
+        }
         let index = self.entries.len() as u32;
         let id = self.defs.add_location(name, kind, group, order);
         let path = self
@@ -244,6 +269,9 @@ impl Writer {
     fn emit(&mut self, loc: Loc, time: u64, event: Event, with_attributes: bool) {
         let index = loc.0 as usize;
         if index >= self.entries.len() || self.closed {
+            if loc == Loc::REFUSED {
+                self.events_without_location += 1;
+            }
             self.attributes.clear();
             return;
         }
