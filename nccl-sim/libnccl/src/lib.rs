@@ -298,30 +298,32 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
         let mut exchange = comm.exchange.lock().unwrap_or_else(|e| e.into_inner());
         let n = exchange.n_ranks();
         let rank = exchange.rank() as i32;
-        // SAFETY (all reads below): the buffers and sizes are the application's, as the
-        // API call described them; the sizes were checked against overflow at the call.
-        let contribution = match pending.movement {
-            Movement::Hello { n_ranks } => Some(n_ranks.to_le_bytes().to_vec()),
+        // What this rank contributes: (address, bytes) of the application's send buffer.
+        let source = match pending.movement {
+            Movement::Hello { .. } | Movement::Recv { .. } => (0, 0),
             Movement::AllReduce { send, bytes, .. }
             | Movement::Reduce { send, bytes, .. }
-            | Movement::AllGather { send, bytes, .. } => Some(unsafe { read(send, bytes) }),
+            | Movement::AllGather { send, bytes, .. }
+            | Movement::Send { send, bytes, .. } => (send, bytes),
             Movement::Broadcast {
                 send, bytes, root, ..
-            } => Some(if rank == root {
-                unsafe { read(send, bytes) }
-            } else {
-                Vec::new()
-            }),
+            } => (send, if rank == root { bytes } else { 0 }),
             Movement::ReduceScatter { send, bytes, .. }
-            | Movement::AlltoAll { send, bytes, .. } => Some(unsafe { read(send, bytes * n) }),
-            Movement::Send { send, bytes, peer } => {
-                let data = unsafe { read(send, bytes) };
+            | Movement::AlltoAll { send, bytes, .. } => (send, bytes * n),
+        };
+        // SAFETY: the send buffer and its size are the application's, as its API call
+        // described them (the size checked against overflow and NULL at the call).
+        let data = unsafe { read(source.0, source.1) };
+        let contribution = match pending.movement {
+            Movement::Hello { n_ranks } => Some(n_ranks.to_le_bytes().to_vec()),
+            Movement::Send { peer, .. } => {
                 exchange
                     .send(peer as usize, &data)
                     .map_err(|e| Failure::system("ncclSend", e))?;
                 None
             }
             Movement::Recv { .. } => None,
+            _ => Some(data),
         };
         if let Some(data) = contribution {
             pending.posted = Some(
@@ -349,9 +351,8 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                 format!("{what}: the ranks disagree on the size of the operation"),
             )
         };
-        // SAFETY (all writes below): the receive buffers and sizes are the application's,
-        // as the API call described them.
-        match pending.movement {
+        // What this rank receives: (address of the application's receive buffer, data).
+        let delivery: Option<(usize, Vec<u8>)> = match pending.movement {
             Movement::Hello { n_ranks } => {
                 if let Some(other) = slices.iter().position(|s| *s != n_ranks.to_le_bytes()) {
                     return Err(Failure::new(
@@ -362,6 +363,7 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                         ),
                     ));
                 }
+                None
             }
             Movement::AllReduce {
                 recv,
@@ -375,7 +377,7 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                 }
                 let mut out = vec![0; bytes];
                 reduce::reduce(&slices, datatype, op, &mut out);
-                unsafe { write(recv, &out) };
+                Some((recv, out))
             }
             Movement::Reduce {
                 recv,
@@ -388,11 +390,11 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                 if slices.iter().any(|s| s.len() != bytes) {
                     return Err(short("ncclReduce"));
                 }
-                if rank == root as usize {
+                (rank == root as usize).then(|| {
                     let mut out = vec![0; bytes];
                     reduce::reduce(&slices, datatype, op, &mut out);
-                    unsafe { write(recv, &out) };
-                }
+                    (recv, out)
+                })
             }
             Movement::Broadcast {
                 recv, bytes, root, ..
@@ -401,13 +403,13 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                 if data.len() != bytes {
                     return Err(short("ncclBroadcast"));
                 }
-                unsafe { write(recv, data) };
+                Some((recv, data.to_vec()))
             }
             Movement::AllGather { recv, bytes, .. } => {
                 if slices.iter().any(|s| s.len() != bytes) {
                     return Err(short("ncclAllGather"));
                 }
-                unsafe { write(recv, &slices.concat()) };
+                Some((recv, slices.concat()))
             }
             Movement::ReduceScatter {
                 recv,
@@ -425,7 +427,7 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                     .collect();
                 let mut out = vec![0; bytes];
                 reduce::reduce(&mine, datatype, op, &mut out);
-                unsafe { write(recv, &out) };
+                Some((recv, out))
             }
             Movement::AlltoAll { recv, bytes, .. } => {
                 if slices.iter().any(|s| s.len() != bytes * n) {
@@ -435,9 +437,9 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                     .iter()
                     .flat_map(|s| s[rank * bytes..(rank + 1) * bytes].iter().copied())
                     .collect();
-                unsafe { write(recv, &out) };
+                Some((recv, out))
             }
-            Movement::Send { .. } => {}
+            Movement::Send { .. } => None,
             Movement::Recv { recv, bytes, peer } => {
                 let data = exchange
                     .recv(peer as usize)
@@ -451,8 +453,14 @@ fn run(mut batch: Vec<Pending>) -> Outcome {
                         ),
                     ));
                 }
-                unsafe { write(recv, &data) };
+                Some((recv, data))
             }
+        };
+        if let Some((address, data)) = delivery {
+            // SAFETY: the receive buffer is the application's, as large as its API call
+            // said (checked against overflow and NULL at the call), and `data` has that
+            // size (checked above).
+            unsafe { write(address, &data) };
         }
     }
     Ok(())
@@ -873,6 +881,24 @@ pub unsafe extern "C" fn ncclBroadcast(
         c.comm.broadcast(count, datatype, root);
         submit(comm, movement)
     })
+}
+
+/// The older, in-place broadcast: `ncclBroadcast(buff, buff, …)`.
+///
+/// # Safety
+///
+/// As for [`ncclBroadcast`], with one buffer.
+#[no_mangle]
+pub unsafe extern "C" fn ncclBcast(
+    buff: *mut c_void,
+    count: usize,
+    datatype: c_int,
+    root: c_int,
+    comm: *mut Communicator,
+    stream: *mut c_void,
+) -> c_int {
+    // SAFETY: as the caller promised for the one buffer.
+    unsafe { ncclBroadcast(buff, buff, count, datatype, root, comm, stream) }
 }
 
 /// # Safety

@@ -3,10 +3,10 @@
 //! NCCL's, and wrong arguments get NCCL's error codes with a message.
 
 use nccl::{
-    ncclAllGather, ncclAllReduce, ncclAlltoAll, ncclBroadcast, ncclCommCount, ncclCommDestroy,
-    ncclCommInitAll, ncclCommSplit, ncclCommUserRank, ncclGetErrorString, ncclGetLastError,
-    ncclGetUniqueId, ncclGroupEnd, ncclGroupStart, ncclRecv, ncclReduce, ncclReduceScatter,
-    ncclSend, result, Communicator, UniqueId,
+    ncclAllGather, ncclAllReduce, ncclAlltoAll, ncclBcast, ncclBroadcast, ncclCommCount,
+    ncclCommDestroy, ncclCommInitAll, ncclCommSplit, ncclCommUserRank, ncclGetErrorString,
+    ncclGetLastError, ncclGetUniqueId, ncclGroupEnd, ncclGroupStart, ncclRecv, ncclReduce,
+    ncclReduceScatter, ncclSend, result, Communicator, UniqueId,
 };
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr::{null, null_mut};
@@ -73,6 +73,8 @@ fn one_thread_drives_every_rank_in_groups_and_gets_nccls_results() {
     let mut broadcast = vec![vec![0f32; 2]; N];
     let mut reduced = vec![vec![-1f32; 2]; N];
     let mut received = vec![vec![0i32; 2]; N];
+    // In place from rank 0: everybody's buffer becomes rank 0's.
+    let mut in_place: Vec<Vec<i32>> = (0..N).map(|r| vec![r as i32 + 7; 3]).collect();
     let ranks: Vec<Vec<i32>> = (0..N).map(|r| vec![r as i32; N]).collect();
     let to_all: Vec<Vec<i32>> = (0..N)
         .map(|r| (0..N).map(|p| (10 * r + p) as i32).collect())
@@ -135,6 +137,7 @@ fn one_thread_drives_every_rank_in_groups_and_gets_nccls_results() {
                 comm,
                 s,
             ));
+            ok(ncclBcast(recv_ptr(&mut in_place[r]), 3, INT32, 0, comm, s));
             ok(ncclReduce(
                 send_ptr(&inputs[r]),
                 recv_ptr(&mut reduced[r]),
@@ -175,6 +178,7 @@ fn one_thread_drives_every_rank_in_groups_and_gets_nccls_results() {
             (0..N).map(|p| (10 * p + r) as i32).collect::<Vec<_>>()
         );
         assert_eq!(broadcast[r], inputs[2]);
+        assert_eq!(in_place[r], [7, 7, 7]);
         let previous = ((r + N - 1) % N) as i32;
         assert_eq!(received[r], [previous, -previous]);
     }
