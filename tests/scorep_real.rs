@@ -11,8 +11,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+// Shared test readers, of which this file uses a part.
+#[allow(dead_code)]
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
+#[allow(dead_code)]
 mod profile_reader;
 mod validate_json;
 use otf2_tools::assert_otf2_print_clean;

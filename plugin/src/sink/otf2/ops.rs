@@ -654,6 +654,7 @@ mod tests {
             kernel_channels: true,
             step_states: true,
             proxy_lanes: 16,
+            max_locations: crate::config::DEFAULT_MAX_LOCATIONS,
             process_index: 0,
             process_name: "process 0".into(),
             host: "node0".into(),
