@@ -212,7 +212,9 @@ impl EventVisitor for OpsVisitor {
     }
 
     fn mpi_send(&mut self, event: &EventContext<'_>, message: &MpiMessage) {
-        self.sends.entry(message.peer).or_default().push(event.time);
+        // A message is sent when the application called NCCL, as above.
+        let sent = self.enqueue.take().map_or(event.time, |e| e.min(event.time));
+        self.sends.entry(message.peer).or_default().push(sent);
     }
 
     fn mpi_recv(&mut self, event: &EventContext<'_>, message: &MpiMessage) {
@@ -301,11 +303,16 @@ pub(crate) struct Stream {
     pub times: OpsTimes,
 }
 
-/// The bounds each host (by index) gets against host `reference` from the streams'
-/// collectives (matched by order per communicator) and messages (matched by order per
-/// sender, receiver and communicator). Facts between two other hosts are not used.
-pub(crate) fn bounds(streams: &[Stream], reference: usize) -> HashMap<usize, Vec<Bound>> {
+/// The bounds each host (by index) gets against host `reference`: from the streams'
+/// collectives (matched by order per communicator), and separately from their messages
+/// (matched by order per sender, receiver and communicator). Facts between two other
+/// hosts are not used.
+pub(crate) fn bounds(
+    streams: &[Stream],
+    reference: usize,
+) -> (HashMap<usize, Vec<Bound>>, HashMap<usize, Vec<Bound>>) {
     let mut out: HashMap<usize, Vec<Bound>> = HashMap::new();
+    let mut messages: HashMap<usize, Vec<Bound>> = HashMap::new();
     let mut by_comm: BTreeMap<&str, Vec<&Stream>> = BTreeMap::new();
     for s in streams {
         by_comm.entry(&s.comm).or_default().push(s);
@@ -370,14 +377,14 @@ pub(crate) fn bounds(streams: &[Stream], reference: usize) -> HashMap<usize, Vec
                 for (&sent, &received) in sends.iter().zip(receives) {
                     if receiver.host == reference {
                         // reference: received ≥ sent + d.
-                        out.entry(sender.host).or_default().push(Bound {
+                        messages.entry(sender.host).or_default().push(Bound {
                             at_ns: sent,
                             lower: None,
                             upper: Some(received - sent),
                         });
                     } else if sender.host == reference {
                         // other: received + d ≥ sent.
-                        out.entry(receiver.host).or_default().push(Bound {
+                        messages.entry(receiver.host).or_default().push(Bound {
                             at_ns: received,
                             lower: Some(sent - received),
                             upper: None,
@@ -387,7 +394,7 @@ pub(crate) fn bounds(streams: &[Stream], reference: usize) -> HashMap<usize, Vec
             }
         }
     }
-    out
+    (out, messages)
 }
 
 /// `offsets` (a location's clock offsets) with `correction` (of times after `base`) added:
@@ -550,14 +557,21 @@ pub(crate) fn align(
         }
     }
     let reference = 0;
-    let bounds = bounds(&streams, reference);
+    let (collectives, messages) = bounds(&streams, reference);
     let mut alignment = Alignment {
         reference: hosts[reference].to_owned(),
         ..Alignment::default()
     };
     let mut corrections: HashMap<usize, Correction> = HashMap::new();
     for (h, host) in hosts.iter().enumerate().skip(1) {
-        match bounds.get(&h).and_then(|b| fit(b)) {
+        // Collectives first: messages only where they are all there is. (nccl-sim's
+        // point-to-point operations do not wait for their peer, so its messages break
+        // causality; NCCL's cannot.)
+        let fitted = collectives
+            .get(&h)
+            .and_then(|b| fit(b))
+            .or_else(|| messages.get(&h).and_then(|b| fit(b)));
+        match fitted {
             Some(c) => {
                 alignment.hosts.push(HostCorrection {
                     host: host.to_string(),

@@ -1304,7 +1304,7 @@ pub fn render(report: &Report) -> String {
                 out,
                 "clock of {} aligned to {}: {:+.1} us added, its drift of {:+.2} ppm taken out, \
                  within +-{:.1} us \
-                 ({} facts from collectives and messages; {} broken before, {} after)",
+                 ({} facts from the collectives or messages; {} broken before, {} after)",
                 host.host,
                 alignment.reference,
                 host.offset_ns as f64 / 1e3,
