@@ -5,12 +5,12 @@
 //! against a reference host that stays as it is, and writes it as corrected ClockOffset
 //! records, so that no event file is rewritten (docs/fidelity.md, docs/merge.md).
 //!
-//! The fit maximises the smallest distance of the line to any bound (a Chebyshev centre
-//! of the bounds, as Scalasca's timestamp correction also starts from the bounds that
-//! messages prove). For a given drift, the offsets that respect every bound form one
-//! interval; the estimate is its middle, and half its width is the stated uncertainty.
-//! The width is concave in the drift (a minimum of lines minus a maximum of lines), so a
-//! golden-section search finds the drift where it is largest.
+//! The drift comes from the offsets the first and the last quarter of the run prove, as
+//! offsets measured at a run's start and end are interpolated (Score-P and Scalasca do so
+//! with offsets they measure; here the job's own collectives prove them). For that drift,
+//! the offsets that respect every bound of the run form one interval; the estimate is its
+//! middle, and half its width is the stated uncertainty (when the bounds contradict each
+//! other, half the contradiction).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -92,41 +92,10 @@ pub fn fit(bounds: &[Bound]) -> Option<Correction> {
         .map(|b| b.at_ns)
         .fold(f64::NEG_INFINITY, f64::max);
     let at_ns = (first + last) / 2.0;
-    let width = |drift: f64| {
-        let (low, high) = offsets_allowed(bounds, at_ns, drift);
-        high - low
-    };
     let drift = if last - first < MIN_SPAN_FOR_DRIFT_NS {
         0.0
     } else {
-        // Golden-section search for the widest interval (concave in the drift).
-        let ratio = (5f64.sqrt() - 1.0) / 2.0;
-        let (mut a, mut b) = (-MAX_DRIFT, MAX_DRIFT);
-        let mut c = b - ratio * (b - a);
-        let mut d = a + ratio * (b - a);
-        let (mut wc, mut wd) = (width(c), width(d));
-        for _ in 0..200 {
-            if wc >= wd {
-                b = d;
-                d = c;
-                wd = wc;
-                c = b - ratio * (b - a);
-                wc = width(c);
-            } else {
-                a = c;
-                c = d;
-                wc = wd;
-                d = a + ratio * (b - a);
-                wd = width(d);
-            }
-        }
-        // A plateau (the bounds do not pin the drift down) prefers no drift at all.
-        let found = (a + b) / 2.0;
-        if width(0.0) >= width(found) {
-            0.0
-        } else {
-            found
-        }
+        drift_between_ends(bounds).unwrap_or(0.0)
     };
     let (low, high) = offsets_allowed(bounds, at_ns, drift);
     let mut correction = Correction {
@@ -140,6 +109,24 @@ pub fn fit(bounds: &[Bound]) -> Option<Correction> {
     };
     correction.violated_after = violated(bounds, |t| correction.at(t));
     Some(correction)
+}
+
+/// The drift between the offsets the first and the last quarter of the run prove (each
+/// the middle of what its bounds allow, taken as constant over its quarter), as the
+/// offsets measured at a run's start and end are interpolated; `None` when a quarter lacks
+/// bounds on either side.
+fn drift_between_ends(bounds: &[Bound]) -> Option<f64> {
+    let mut sorted = bounds.to_vec();
+    sorted.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
+    let quarter = (sorted.len() / 4).max(1);
+    let middle = |part: &[Bound]| -> Option<(f64, f64)> {
+        let at = part.iter().map(|b| b.at_ns).sum::<f64>() / part.len() as f64;
+        let (low, high) = offsets_allowed(part, at, 0.0);
+        (low.is_finite() && high.is_finite()).then_some((at, (low + high) / 2.0))
+    };
+    let (t0, d0) = middle(&sorted[..quarter])?;
+    let (t1, d1) = middle(&sorted[sorted.len() - quarter..])?;
+    (t1 > t0).then(|| ((d1 - d0) / (t1 - t0)).clamp(-MAX_DRIFT, MAX_DRIFT))
 }
 
 /// How many bounds the correction `shift` breaks.
@@ -213,7 +200,10 @@ impl EventVisitor for OpsVisitor {
 
     fn mpi_send(&mut self, event: &EventContext<'_>, message: &MpiMessage) {
         // A message is sent when the application called NCCL, as above.
-        let sent = self.enqueue.take().map_or(event.time, |e| e.min(event.time));
+        let sent = self
+            .enqueue
+            .take()
+            .map_or(event.time, |e| e.min(event.time));
         self.sends.entry(message.peer).or_default().push(sent);
     }
 
