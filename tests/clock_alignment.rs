@@ -199,12 +199,34 @@ fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{properties}"));
     assert!((1..1_000_000).contains(&uncertainty), "{uncertainty}");
-    let summary = nccl_scorep(&["summary"], &out);
+    let summary = text(&nccl_scorep(&["summary"], &out).stdout);
     assert!(
-        text(&summary.stdout).contains(
+        summary.contains(
             "the hosts' clocks were aligned from the job's collectives and messages to within +-"
         ),
-        "{}",
-        text(&summary.stdout)
+        "{summary}"
     );
+    // Every lateness the verdicts give is marked exactly when the alignment cannot tell it.
+    let mut verdicts = 0;
+    for line in summary.lines() {
+        let lateness = if let Some(rest) = line.split(" late by ").nth(1) {
+            rest.split(" us").next()
+        } else if line.starts_with("no straggler: the latest rank") {
+            line.rsplit(" (").next().and_then(|r| r.split(" us").next())
+        } else {
+            None
+        };
+        let Some(lateness) = lateness.and_then(|l| l.trim_start_matches('+').parse::<f64>().ok())
+        else {
+            continue;
+        };
+        verdicts += 1;
+        let within = lateness.abs() * 1e3 <= uncertainty as f64;
+        assert_eq!(
+            line.contains("within the clocks' alignment uncertainty"),
+            within,
+            "{lateness} us against +-{uncertainty} ns: {summary}"
+        );
+    }
+    assert!(verdicts > 0, "{summary}");
 }
