@@ -684,6 +684,70 @@ mod tests {
         assert!(super::fit(&one_sided).is_none(), "needs both directions");
     }
 
+    fn stream(comm: &str, rank: u32, host: usize, collectives: &[(f64, f64)]) -> Stream {
+        Stream {
+            comm: comm.to_owned(),
+            rank,
+            host,
+            times: OpsTimes {
+                collectives: collectives.to_vec(),
+                ..OpsTimes::default()
+            },
+        }
+    }
+
+    #[test]
+    fn collectives_bound_the_other_host_both_ways_and_messages_one_way() {
+        // Host 1's clock reads 1000 ns ahead: a collective that all ranks begin at true
+        // 100..=130 and that ends at true 200..=210.
+        let mut streams = vec![
+            stream("c", 0, 0, &[(100.0, 200.0)]),
+            stream("c", 1, 0, &[(130.0, 205.0)]),
+            stream("c", 2, 1, &[(1_110.0, 1_210.0)]),
+        ];
+        // Rank 0 sends to rank 2 at true 300, received at true 350; rank 2 sends to rank 0
+        // at true 400, received at true 420.
+        streams[0].times.sends.insert(2, vec![300.0]);
+        streams[2].times.receives.insert(0, vec![1_350.0]);
+        streams[2].times.sends.insert(0, vec![1_400.0]);
+        streams[0].times.receives.insert(2, vec![420.0]);
+        let (collectives, messages) = bounds(&streams, 0);
+        // d = −1000 lies within what the collective proves: host 1's end (1210) is after
+        // the reference's last begin (130), the reference's first end (200) after host 1's
+        // last begin (1110).
+        assert_eq!(
+            collectives[&1],
+            [Bound {
+                at_ns: 1_210.0,
+                lower: Some(130.0 - 1_210.0),
+                upper: Some(200.0 - 1_110.0),
+            }]
+        );
+        let mut from_messages = messages[&1].clone();
+        from_messages.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
+        assert_eq!(
+            from_messages,
+            [
+                // Received on host 1: 1350 + d ≥ 300.
+                Bound {
+                    at_ns: 1_350.0,
+                    lower: Some(300.0 - 1_350.0),
+                    upper: None,
+                },
+                // Sent from host 1: 420 ≥ 1400 + d.
+                Bound {
+                    at_ns: 1_400.0,
+                    lower: None,
+                    upper: Some(420.0 - 1_400.0),
+                },
+            ]
+        );
+        let fitted = fit(&collectives[&1]).unwrap();
+        assert_eq!(fitted.offset_ns, -995.0, "the middle of [-1080, -910]");
+        assert_eq!(fitted.uncertainty_ns, 85.0);
+        assert_eq!((fitted.violated_before, fitted.violated_after), (1, 0));
+    }
+
     #[test]
     fn clock_offsets_are_interpolated_and_corrected_along_the_line() {
         let offsets = [
