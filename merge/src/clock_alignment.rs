@@ -429,8 +429,9 @@ pub struct Alignment {
     /// The host whose clock the others are aligned to (left as it is).
     pub reference: String,
     pub hosts: Vec<HostCorrection>,
-    /// Hosts that share no collective or message with the reference host both ways: left
-    /// as they are.
+    /// Hosts left as they are: they share no collective or message with the reference
+    /// host both ways, or those they share contradict each other more than the host's own
+    /// clock does them.
     pub unaligned: Vec<String>,
 }
 
@@ -463,14 +464,15 @@ impl Alignment {
             })
             .collect::<Vec<_>>()
             .join("; ");
-        let mut properties = vec![
-            (PROPERTY_REFERENCE.to_owned(), self.reference.clone()),
-            (PROPERTY_HOSTS.to_owned(), hosts),
-            (
+        let mut properties = vec![(PROPERTY_REFERENCE.to_owned(), self.reference.clone())];
+        // OTF2 takes an empty value for the removal of a property.
+        if !self.hosts.is_empty() {
+            properties.push((PROPERTY_HOSTS.to_owned(), hosts));
+            properties.push((
                 PROPERTY_UNCERTAINTY.to_owned(),
                 self.uncertainty_ns().to_string(),
-            ),
-        ];
+            ));
+        }
         if !self.unaligned.is_empty() {
             properties.push((PROPERTY_UNALIGNED.to_owned(), self.unaligned.join(",")));
         }
@@ -560,7 +562,10 @@ pub(crate) fn align(
         let fitted = collectives
             .get(&h)
             .and_then(|b| fit(b))
-            .or_else(|| messages.get(&h).and_then(|b| fit(b)));
+            .or_else(|| messages.get(&h).and_then(|b| fit(b)))
+            // Facts that contradict each other more than the host's own clock does them
+            // prove nothing to correct it by.
+            .filter(|c| c.violated_after == 0 || c.violated_after < c.violated_before);
         match fitted {
             Some(c) => {
                 alignment.hosts.push(HostCorrection {

@@ -1318,7 +1318,8 @@ pub fn render(report: &Report) -> String {
         if !alignment.unaligned.is_empty() {
             let _ = writeln!(
                 out,
-                "clocks not aligned (no collective or message with {} both ways): {}",
+                "clocks left as they are (no collective or message with {} both ways, or facts \
+                 that contradict each other): {}",
                 alignment.reference,
                 alignment.unaligned.join(", ")
             );
