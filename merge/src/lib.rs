@@ -10,7 +10,10 @@
 //!    parent), location groups by (name, type, parent, creator) — so the parts of one
 //!    process share its process group —, communicators by their commHash (carried in
 //!    their name), locations keep their 64-bit ids (see [`unify`] for a collision);
-//! 3. the merged archive gets the unified global definitions, and each location a local
+//! 3. when the parts come from several hosts, their clocks are aligned from the job's
+//!    collectives and messages (the ops streams' events are read for it): each host's
+//!    correction goes into its locations' clock offsets ([`clock_alignment`]);
+//! 4. the merged archive gets the unified global definitions, and each location a local
 //!    definition file with the mapping tables from its part's ids to the global ones and
 //!    its part's clock offsets; its `.evt` file is hard-linked (or copied) unchanged.
 //!
