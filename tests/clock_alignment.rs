@@ -199,6 +199,26 @@ fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{properties}"));
     assert!((1..1_000_000).contains(&uncertainty), "{uncertainty}");
+    // node0's locations keep their clock offsets; node1's carry the uncertainty with theirs.
+    let offsets = Command::new("otf2-print")
+        .arg("-C")
+        .arg(&anchor)
+        .output()
+        .unwrap();
+    let deviations: Vec<f64> = text(&offsets.stdout)
+        .lines()
+        .filter(|l| l.starts_with("CLOCK_OFFSET"))
+        .filter_map(|l| l.rsplit("StdDev: ").next()?.trim().parse().ok())
+        .collect();
+    let stated = deviations
+        .iter()
+        .filter(|d| (**d - uncertainty as f64).abs() <= 1.0)
+        .count();
+    let unchanged = deviations.iter().filter(|d| **d == 0.0).count();
+    assert!(
+        stated > 0 && unchanged > 0 && stated + unchanged == deviations.len(),
+        "{deviations:?}"
+    );
     let summary = text(&nccl_scorep(&["summary"], &out).stdout);
     assert!(
         summary.contains(

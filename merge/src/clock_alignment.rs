@@ -389,7 +389,8 @@ pub(crate) fn bounds(
 
 /// `offsets` (a location's clock offsets) with `correction` (of times after `base`) added:
 /// each record's offset moves by the correction at its real time, so that readers
-/// interpolating between the records apply the correction's line.
+/// interpolating between the records apply the correction's line; each record's standard
+/// deviation becomes the correction's uncertainty.
 pub(crate) fn corrected_offsets(
     offsets: &[ClockOffset],
     correction: &Correction,
@@ -401,6 +402,9 @@ pub(crate) fn corrected_offsets(
             let real = (o.time as i128 + o.offset as i128 - base as i128) as f64;
             ClockOffset {
                 offset: o.offset + correction.at(real).round() as i64,
+                // OTF2's only field for how sure an offset is: the uncertainty (a bound,
+                // wider than a standard deviation), in ticks (nanoseconds).
+                standard_deviation: o.standard_deviation.max(correction.uncertainty_ns),
                 ..*o
             }
         })
@@ -784,6 +788,10 @@ mod tests {
         };
         let corrected = corrected_offsets(&offsets, &correction, 0);
         assert_eq!(corrected[0].offset, 510);
+        assert_eq!(
+            corrected[0].standard_deviation, 0.0,
+            "no uncertainty stated"
+        );
         assert_eq!(corrected[1].offset, 700 + 10 + 1_100);
     }
 }
