@@ -5,8 +5,9 @@ fn main() {
     // A plugin finds NCCL's version with dlsym(RTLD_DEFAULT, "ncclGetVersion"): the binary
     // exports the stand-in's, as libnccl does.
     println!("cargo:rustc-link-arg-bin=nccl-sim=-Wl,--export-dynamic-symbol=ncclGetVersion");
-    // `nccl-sim replay` offers the recorded times as a clock the same way.
-    println!("cargo:rustc-link-arg-bin=nccl-sim=-Wl,--export-dynamic-symbol=nccl_sim_replay_clock");
+    // The process offers its clock as its host gives it (recorded times under `replay`, a
+    // simulated host clock under `run --host-clock-*`) the same way.
+    println!("cargo:rustc-link-arg-bin=nccl-sim=-Wl,--export-dynamic-symbol=nccl_sim_clock");
     println!("cargo:rerun-if-changed=csrc/logger.c");
     cc::Build::new()
         .file("csrc/logger.c")

@@ -153,6 +153,10 @@ enum Command {
         /// Do not write the CUBE4 profile (profile.cubex) beside the merged trace.
         #[arg(long, conflicts_with = "scorep")]
         no_profile: bool,
+        /// Keep each host's clock as it is (trust NTP): do not align the hosts' clocks
+        /// from the job's collectives and messages (docs/merge.md).
+        #[arg(long, conflicts_with = "scorep")]
+        no_clock_alignment: bool,
     },
     /// Compare two runs per communicator, operation and size bucket: time per call, bus
     /// bandwidth, wait for the last rank, the change and a verdict (docs/profile.md).
@@ -391,6 +395,7 @@ fn main() -> ExitCode {
             job,
             all,
             no_profile,
+            no_clock_alignment,
             ..
         } => {
             if !all {
@@ -411,6 +416,7 @@ fn main() -> ExitCode {
                 output: output.as_deref(),
                 only_parts: job_parts.as_deref(),
                 progress: Some(&|step| bar.show_merge(step)),
+                keep_host_clocks: no_clock_alignment,
             };
             let merged = nccl_scorep_merge::merge_with(&run_dir, &options);
             bar.finish();

@@ -116,6 +116,36 @@ pub struct Summary {
     pub pxn_linked_ops: u64,
 }
 
+impl Summary {
+    /// How closely the merge aligned the hosts' clocks, microseconds (± this), when it did
+    /// (the trace property `NCCL_SCOREP::CLOCK_CORRECTION_UNCERTAINTY_NS`).
+    pub fn clock_uncertainty_us(&self) -> Option<f64> {
+        self.provenance
+            .get("clock_correction_uncertainty_ns")?
+            .as_str()?
+            .parse::<f64>()
+            .ok()
+            .map(|ns| ns / 1e3)
+    }
+
+    /// Whether a lateness of `lateness_us` is within the clocks' alignment uncertainty.
+    pub fn within_clock_uncertainty(&self, lateness_us: f64) -> bool {
+        self.clock_uncertainty_us()
+            .is_some_and(|u| lateness_us.abs() <= u)
+    }
+
+    /// What the reader must know about the hosts' clocks before trusting a skew, when the
+    /// trace spans hosts the merge aligned.
+    pub fn clock_note(&self) -> Option<String> {
+        self.clock_uncertainty_us().map(|u| {
+            format!(
+                "the hosts' clocks were aligned from the job's collectives and messages to \
+                 within +-{u:.1} us: a skew across hosts below that is not measured"
+            )
+        })
+    }
+}
+
 /// Why there is no summary.
 #[derive(Debug)]
 pub enum Error {

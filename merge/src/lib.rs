@@ -10,7 +10,10 @@
 //!    parent), location groups by (name, type, parent, creator) — so the parts of one
 //!    process share its process group —, communicators by their commHash (carried in
 //!    their name), locations keep their 64-bit ids (see [`unify`] for a collision);
-//! 3. the merged archive gets the unified global definitions, and each location a local
+//! 3. when the parts come from several hosts, their clocks are aligned from the job's
+//!    collectives and messages (the ops streams' events are read for it): each host's
+//!    correction goes into its locations' clock offsets ([`clock_alignment`]);
+//! 4. the merged archive gets the unified global definitions, and each location a local
 //!    definition file with the mapping tables from its part's ids to the global ones and
 //!    its part's clock offsets; its `.evt` file is hard-linked (or copied) unchanged.
 //!
@@ -45,6 +48,7 @@ use otf2_sys::{
 };
 use serde::Serialize;
 
+pub mod clock_alignment;
 mod otf2;
 mod provenance;
 pub use provenance::as_json as provenance_as_json;
@@ -165,6 +169,8 @@ pub struct Report {
     /// Event files hard-linked, and copied (where linking failed).
     pub linked: usize,
     pub copied: usize,
+    /// How the hosts' clocks were aligned (`None`: one host, or alignment off).
+    pub clock_alignment: Option<clock_alignment::Alignment>,
     /// Anything else worth knowing (e.g. a rank found twice).
     pub notes: Vec<String>,
 }
@@ -1006,6 +1012,9 @@ pub struct MergeOptions<'a> {
     pub only_parts: Option<&'a [String]>,
     /// Called as the merge advances (a progress bar).
     pub progress: Option<&'a dyn Fn(Progress)>,
+    /// Keep each host's clock as its parts say (trust NTP): no alignment of hosts from the
+    /// job's collectives and messages.
+    pub keep_host_clocks: bool,
 }
 
 /// [`merge`] with options.
@@ -1028,6 +1037,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     if let Some(out) = options.output.filter(|out| *out != run_dir) {
         leftovers.extend(remove_leftovers_of_killed_merges(out));
     }
+    let mut notes_before_unify = Vec::new();
     let mut candidates = part_dirs(run_dir)?;
     if let Some(only) = options.only_parts {
         candidates.retain(|(name, _)| only.contains(name));
@@ -1110,6 +1120,16 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         }
         return Err(message);
     }
+    let mut alignment = None;
+    if !options.keep_host_clocks {
+        match clock_alignment::align(&names, &dirs, &mut parts) {
+            Ok(found) => alignment = found,
+            // The trace is still worth merging: on the hosts' own clocks, as said.
+            Err(why) => notes_before_unify.push(format!(
+                "the hosts' clocks are left as they are (NTP's): {why}"
+            )),
+        }
+    }
     let Unification {
         mut unified,
         maps,
@@ -1117,6 +1137,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         renumbered,
         mut notes,
     } = unify(&parts, &names)?;
+    notes.extend(notes_before_unify);
     for name in leftovers {
         notes.push(format!("removed {name}, left by a merge that was killed"));
     }
@@ -1124,12 +1145,15 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
 
     let out = options.output.unwrap_or(run_dir);
     let temp = TempDir::create(out, "merging")?;
-    let properties = provenance::merged_properties(
+    let mut properties = provenance::merged_properties(
         &parts
             .iter()
             .map(|p| p.properties.as_slice())
             .collect::<Vec<_>>(),
     );
+    if let Some(alignment) = &alignment {
+        properties.extend(alignment.properties());
+    }
     let mapping_tables = otf2::write_archive(&temp.0, &unified, &parts, &maps, &properties)?;
     let traces = temp.0.join(EVENT_FILES_DIR);
     let mut files = PlacedFiles::default();
@@ -1174,6 +1198,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         mapping_tables,
         linked: files.linked,
         copied: files.copied,
+        clock_alignment: alignment,
         notes,
     })
 }
@@ -1297,6 +1322,33 @@ pub fn render(report: &Report) -> String {
             if parts.len() == 1 { "" } else { "s" },
             listed.join(", ")
         );
+    }
+    if let Some(alignment) = &report.clock_alignment {
+        for host in &alignment.hosts {
+            let _ = writeln!(
+                out,
+                "clock of {} aligned to {}: {:+.1} us added, its drift of {:+.2} ppm taken out, \
+                 within +-{:.1} us \
+                 ({} facts from the collectives or messages; {} broken before, {} after)",
+                host.host,
+                alignment.reference,
+                host.offset_ns as f64 / 1e3,
+                host.drift_ppm,
+                host.uncertainty_ns as f64 / 1e3,
+                host.bounds,
+                host.violated_before,
+                host.violated_after
+            );
+        }
+        if !alignment.unaligned.is_empty() {
+            let _ = writeln!(
+                out,
+                "clocks left as they are (no collective or message with {} both ways, or facts \
+                 that contradict each other): {}",
+                alignment.reference,
+                alignment.unaligned.join(", ")
+            );
+        }
     }
     for note in &report.notes {
         let _ = writeln!(out, "note: {note}");

@@ -13,6 +13,7 @@
 pub mod bench;
 pub mod bugs;
 pub mod event;
+pub mod host_clock;
 pub mod job;
 pub mod logger;
 pub mod names;

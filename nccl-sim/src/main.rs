@@ -18,8 +18,7 @@ use std::process::ExitCode;
 static EXPORTED_VERSION: unsafe extern "C" fn(*mut std::ffi::c_int) -> std::ffi::c_int =
     nccl_sim::nccl::ncclGetVersion;
 #[used]
-static EXPORTED_REPLAY_CLOCK: unsafe extern "C" fn(*mut i64) -> u64 =
-    nccl_sim::replay::nccl_sim_replay_clock;
+static EXPORTED_CLOCK: unsafe extern "C" fn(*mut i64) -> u64 = nccl_sim::host_clock::nccl_sim_clock;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,6 +134,17 @@ struct RunArgs {
     /// ranks share one): each process's plugin gets its host in NCCL_SCOREP_HOSTNAME.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     hosts: Option<u32>,
+    /// Simulated host clocks: how far each simulated host's clock is off the true clock,
+    /// one value per host in --hosts order (`-5ms,5ms`; units ns, us, ms, s); hosts
+    /// beyond the list: 0. The plugin reads its host's clock; the ground truth
+    /// (--truth-dir) stays in the true clock.
+    #[arg(long, value_name = "OFFSETS", value_parser = parse_host_offsets, allow_hyphen_values = true)]
+    host_clock_offset: Option<PerHost>,
+    /// Simulated host clocks: how fast each simulated host's clock runs against the true
+    /// clock, in parts per million, one value per host (`-20,20`); hosts beyond the list:
+    /// 0. The drift counts from the job's start.
+    #[arg(long, value_name = "PPMS", value_parser = parse_host_drifts, allow_hyphen_values = true)]
+    host_clock_drift: Option<PerHost>,
     /// Never destroy the communicators (the profiler gets no finalize), as applications
     /// that simply exit do.
     #[arg(long)]
@@ -197,6 +207,42 @@ fn scenario_help() -> String {
     text
 }
 
+/// One value per simulated host (clock offsets in ns, drifts in ppb).
+#[derive(Clone, Debug)]
+struct PerHost(Vec<i64>);
+
+impl PerHost {
+    fn of(list: Option<&PerHost>, host: usize) -> i64 {
+        list.and_then(|l| l.0.get(host)).copied().unwrap_or(0)
+    }
+}
+
+fn parse_host_offsets(text: &str) -> Result<PerHost, String> {
+    nccl_sim::host_clock::parse_offsets(text).map(PerHost)
+}
+
+fn parse_host_drifts(text: &str) -> Result<PerHost, String> {
+    nccl_sim::host_clock::parse_drifts(text).map(PerHost)
+}
+
+/// Starts this process's simulated host clock (`--host-clock-offset/--host-clock-drift`)
+/// for process `rank` of `size` on `hosts` hosts, drifting from the job's common epoch.
+fn simulate_host_clock(args: &RunArgs, rank: usize, size: usize) {
+    if args.host_clock_offset.is_none() && args.host_clock_drift.is_none() {
+        return;
+    }
+    let host = rank * args.hosts.unwrap_or(1) as usize / size.max(1);
+    let epoch_ns = std::env::var(nccl_sim::host_clock::ENV_CLOCK_EPOCH)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(nccl_sim::time::host_ns);
+    nccl_sim::host_clock::simulate(nccl_sim::host_clock::SimulatedClock {
+        offset_ns: PerHost::of(args.host_clock_offset.as_ref(), host),
+        drift_ppb: PerHost::of(args.host_clock_drift.as_ref(), host),
+        epoch_ns,
+    });
+}
+
 fn parse_release(text: &str) -> Result<Release, String> {
     text.parse()
 }
@@ -253,6 +299,14 @@ fn run(args: RunArgs) -> ExitCode {
             eprintln!("nccl-sim: {error}");
             return ExitCode::FAILURE;
         }
+        if std::env::var_os(nccl_sim::host_clock::ENV_CLOCK_EPOCH).is_none() {
+            // One epoch for the job: processes of one simulated host keep one clock. No
+            // other thread runs yet.
+            std::env::set_var(
+                nccl_sim::host_clock::ENV_CLOCK_EPOCH,
+                nccl_sim::time::host_ns().to_string(),
+            );
+        }
         let all: Vec<OsString> = std::env::args_os().skip(1).collect();
         return match job::spawn_procs(procs, &job::strip_procs_arg(&all)) {
             Ok(statuses) if job::all_succeeded(&statuses) => ExitCode::SUCCESS,
@@ -284,6 +338,7 @@ fn run(args: RunArgs) -> ExitCode {
             }
         }
     }
+    simulate_host_clock(&args, job.rank, job.size);
     let names: Vec<String> = if args.scenarios.is_empty() {
         SCENARIOS.iter().map(|(name, _)| name.to_string()).collect()
     } else {

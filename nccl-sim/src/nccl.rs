@@ -351,7 +351,11 @@ impl Nccl {
     }
 
     fn gpu(&self, host: u64) -> u64 {
-        self.config.gpu_clock.from_host(host)
+        // The GPU's timer runs with its host's clock (simulated or not), as the plugin's
+        // estimate of their offset assumes.
+        self.config
+            .gpu_clock
+            .from_host(crate::host_clock::host_reading(host))
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// Where the processes of a multi-process replay exchange their pids and PXN handles.
 const ENV_EXCHANGE: &str = "NCCL_SIM_REPLAY_EXCHANGE";
 
-/// The replay clock: a plugin that looks for `nccl_sim_replay_clock` (ours does) stamps
+/// The replay clock: a plugin that looks for `nccl_sim_clock` (ours does) stamps
 /// each call with the time the recording gave it, so that the replayed trace has the
 /// recorded times whatever the pace of the replay.
 static REPLAY_CLOCK_ON: AtomicBool = AtomicBool::new(false);
@@ -41,26 +41,21 @@ thread_local! {
     static REPLAY_CALL_NS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// The replay clock a plugin may read: the recorded CLOCK_MONOTONIC time of the call the
-/// calling thread replays (the latest replayed time on any other thread), and the recorded
-/// real-time offset in `*realtime_offset_ns`; 0 when no replay runs with recorded times.
-///
-/// # Safety
-/// `realtime_offset_ns` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn nccl_sim_replay_clock(realtime_offset_ns: *mut i64) -> u64 {
+/// The replay clock, offered to the plugin by [`crate::host_clock::nccl_sim_clock`]: the
+/// recorded CLOCK_MONOTONIC time of the call the calling thread replays (the latest
+/// replayed time on any other thread) and the recorded real-time offset; `None` when no
+/// replay runs with recorded times.
+pub(crate) fn replay_clock() -> Option<(u64, i64)> {
     if !REPLAY_CLOCK_ON.load(Ordering::Acquire) {
-        return 0;
+        return None;
     }
-    if !realtime_offset_ns.is_null() {
-        // SAFETY: non-NULL and writable (caller).
-        unsafe { *realtime_offset_ns = REPLAY_REALTIME_OFFSET_NS.load(Ordering::Relaxed) };
-    }
+    let offset = REPLAY_REALTIME_OFFSET_NS.load(Ordering::Relaxed);
     // `try_with`: a plugin may ask from a thread whose locals are being destroyed.
-    match REPLAY_CALL_NS.try_with(Cell::get).unwrap_or(0) {
+    let ns = match REPLAY_CALL_NS.try_with(Cell::get).unwrap_or(0) {
         0 => REPLAY_LATEST_NS.load(Ordering::Acquire),
         own => own,
-    }
+    };
+    Some((ns, offset))
 }
 
 /// Sets the replay clock of this thread to a call's recorded time (never back).
@@ -101,7 +96,7 @@ pub struct ReplayArgs {
     /// replayed trace names the same hosts as the recorded one.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     recorded_hosts: bool,
-    /// Offer the recorded times as the plugin's clock (`nccl_sim_replay_clock`), so that
+    /// Offer the recorded times as the plugin's clock (`nccl_sim_clock`), so that
     /// the replayed trace has the recorded run's times; `false`: the plugin's own clock.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     recorded_times: bool,

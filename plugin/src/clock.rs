@@ -13,9 +13,10 @@
 //! synchronised across CPUs and invariant) and the CPU reports `constant_tsc` and
 //! `nonstop_tsc`; `NCCL_SCOREP_CLOCK` can force either source.
 //!
-//! A process that replays a recording (`nccl-sim replay`) offers a third source, the
-//! replay clock: the recorded time of the call being replayed, so that a replayed trace
-//! carries the times of the recorded run.
+//! A host process may offer a third source, its own clock: `nccl-sim replay` gives the
+//! recorded time of the call being replayed (so that a replayed trace carries the times of
+//! the recorded run), `nccl-sim run --host-clock-offset/--host-clock-drift` a simulated
+//! host's clock, off the true one as an unsynchronised host's is.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -27,35 +28,35 @@ pub enum Source {
     Tsc,
     /// CLOCK_MONOTONIC nanoseconds (ticks are nanoseconds already).
     Monotonic,
-    /// The replaying process's clock: recorded CLOCK_MONOTONIC nanoseconds.
-    Replay,
+    /// The clock the host process offers: CLOCK_MONOTONIC nanoseconds as it gives them.
+    Offered,
 }
 
 const MONOTONIC: u8 = 0;
 const TSC: u8 = 1;
-const REPLAY: u8 = 2;
+const OFFERED: u8 = 2;
 
 static SOURCE: AtomicU8 = AtomicU8::new(MONOTONIC);
 
-/// The symbol a replaying process exports: `uint64_t f(int64_t *realtime_offset_ns)`
-/// gives the recorded CLOCK_MONOTONIC time of the call the calling thread replays (the
-/// latest replayed time on other threads) and the recorded process's CLOCK_REALTIME minus
-/// CLOCK_MONOTONIC; 0 when no replay runs.
-pub const REPLAY_CLOCK_SYMBOL: &std::ffi::CStr = c"nccl_sim_replay_clock";
+/// The symbol a process that offers its clock exports: `uint64_t f(int64_t
+/// *realtime_offset_ns)` gives CLOCK_MONOTONIC nanoseconds as the process's host gives
+/// them (under a replay: the recorded time of the call the calling thread replays) and
+/// that host's CLOCK_REALTIME minus CLOCK_MONOTONIC; 0 when it offers none.
+pub const OFFERED_CLOCK_SYMBOL: &std::ffi::CStr = c"nccl_sim_clock";
 
-type ReplayClockFn = unsafe extern "C" fn(*mut i64) -> u64;
+type OfferedClockFn = unsafe extern "C" fn(*mut i64) -> u64;
 
-/// The replaying process's clock function, once found (0: none).
-static REPLAY_CLOCK: AtomicUsize = AtomicUsize::new(0);
+/// The offered clock function, once found (0: none).
+static OFFERED_CLOCK: AtomicUsize = AtomicUsize::new(0);
 
-/// Chooses what [`ticks`] reads, for the whole process. [`Source::Replay`] is taken only
-/// when [`replay_clock_offered`] found the replaying process's clock.
+/// Chooses what [`ticks`] reads, for the whole process. [`Source::Offered`] is taken only
+/// when [`clock_offered`] found the host process's clock.
 pub fn select(source: Source) {
     let value = match source {
         Source::Tsc => TSC,
         Source::Monotonic => MONOTONIC,
-        Source::Replay if REPLAY_CLOCK.load(Ordering::Acquire) != 0 => REPLAY,
-        Source::Replay => MONOTONIC,
+        Source::Offered if OFFERED_CLOCK.load(Ordering::Acquire) != 0 => OFFERED,
+        Source::Offered => MONOTONIC,
     };
     SOURCE.store(value, Ordering::Release);
 }
@@ -64,43 +65,43 @@ pub fn select(source: Source) {
 pub fn source() -> Source {
     match SOURCE.load(Ordering::Relaxed) {
         TSC => Source::Tsc,
-        REPLAY => Source::Replay,
+        OFFERED => Source::Offered,
         _ => Source::Monotonic,
     }
 }
 
-/// Whether this process replays a recording and offers its clock (looked up once).
-pub fn replay_clock_offered() -> bool {
-    if REPLAY_CLOCK.load(Ordering::Acquire) != 0 {
+/// Whether the host process offers its clock (looked up once).
+pub fn clock_offered() -> bool {
+    if OFFERED_CLOCK.load(Ordering::Acquire) != 0 {
         return true;
     }
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
-    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, REPLAY_CLOCK_SYMBOL.as_ptr()) };
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, OFFERED_CLOCK_SYMBOL.as_ptr()) };
     if symbol.is_null() {
         return false;
     }
-    // SAFETY: the replaying process exports the symbol with this signature (see
-    // REPLAY_CLOCK_SYMBOL).
-    let function: ReplayClockFn = unsafe { std::mem::transmute(symbol) };
+    // SAFETY: the offering process exports the symbol with this signature (see
+    // OFFERED_CLOCK_SYMBOL).
+    let function: OfferedClockFn = unsafe { std::mem::transmute(symbol) };
     let mut offset = 0i64;
     // SAFETY: as above, with a valid out-pointer.
     if unsafe { function(&mut offset) } == 0 {
         return false;
     }
-    REPLAY_CLOCK.store(symbol as usize, Ordering::Release);
+    OFFERED_CLOCK.store(symbol as usize, Ordering::Release);
     true
 }
 
-/// The replay clock's time and real-time offset; `None` without one.
+/// The offered clock's time and real-time offset; `None` without one.
 #[inline(never)]
-fn replay_clock() -> Option<(u64, i64)> {
-    let address = REPLAY_CLOCK.load(Ordering::Acquire);
+fn offered_clock() -> Option<(u64, i64)> {
+    let address = OFFERED_CLOCK.load(Ordering::Acquire);
     if address == 0 {
         return None;
     }
-    // SAFETY: an address found by `replay_clock_offered` for this signature; the
+    // SAFETY: an address found by `clock_offered` for this signature; the
     // function lives in the executable, for the life of the process.
-    let function: ReplayClockFn = unsafe { std::mem::transmute(address) };
+    let function: OfferedClockFn = unsafe { std::mem::transmute(address) };
     let mut offset = 0i64;
     // SAFETY: as above, with a valid out-pointer.
     let ns = unsafe { function(&mut offset) };
@@ -117,20 +118,20 @@ pub fn ticks() -> u64 {
     }
 }
 
-/// Nanoseconds of CLOCK_MONOTONIC (the recorded one under a replay clock).
+/// Nanoseconds of CLOCK_MONOTONIC (as the host process gives them, when it offers its clock).
 pub fn now_ns() -> u64 {
-    if SOURCE.load(Ordering::Relaxed) == REPLAY {
-        if let Some((ns, _)) = replay_clock() {
+    if SOURCE.load(Ordering::Relaxed) == OFFERED {
+        if let Some((ns, _)) = offered_clock() {
             return ns;
         }
     }
     system::now_ns()
 }
 
-/// Nanoseconds since the Unix epoch (the recorded run's under a replay clock).
+/// Nanoseconds since the Unix epoch (the offered clock's, when the host process offers one).
 pub fn realtime_ns() -> u64 {
-    if SOURCE.load(Ordering::Relaxed) == REPLAY {
-        if let Some((ns, offset)) = replay_clock() {
+    if SOURCE.load(Ordering::Relaxed) == OFFERED {
+        if let Some((ns, offset)) = offered_clock() {
             return ns.saturating_add_signed(offset);
         }
     }
@@ -460,12 +461,9 @@ mod tests {
     }
 
     #[test]
-    fn without_a_replaying_process_the_replay_clock_is_not_taken() {
-        assert!(
-            !replay_clock_offered(),
-            "the test binary exports no replay clock"
-        );
-        select(Source::Replay);
+    fn without_an_offering_process_its_clock_is_not_taken() {
+        assert!(!clock_offered(), "the test binary offers no clock");
+        select(Source::Offered);
         assert_eq!(source(), Source::Monotonic);
         let (ticks, ns) = tick_pair();
         assert_eq!(ticks, ns, "monotonic ticks are nanoseconds");

@@ -87,7 +87,7 @@ pub fn part_properties(
             match crate::clock::source() {
                 crate::clock::Source::Tsc => "tsc",
                 crate::clock::Source::Monotonic => "monotonic",
-                crate::clock::Source::Replay => "replay",
+                crate::clock::Source::Offered => "offered",
             }
             .to_owned(),
         ),

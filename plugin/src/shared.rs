@@ -44,8 +44,8 @@ impl Shared {
         clock::select(match config.clock {
             ClockChoice::Tsc => clock::Source::Tsc,
             ClockChoice::Monotonic => clock::Source::Monotonic,
-            // A replay's trace carries the recorded times.
-            ClockChoice::Auto if clock::replay_clock_offered() => clock::Source::Replay,
+            // The host process's clock: a replay's recorded times, a simulated host's.
+            ClockChoice::Auto if clock::clock_offered() => clock::Source::Offered,
             ClockChoice::Auto if clock::tsc_is_reliable() => clock::Source::Tsc,
             ClockChoice::Auto => clock::Source::Monotonic,
         });

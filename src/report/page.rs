@@ -248,18 +248,26 @@ fn summary_section(report: &Report, html: &mut String) {
         for late in &summary.stragglers {
             let _ = writeln!(
                 html,
-                "<li><b>rank {} in {} on {}</b>: {:.0} µs late on median, last in {} of {} \
+                "<li><b>rank {} in {} on {}</b>: {:.0} µs late on median{}, last in {} of {} \
                  calls; the other ranks waited {:.3} ms for it.</li>",
                 late.rank,
                 escape(&late.func),
                 escape(&late.comm),
                 late.median_lateness_us,
+                if summary.within_clock_uncertainty(late.median_lateness_us) {
+                    " (within the clocks' alignment uncertainty)"
+                } else {
+                    ""
+                },
                 late.last_calls,
                 late.instances,
                 late.cost_ms
             );
         }
         html.push_str("</ul>\n");
+    }
+    if let Some(note) = summary.clock_note() {
+        let _ = writeln!(html, "<p>Note: {}.</p>", escape(&note));
     }
     for warning in &summary.warnings {
         let _ = writeln!(html, "<p class=\"warning\">{}</p>", escape(warning));

@@ -252,17 +252,25 @@ fn ranks(summary: &Summary, out: &mut String) {
 }
 
 fn stragglers(summary: &Summary, out: &mut String) {
+    straggler_verdicts(summary, out);
+    if let Some(note) = summary.clock_note() {
+        out.push_str(&format!("  ({note})\n"));
+    }
+}
+
+fn straggler_verdicts(summary: &Summary, out: &mut String) {
     let rule = &summary.straggler_rule;
     if summary.stragglers.is_empty() {
         out.push_str("no straggler");
         match summary.latest_ranks.first() {
             Some(l) => out.push_str(&format!(
-                ": the latest rank on median, rank {} in {} on comm {} ({:+.1} us),\n  \
+                ": the latest rank on median, rank {} in {} on comm {} ({:+.1} us{}),\n  \
                  is not named: {}\n",
                 l.rank,
                 l.func,
                 cut(&l.comm, 24),
                 l.median_lateness_us,
+                within_clocks(summary, l.median_lateness_us),
                 l.verdict
             )),
             None => out.push_str(" (no collective)\n"),
@@ -278,18 +286,28 @@ fn stragglers(summary: &Summary, out: &mut String) {
         ));
         for l in &summary.stragglers {
             out.push_str(&format!(
-                "  rank {} in {} on comm {}: late by {:.1} us on median, last in {} of {} calls\n\
+                "  rank {} in {} on comm {}: late by {:.1} us{} on median, last in {} of {} calls\n\
                  \x20   (p = {:.1e}); the other ranks waited {:.3} ms for it\n",
                 l.rank,
                 l.func,
                 cut(&l.comm, 24),
                 l.median_lateness_us,
+                within_clocks(summary, l.median_lateness_us),
                 l.last_calls,
                 l.instances,
                 l.p_value.unwrap_or(1.0),
                 l.cost_ms
             ));
         }
+    }
+}
+
+/// The mark of a lateness the hosts' clocks cannot tell (empty otherwise).
+fn within_clocks(summary: &Summary, lateness_us: f64) -> &'static str {
+    if summary.within_clock_uncertainty(lateness_us) {
+        ", within the clocks' alignment uncertainty"
+    } else {
+        ""
     }
 }
 

@@ -88,7 +88,7 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
             api,
             clock: match clock::source() {
                 clock::Source::Tsc => ClockKind::Tsc,
-                clock::Source::Monotonic | clock::Source::Replay => ClockKind::Monotonic,
+                clock::Source::Monotonic | clock::Source::Offered => ClockKind::Monotonic,
             },
             pid: shared.pid,
             host: shared.host.clone(),

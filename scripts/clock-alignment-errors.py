@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Measures how well a merged trace aligns the clocks of its processes, on nccl-sim's
+ground truth (which stays in one true clock whatever the simulated hosts' clocks say).
+Run by scripts/measure-clock-alignment.sh, or by hand:
+
+    /usr/bin/python3 scripts/clock-alignment-errors.py RUN/traces.otf2 TRUTH_DIR [--json]
+
+Every operation on an ops stream is matched to its truth by communicator rank, function and
+sequence number. The trace is in real time and the truth in the machine's CLOCK_MONOTONIC:
+one offset C between the two is taken out, the median of (trace end - truth completion)
+over all operations. Then, in microseconds:
+
+- completion error: an operation's end - its completion - C;
+- alignment error: per process, the median completion error of its operations (how far
+  its clock is placed from the job's), and the same for every operation;
+- causality: collectives that end on a rank before another rank began them, and
+  receives that end before their send began, in the trace.
+"""
+
+import collections
+import glob
+import json
+import os
+import subprocess
+import sys
+
+DUMP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "otf2-dump.py")
+
+
+def pick(values, q):
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def stats(values):
+    values = sorted(values)
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": pick(values, 0.5) / 1e3,
+        "p99": pick(values, 0.99) / 1e3,
+        "max": values[-1] / 1e3,
+    }
+
+
+def line(name, s):
+    if not s["n"]:
+        return "{:<44} no values".format(name)
+    return "{:<44} n={:<5} p50 {:>9.2f}  p99 {:>9.2f}  max {:>9.2f}".format(
+        name, s["n"], s["p50"], s["p99"], s["max"]
+    )
+
+
+def main(anchor, truth_dir, as_json):
+    dump = json.loads(subprocess.check_output(["/usr/bin/python3", DUMP, anchor]))
+    truth = {}
+    for path in glob.glob(os.path.join(truth_dir, "truth-*.jsonl")):
+        for text in open(path):
+            t = json.loads(text)
+            truth[(t["rank"], t["func"], t["seq"])] = t
+    ops = [
+        i
+        for i in dump["intervals"]
+        if i["loc"].endswith(" ops") and "nccl.complete_ns" in i["attrs"]
+    ]
+    process_of = {l["name"]: l["group"] for l in dump["locations"]}
+    raw = []
+    for op in ops:
+        a = op["attrs"]
+        t = truth.get((a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq")))
+        if t is not None:
+            raw.append((process_of.get(op["loc"], op["loc"]), op["end"] - t["completion_ns"]))
+    if not raw:
+        sys.exit("no operation of the trace matches the truth")
+    common = sorted(r for _, r in raw)[len(raw) // 2]
+    errors = [r - common for _, r in raw]
+    by_process = collections.defaultdict(list)
+    for process, r in raw:
+        by_process[process].append(r - common)
+    process_offsets = {p: sorted(v)[len(v) // 2] for p, v in sorted(by_process.items())}
+    # Causality in the trace: per communicator and rank, the k-th collective and the
+    # messages in order (as the merge and OTF2 readers match them).
+    collectives = collections.defaultdict(list)
+    for op in ops:
+        if op["region"] in ("Send", "Recv"):
+            continue
+        comm = op["loc"].rsplit(" rank ", 1)[0]
+        collectives[comm, op["loc"]].append((op["start"], op["end"]))
+    by_comm = collections.defaultdict(list)
+    for (comm, _), spans in collectives.items():
+        by_comm[comm].append(spans)
+    broken_collectives = 0
+    checked_collectives = 0
+    for streams in by_comm.values():
+        for k in range(min(len(s) for s in streams)):
+            last_begin = max(s[k][0] for s in streams)
+            first_end = min(s[k][1] for s in streams)
+            checked_collectives += 1
+            broken_collectives += first_end < last_begin
+    sends = collections.defaultdict(list)
+    receives = collections.defaultdict(list)
+    for m in dump["messages"]:
+        own = int(m["loc"].rsplit(" rank ", 1)[1].split()[0])
+        if m["kind"] == "send":
+            sends[m["comm"], own, m["peer"]].append(m["time"])
+        else:
+            receives[m["comm"], m["peer"], own].append(m["time"])
+    broken_messages = sum(
+        r < s for key in sends for s, r in zip(sends[key], receives.get(key, []))
+    )
+    result = {
+        "completion_error_us": stats([abs(e) for e in errors]),
+        "alignment_error_us": stats(
+            [abs(process_offsets[p]) for p, v in by_process.items() for _ in v]
+        ),
+        "process_offsets_us": {p: o / 1e3 for p, o in process_offsets.items()},
+        "collectives_ending_before_their_last_begin": broken_collectives,
+        "collectives": checked_collectives,
+        "receives_before_their_send": broken_messages,
+    }
+    if as_json:
+        print(json.dumps(result, indent=1))
+        return
+    print("error = trace - truth - common offset, microseconds (absolute values)")
+    print(line("completion error (op end - completion)", result["completion_error_us"]))
+    print(line("alignment error (its process's median)", result["alignment_error_us"]))
+    for p, o in result["process_offsets_us"].items():
+        print("  process {:<36} median {:>9.2f}".format(p, o))
+    print(
+        "collectives ending on a rank before their last rank began: {} of {}".format(
+            broken_collectives, checked_collectives
+        )
+    )
+    print("receives ending before their send began: {}".format(broken_messages))
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if a != "--json"]
+    if len(args) != 2:
+        sys.exit(__doc__)
+    main(args[0], args[1], "--json" in sys.argv[1:])

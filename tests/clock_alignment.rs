@@ -1,0 +1,252 @@
+//! Clock alignment across hosts: an nccl-sim job on two simulated hosts whose clocks are
+//! 10 ms apart and drift apart by 40 ppm breaks causality in a trace merged on the hosts'
+//! own clocks; the default merge aligns them from the job's collectives, says by how much
+//! and how surely, and the summary says what skews that leaves unmeasured.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+#[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
+mod otf2_tools;
+use otf2_tools::{assert_otf2_print_clean, dump};
+mod validate_json;
+use validate_json::assert_validates;
+
+/// How far apart the processes' clocks may be placed after the alignment: measured within
+/// a microsecond or two (docs/fidelity.md); this leaves room for a loaded 2-core machine,
+/// where each process's own real-time offset is measured less exactly, and stays far below
+/// the hosts' 10 ms.
+const ALIGNED_WITHIN_NS: i64 = 100_000;
+
+fn nccl_scorep(args: &[&str], path: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Per process (location group), the median of (op end − truth completion), and how many
+/// of the job's collectives end on some rank before another rank's op began.
+fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, usize) {
+    let mut truth = BTreeMap::new();
+    for entry in std::fs::read_dir(truth_dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for record in text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        {
+            let key = (
+                record["rank"].as_i64().unwrap(),
+                record["seq"].as_u64().unwrap(),
+            );
+            truth.insert(key, record["completion_ns"].as_i64().unwrap());
+        }
+    }
+    let trace = dump(anchor);
+    let group: BTreeMap<&str, &str> = trace["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["name"].as_str().unwrap(), l["group"].as_str().unwrap()))
+        .collect();
+    let mut errors: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut spans: BTreeMap<u64, Vec<(i64, i64)>> = BTreeMap::new();
+    for op in trace["intervals"].as_array().unwrap() {
+        let loc = op["loc"].as_str().unwrap();
+        if op["region"] != "AllReduce" || !loc.ends_with(" ops") {
+            continue;
+        }
+        let rank = op["attrs"]["nccl.rank"].as_i64().unwrap();
+        let seq = op["attrs"]["nccl.seq"].as_u64().unwrap();
+        let (start, end) = (op["start"].as_i64().unwrap(), op["end"].as_i64().unwrap());
+        spans.entry(seq).or_default().push((start, end));
+        errors
+            .entry(group[loc].to_owned())
+            .or_default()
+            .push(end - truth[&(rank, seq)]);
+    }
+    let medians = errors
+        .into_iter()
+        .map(|(process, mut e)| {
+            e.sort_unstable();
+            (process, e[e.len() / 2])
+        })
+        .collect();
+    let broken = spans
+        .values()
+        .filter(|s| {
+            let last_begin = s.iter().map(|x| x.0).max().unwrap();
+            s.iter().map(|x| x.1).min().unwrap() < last_begin
+        })
+        .count();
+    (medians, broken, spans.len())
+}
+
+fn spread(medians: &BTreeMap<String, i64>) -> i64 {
+    medians.values().max().unwrap() - medians.values().min().unwrap()
+}
+
+#[test]
+fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let truth_dir = dir.path().join("truth");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "single", "--iterations", "100"])
+        .args(["--procs", "4", "--hosts", "2"])
+        .args(["--host-clock-offset=-5ms,5ms", "--host-clock-drift=-20,20"])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .arg("--truth-dir")
+        .arg(&truth_dir)
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+
+    // The job's own merge aligned node1's clock to node0's: about −10 ms, with no
+    // collective left that ends before its last rank arrived.
+    let anchor = out.join("traces.otf2");
+    let report = std::fs::read_to_string(out.join("merge-report.txt")).unwrap();
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("clock of node1 aligned to node0: "))
+        .unwrap_or_else(|| panic!("{report}"));
+    let added_us: f64 = line
+        .split(": ")
+        .nth(1)
+        .and_then(|rest| rest.split(" us added").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((added_us + 10_000.0).abs() < 200.0, "{line}");
+    let broken: Vec<u64> = line
+        .rsplit("; ")
+        .next()
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    // Of the 100 AllReduces, the uncorrected times break nearly every one's bound (a
+    // collective whose ranks arrived apart by more than 10 ms would not).
+    assert!(
+        broken.len() == 2 && broken[0] >= 90 && broken[1] == 0,
+        "{line}"
+    );
+    assert_validates(&anchor, false);
+    assert_otf2_print_clean(&anchor);
+
+    // On the hosts' own clocks (what the merge did before): node1's processes sit 10 ms
+    // after node0's, and collectives end before their last rank began.
+    let unaligned = dir.path().join("unaligned");
+    let merged = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["merge", "--no-profile", "--no-clock-alignment", "--output"])
+        .arg(&unaligned)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    assert!(
+        !text(&merged.stdout).contains("clock of"),
+        "{}",
+        text(&merged.stdout)
+    );
+    let (before, broken_before, collectives) =
+        placement(&unaligned.join("traces.otf2"), &truth_dir);
+    assert_eq!(before.len(), 4, "{before:?}");
+    assert!(
+        (9_500_000..=10_500_000).contains(&spread(&before)),
+        "{before:?}"
+    );
+    assert!(
+        broken_before >= collectives * 9 / 10,
+        "{broken_before} of {collectives}"
+    );
+
+    // Aligned: every process where the truth puts it, within the bound.
+    let (after, _, _) = placement(&anchor, &truth_dir);
+    assert!(spread(&after) <= ALIGNED_WITHIN_NS, "{after:?}");
+
+    // The trace says what was done and how surely; the summary says what it leaves unseen.
+    let printed = Command::new("otf2-print")
+        .arg("-A")
+        .arg(&anchor)
+        .output()
+        .unwrap();
+    let properties = text(&printed.stdout);
+    let property = |name: &str| {
+        let mut lines = properties.lines();
+        lines
+            .position(|l| l.ends_with(&format!(" NCCL_SCOREP::{name}")))
+            .and_then(|_| lines.next())
+            .and_then(|l| l.strip_prefix("Property value"))
+            .map(|v| v.trim().to_owned())
+    };
+    assert_eq!(
+        property("CLOCK_CORRECTION_REFERENCE").as_deref(),
+        Some("node0")
+    );
+    let hosts = property("CLOCK_CORRECTION_HOSTS").unwrap_or_default();
+    assert!(hosts.starts_with("node1 offset_ns=-"), "{properties}");
+    let uncertainty: i64 = property("CLOCK_CORRECTION_UNCERTAINTY_NS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{properties}"));
+    assert!((1..1_000_000).contains(&uncertainty), "{uncertainty}");
+    // node0's locations keep their clock offsets; node1's carry the uncertainty with theirs.
+    let offsets = Command::new("otf2-print")
+        .arg("-C")
+        .arg(&anchor)
+        .output()
+        .unwrap();
+    let deviations: Vec<f64> = text(&offsets.stdout)
+        .lines()
+        .filter(|l| l.starts_with("CLOCK_OFFSET"))
+        .filter_map(|l| l.rsplit("StdDev: ").next()?.trim().parse().ok())
+        .collect();
+    let stated = deviations
+        .iter()
+        .filter(|d| (**d - uncertainty as f64).abs() <= 1.0)
+        .count();
+    let unchanged = deviations.iter().filter(|d| **d == 0.0).count();
+    assert!(
+        stated > 0 && unchanged > 0 && stated + unchanged == deviations.len(),
+        "{deviations:?}"
+    );
+    let summary = text(&nccl_scorep(&["summary"], &out).stdout);
+    assert!(
+        summary.contains(
+            "the hosts' clocks were aligned from the job's collectives and messages to within +-"
+        ),
+        "{summary}"
+    );
+    // Every lateness the verdicts give is marked exactly when the alignment cannot tell it.
+    let mut verdicts = 0;
+    for line in summary.lines() {
+        let lateness = if let Some(rest) = line.split(" late by ").nth(1) {
+            rest.split(" us").next()
+        } else if line.starts_with("no straggler: the latest rank") {
+            line.rsplit(" (").next().and_then(|r| r.split(" us").next())
+        } else {
+            None
+        };
+        let Some(lateness) = lateness.and_then(|l| l.trim_start_matches('+').parse::<f64>().ok())
+        else {
+            continue;
+        };
+        verdicts += 1;
+        let within = lateness.abs() * 1e3 <= uncertainty as f64;
+        assert_eq!(
+            line.contains("within the clocks' alignment uncertainty"),
+            within,
+            "{lateness} us against +-{uncertainty} ns: {summary}"
+        );
+    }
+    assert!(verdicts > 0, "{summary}");
+}
