@@ -12,6 +12,7 @@ use crate::gpu_sanity::{self, HostBounds, Rejection};
 use crate::handle;
 use crate::kinds::{self, KindSet};
 use crate::log;
+use crate::memory;
 use crate::model::{Closed, FinishedEvent, Gap, GpuInterval, OpenView, Owner, Parent, StateRecord};
 use crate::ring::{Available, RingConsumer};
 use crate::shared::Shared;
@@ -44,6 +45,8 @@ const MAX_SPARE_STATES: usize = 4096;
 const MAX_EARLY_RECORDS: usize = 1 << 16;
 /// How often (in processed time) open events whose stop record was lost are looked for.
 const LOST_STOP_SWEEP_NS: u64 = 1_000_000_000;
+/// Heap freed since its last high point after which free pages go back to the system.
+const TRIM_AFTER_FREEING: usize = 8 << 20;
 
 struct OpenEvent {
     kind: Kind,
@@ -137,6 +140,8 @@ impl Collector {
     pub fn start(shared: &'static Shared, sinks: Vec<Box<dyn Sink>>) -> std::io::Result<Collector> {
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
+        // The heap's peak of this cycle, for its report and its trace part.
+        memory::BUDGET.reset_peak();
         // Built here, so the first clock calibration precedes every record of this cycle.
         let state = State::new(shared, sinks);
         // The thread must be running before NCCL can go on: a new thread's start-up takes
@@ -215,6 +220,8 @@ struct State {
     /// Open events that NCCL had stopped (their handle no longer live) at the last sweep
     /// for lost stops, and when that sweep was (processed time).
     stop_lost_suspects: Vec<u64>,
+    /// The plugin's heap at its last high point or return of free pages.
+    heap_at_trim: usize,
     last_sweep_ns: u64,
     /// Events handed to the sinks and not yet added to the shared counter (once a pass).
     events_written: u64,
@@ -246,6 +253,7 @@ impl State {
             early: HashMap::default(),
             early_count: 0,
             stop_lost_suspects: Vec::new(),
+            heap_at_trim: 0,
             last_sweep_ns: 0,
             events_written: 0,
             steps: HashMap::default(),
@@ -362,7 +370,8 @@ impl State {
     /// (a second or more apart, far longer than a record waits in a ring), or sooner when
     /// there are more open events than live handles can be.
     fn close_events_whose_stop_was_lost(&mut self) {
-        let crowded = self.open.len() > self.shared.slab.capacity();
+        // Above the memory limit's mark, events known to be stopped are not kept a second.
+        let crowded = self.open.len() > self.shared.slab.capacity() || memory::BUDGET.shedding();
         if !crowded && self.processed_until < self.last_sweep_ns.saturating_add(LOST_STOP_SWEEP_NS)
         {
             return;
@@ -439,6 +448,7 @@ impl State {
     /// Tells the sinks a pass ended, with the events still open (the trace writer places
     /// what none of them can precede any more).
     fn end_of_pass(&mut self) {
+        self.give_back_freed_memory();
         for sink in &mut self.sinks {
             let mut open = self
                 .open
@@ -450,9 +460,26 @@ impl State {
         }
     }
 
+    /// Returns freed heap to the system after the plugin's heap shrank by a lot (a burst,
+    /// or the memory limit's shedding): the C allocator keeps freed pages otherwise, and
+    /// the process's resident memory would stay at its peak.
+    fn give_back_freed_memory(&mut self) {
+        let now = memory::BUDGET.in_use();
+        if now > self.heap_at_trim {
+            self.heap_at_trim = now;
+        } else if self.heap_at_trim - now > TRIM_AFTER_FREEING {
+            self.heap_at_trim = now;
+            memory::return_free_pages();
+        }
+    }
+
     fn apply(&mut self, thread: u32, record: Record) {
         match record.action {
             Action::Start { context, start } => self.start(thread, record, context, start),
+            Action::State { .. } if memory::BUDGET.shedding() => {
+                // Above the memory limit's mark an event's states do not grow.
+                Counters::bump(&self.shared.counters.memory_limit_states);
+            }
             Action::State { state, arg } => match self.open.get_mut(&record.handle) {
                 Some(open) => open.states.push(StateRecord {
                     state,
@@ -960,6 +987,20 @@ impl State {
                 "NCCL reported impossible GPU times; those kernel intervals were rejected and \
                  their operations use host-side times (nccl.gpu_time_rejected in the trace): {}",
                 rejected.join(", ")
+            ));
+        }
+        let (refused, states) = (
+            counters["memory_limit_events"],
+            counters["memory_limit_states"],
+        );
+        if refused + states > 0 {
+            // The trace is thinner than the job: the user must know, and what to change.
+            log::warn(&format!(
+                "the plugin's heap reached its limit (NCCL_SCOREP_MEMORY_LIMIT={}; peak {}): \
+                 {refused} events were refused and {states} step states dropped while it was \
+                 above 7/8 of it; raise the limit to keep them",
+                memory::mib(memory::BUDGET.limit()),
+                memory::mib(memory::BUDGET.peak()),
             ));
         }
         if losses.is_empty() {

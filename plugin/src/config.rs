@@ -73,6 +73,9 @@ pub struct Config {
     /// Trace locations one process writes at most; events of locations beyond are left
     /// out and counted.
     pub max_locations: usize,
+    /// Bytes of heap the plugin may hold (`usize::MAX`: no limit); above 7/8 of it new
+    /// events are refused and counted.
+    pub memory_limit: usize,
     /// Parameters attached to the regions entered in Score-P (Score-P mode).
     pub scorep_parameters: ScorepParameters,
     /// Score-P's `SCOREP_EXPERIMENT_DIRECTORY`: in Score-P mode the output goes to its
@@ -157,6 +160,12 @@ pub const VARIABLES: &[Variable] = &[
         values: "bytes, 4K … 1G",
         default: "4M",
         meaning: "ring buffer per thread that calls the plugin",
+    },
+    Variable {
+        name: "NCCL_SCOREP_MEMORY_LIMIT",
+        values: "bytes, 16M … 1024G, or off",
+        default: "64M",
+        meaning: "heap the plugin may hold; above 7/8 of it new events are refused and counted",
     },
     Variable {
         name: "NCCL_SCOREP_ON_FULL",
@@ -376,6 +385,7 @@ impl Default for Config {
             step_states: true,
             proxy_lanes: DEFAULT_PROXY_LANES,
             max_locations: DEFAULT_MAX_LOCATIONS,
+            memory_limit: crate::memory::DEFAULT_LIMIT_BYTES,
             scorep_parameters: ScorepParameters::ALL,
             scorep_experiment_dir: None,
             chain: None,
@@ -469,6 +479,22 @@ impl Config {
                     "bytes between 4K and 1G, with an optional K, M or G suffix",
                     "4M",
                 ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_MEMORY_LIMIT") {
+            match value.trim().to_ascii_lowercase().as_str() {
+                "off" | "none" | "unlimited" => config.memory_limit = usize::MAX,
+                _ => match parse_bytes(&value) {
+                    Some(bytes) if (crate::memory::MIN_LIMIT_BYTES..=1 << 40).contains(&bytes) => {
+                        config.memory_limit = bytes
+                    }
+                    _ => warn(
+                        "NCCL_SCOREP_MEMORY_LIMIT",
+                        &value,
+                        "bytes between 16M and 1024G, with an optional K, M or G suffix, or off",
+                        "64M",
+                    ),
+                },
             }
         }
         if let Some(value) = get("NCCL_SCOREP_ON_FULL") {

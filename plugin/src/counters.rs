@@ -49,6 +49,11 @@ counters! {
     pxn_foreign_ops,
     /// Events refused because every slab slot was in use.
     slab_full,
+    /// Events refused because the plugin's heap was above its limit's high-water mark
+    /// (NCCL_SCOREP_MEMORY_LIMIT).
+    memory_limit_events,
+    /// State records of recorded events dropped for the same reason.
+    memory_limit_states,
     /// Records dropped because a thread's ring was full.
     ring_full,
     /// Stops whose record was dropped (the event is closed at finalize).

@@ -78,7 +78,7 @@ pub unsafe fn start_event<D: DecodeDescr>(
         unsafe { start_chained(rt, context, handle_out, descr, stamp) };
         return;
     }
-    if !rt.recording() {
+    if !admitted(rt) {
         return;
     }
     let time = stamp.ticks();
@@ -92,6 +92,20 @@ pub unsafe fn start_event<D: DecodeDescr>(
         // SAFETY: checked non-NULL and writable above.
         unsafe { *handle_out = handle as usize as *mut c_void };
     }
+}
+
+/// Whether a new event may be recorded: recording is on and the plugin's heap is below
+/// its limit (a refusal for memory is counted). Decided before any work on the event.
+#[inline(always)]
+fn admitted(rt: &Runtime) -> bool {
+    if !rt.recording() {
+        return false;
+    }
+    if crate::memory::BUDGET.shedding() {
+        Counters::bump(&rt.shared.counters.memory_limit_events);
+        return false;
+    }
+    true
 }
 
 /// The descriptor NCCL passed and the event kind its type names; `None`, counted, for a
@@ -205,7 +219,7 @@ unsafe fn start_chained<D: DecodeDescr>(
     let context_value = context as u64;
     let mut chained = Chained {
         handle: 0,
-        recorded: rt.recording() && chain.records_ours(kind),
+        recorded: chain.records_ours(kind) && admitted(rt),
         states: true,
     };
     if chain.wants(kind) {

@@ -26,6 +26,7 @@ pub mod hot_path;
 pub mod job_end;
 pub mod kinds;
 pub mod log;
+pub mod memory;
 pub mod model;
 pub mod provenance;
 pub mod record;

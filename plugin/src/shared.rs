@@ -13,6 +13,9 @@ use nccl_scorep_common::RunDir;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
+/// The smallest ring a thread gets when the memory limit leaves little room.
+const MIN_RING_BYTES: usize = 16 << 10;
+
 pub struct Shared {
     pub config: Config,
     pub pid: i32,
@@ -27,7 +30,11 @@ pub struct Shared {
     /// Rings not currently held by a running collector.
     idle_rings: Mutex<Vec<RingConsumer>>,
     next_thread: AtomicU32,
-    ring_capacity: usize,
+    /// The configured ring size of a thread (a ring gets less when the memory limit's
+    /// room is short).
+    ring_bytes: usize,
+    /// Threads whose ring was made smaller than configured, for the memory limit.
+    pub rings_shrunk: AtomicU32,
 }
 
 impl Shared {
@@ -49,6 +56,8 @@ impl Shared {
             ClockChoice::Auto if clock::tsc_is_reliable() => clock::Source::Tsc,
             ClockChoice::Auto => clock::Source::Monotonic,
         });
+        // Set before the slab and rings are made, so that they count against the limit.
+        crate::memory::BUDGET.set_limit(config.memory_limit);
         let slab = Slab::new(salt, config.max_open_events, shards);
         let slab = if config.chain.is_some() {
             slab.with_chain_slots()
@@ -64,7 +73,8 @@ impl Shared {
             counters: Counters::default(),
             idle_rings: Mutex::new(Vec::new()),
             next_thread: AtomicU32::new(0),
-            ring_capacity: config.buffer_bytes / std::mem::size_of::<Record>(),
+            rings_shrunk: AtomicU32::new(0),
+            ring_bytes: config.buffer_bytes,
             config,
         }
     }
@@ -73,7 +83,11 @@ impl Shared {
     #[cold]
     pub fn register_thread(&self) -> RingProducer {
         let index = self.next_thread.fetch_add(1, Ordering::Relaxed);
-        let (producer, consumer) = ring::ring(self.ring_capacity, index);
+        let bytes = crate::memory::BUDGET.ring_bytes(self.ring_bytes, MIN_RING_BYTES);
+        if bytes < self.ring_bytes {
+            self.rings_shrunk.fetch_add(1, Ordering::Relaxed);
+        }
+        let (producer, consumer) = ring::ring(bytes / std::mem::size_of::<Record>(), index);
         self.idle_rings
             .lock()
             .unwrap_or_else(|e| e.into_inner())

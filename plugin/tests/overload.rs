@@ -29,7 +29,11 @@ fn memory_levels_off_under_overload() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
     let mode = std::env::var("OVERLOAD_ON_FULL").unwrap_or_else(|_| "drop".into());
+    let limit = std::env::var("OVERLOAD_MEMORY_LIMIT").unwrap_or_else(|_| "64M".into());
+    // The application's own memory: what the process holds before the plugin is loaded.
+    let application = rss_kib();
     let plugin = Plugin::load(&[
+        ("NCCL_SCOREP_MEMORY_LIMIT", &limit),
         ("NCCL_SCOREP_MODE", "otf2"),
         ("NCCL_SCOREP_JSONL", "0"),
         ("NCCL_SCOREP_EVENTS", "all"),
@@ -89,17 +93,24 @@ fn memory_levels_off_under_overload() {
             });
         }
         let mut last = 0;
+        let mut most = 0;
         while start.elapsed().as_secs() < seconds {
             std::thread::sleep(std::time::Duration::from_secs(1));
             let now = rss_kib();
+            most = most.max(now);
             println!(
-                "{:>3} s  RSS {:>8} KiB ({:+} KiB)",
+                "{:>3} s  RSS {:>8} KiB ({:+} KiB), above the application {:>8} KiB",
                 start.elapsed().as_secs(),
                 now,
-                now as i64 - last as i64
+                now as i64 - last as i64,
+                now as i64 - application as i64,
             );
             last = now;
         }
+        println!(
+            "application {application} KiB; the most above it {} KiB ({mode}, limit {limit})",
+            most as i64 - application as i64
+        );
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
 }

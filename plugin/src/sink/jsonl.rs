@@ -119,6 +119,8 @@ impl JsonlSink {
             "monotonic_ns": clocks.monotonic_ns,
             "realtime_ns": clocks.realtime_ns,
             "counters": counters,
+            "heap_peak_bytes": crate::memory::BUDGET.peak(),
+            "memory_limit_bytes": Some(crate::memory::BUDGET.limit()).filter(|&l| l != usize::MAX),
         }));
     }
 

@@ -28,6 +28,10 @@ const MAX_EVENT_BYTES: usize = 9 + (11 + MAX_ATTRIBUTES * 15) + 40 + 2;
 pub const MAX_ATTRIBUTES: usize = 64;
 /// The bytes of its current chunk a location holds in memory before they go to its file.
 pub const STAGE_BYTES: usize = 32 * 1024;
+/// The stage a location gets while the plugin's heap is above its limit's mark
+/// (`NCCL_SCOREP_MEMORY_LIMIT`): room for a few events, so that thousands of locations
+/// written at once cannot hold their full stages.
+const SMALL_STAGE_BYTES: usize = 4 * 1024;
 
 /// An attribute value as OTF2 types it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,8 +171,11 @@ pub struct EventFile {
     file: Option<File>,
     chunk_bytes: usize,
     /// The current chunk's bytes from `persisted` to `len` (the ones not in the file yet;
-    /// the chunk's header too until its first bytes are written).
+    /// the chunk's header too until its first bytes are written). Empty while everything
+    /// is in the file and the location is quiet ([`EventFile::release_stage`]).
     stage: Box<[u8]>,
+    /// The most a stage may hold: [`STAGE_BYTES`], or less for a small chunk.
+    stage_capacity: usize,
     /// The current chunk's length so far.
     len: usize,
     /// Its index in the file.
@@ -191,7 +198,8 @@ impl EventFile {
             path,
             file: None,
             chunk_bytes,
-            stage: vec![0u8; STAGE_BYTES.min(chunk_bytes)].into_boxed_slice(),
+            stage: Box::default(),
+            stage_capacity: STAGE_BYTES.min(chunk_bytes),
             len: 0,
             chunk_index: 0,
             persisted: 0,
@@ -214,7 +222,38 @@ impl EventFile {
         self.len - self.persisted
     }
 
+    /// Gives the stage its memory back if it was released.
+    fn ensure_stage(&mut self) {
+        if self.stage.is_empty() {
+            self.stage = vec![0u8; self.next_stage_bytes()].into_boxed_slice();
+        }
+    }
+
+    /// The size a released stage gets when it is needed again.
+    fn next_stage_bytes(&self) -> usize {
+        if crate::memory::BUDGET.shedding() {
+            self.stage_capacity.min(SMALL_STAGE_BYTES)
+        } else {
+            self.stage_capacity
+        }
+    }
+
+    /// Frees the stage when everything it held is in the file: a quiet location then
+    /// holds no buffer (it is allocated again at its next event).
+    pub fn release_stage(&mut self) {
+        if self.len == self.persisted {
+            self.stage = Box::default();
+        }
+    }
+
+    /// Bytes of memory the stage holds now.
+    #[cfg(test)]
+    fn stage_bytes(&self) -> usize {
+        self.stage.len()
+    }
+
     fn start_chunk(&mut self) {
+        self.ensure_stage();
         // The last event's number is set when the chunk goes to the file.
         self.stage[..HEADER_BYTES].copy_from_slice(&chunk_header(self.events + 1, 0));
         self.len = HEADER_BYTES;
@@ -232,7 +271,12 @@ impl EventFile {
     /// Whether the next event fits in memory; when not, [`EventFile::persist`] must come
     /// first.
     pub fn stage_has_room(&self) -> bool {
-        self.len - self.persisted + MAX_EVENT_BYTES + SLACK <= self.stage.len()
+        let stage = if self.stage.is_empty() {
+            self.next_stage_bytes()
+        } else {
+            self.stage.len()
+        };
+        self.len - self.persisted + MAX_EVENT_BYTES + SLACK <= stage
     }
 
     /// Ends the current chunk (its end-of-chunk bytes are the hole up to the next one),
@@ -250,6 +294,7 @@ impl EventFile {
         debug_assert!(
             self.has_room() && self.stage_has_room() && attributes.len() <= MAX_ATTRIBUTES
         );
+        self.ensure_stage();
         let mut out = Out {
             buf: &mut self.stage,
             pos: self.len - self.persisted,
@@ -377,6 +422,7 @@ impl EventFile {
             return Ok(());
         }
         self.finished = true;
+        self.ensure_stage();
         // The stage keeps room for these two bytes (SLACK).
         let at = self.len - self.persisted;
         self.stage[at] = END_OF_FILE;
@@ -581,6 +627,30 @@ mod tests {
         assert_eq!(on_disk, std::fs::read(&whole).unwrap());
         // Nothing new: nothing written.
         assert_eq!(file.unpersisted(), 0);
+    }
+
+    #[test]
+    fn a_released_stage_holds_no_memory_and_the_file_is_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = sequence();
+        let path = dir.path().join("released.evt");
+        let mut file = EventFile::new(path.clone(), CHUNK);
+        file.release_stage();
+        assert!(file.stage_bytes() > 0, "the header is not in the file yet");
+        for (time, attributes, event) in &steps {
+            file.persist().unwrap();
+            file.release_stage();
+            assert_eq!(file.stage_bytes(), 0, "a quiet location holds no buffer");
+            file.write(*time, attributes, *event);
+            assert_eq!(file.stage_bytes(), STAGE_BYTES);
+        }
+        file.finish().unwrap();
+        let whole = dir.path().join("whole.evt");
+        written_here(&whole, &steps).finish().unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            std::fs::read(&whole).unwrap()
+        );
     }
 
     #[test]

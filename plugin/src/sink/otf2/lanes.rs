@@ -92,6 +92,9 @@ struct Lane {
 
 /// A finished interval waiting to be placed. Placing order: start order; at equal starts
 /// the longer first, so it can hold the shorter; then arrival order.
+/// Pending room kept after a flush: more is freed when mostly empty.
+const SHRINK_ABOVE: usize = 1 << 10;
+
 struct Waiting<T> {
     key: (u64, Reverse<u64>, u64),
     item: T,
@@ -155,6 +158,10 @@ impl<T: Interval> Lanes<T> {
         let mut pending = std::mem::take(&mut self.pending);
         for waiting in pending.drain(..ready) {
             self.place(waiting.item, out);
+        }
+        // After a burst, the room it needed is given back.
+        if pending.capacity() > SHRINK_ABOVE && pending.capacity() > 4 * pending.len() {
+            pending.shrink_to(SHRINK_ABOVE.max(2 * pending.len()));
         }
         self.pending = pending;
     }

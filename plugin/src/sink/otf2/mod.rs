@@ -240,9 +240,20 @@ impl Otf2Sink {
             }
         }
         self.proxy.hold_back_idle_threads(&mut watermarks);
+        let shedding = crate::memory::BUDGET.shedding();
+        if shedding {
+            // Above the memory limit's mark nothing is held back for a better placement:
+            // what waits for open events is placed now (as when a timeline holds too
+            // much), and the memory it held is freed.
+            watermarks = Watermarks::default();
+        }
         self.timelines.flush(&mut self.w, &watermarks);
         self.ops
             .write_completed(&mut self.w, &busy_tasks, now, false);
+        if shedding {
+            // …and every location's buffer goes to its file.
+            self.w.persist_events();
+        }
         self.keep_snapshot(now);
     }
 
@@ -279,6 +290,14 @@ impl Otf2Sink {
             .set_property(&property("PROFILER_API"), &versions.join(","));
         self.w
             .set_property(&property("END_REALTIME_NS"), &end.realtime_ns.to_string());
+        // What the plugin held, so that a trace says how close it came to its limit.
+        let budget = &crate::memory::BUDGET;
+        self.w
+            .set_property(&property("HEAP_PEAK_BYTES"), &budget.peak().to_string());
+        if budget.limit() != usize::MAX {
+            self.w
+                .set_property(&property("MEMORY_LIMIT_BYTES"), &budget.limit().to_string());
+        }
         let mut stats = Otf2Stats {
             events_written: self.w.close(end),
             ..Otf2Stats::default()

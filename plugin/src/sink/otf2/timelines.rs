@@ -22,9 +22,10 @@ const MAX_PENDING: usize = 1 << 16;
 /// Attributes and inner parts an item is allocated room for.
 const ATTRS_CAPACITY: usize = 24;
 const INNER_CAPACITY: usize = 8;
-/// Spare vectors kept of each sort (more are freed): enough for the items of a large
-/// pass, which all come back when the pass places them.
-const MAX_SPARES: usize = 1 << 16;
+/// Spare vectors kept of each sort (more are freed): enough for the items of a pass in
+/// a steady run; after a burst the surplus is given back rather than held (each costs
+/// about 800 bytes, and 65 536 of them once held 50 MiB).
+const MAX_SPARES: usize = 1 << 12;
 
 /// The timelines whose intervals go through lanes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -396,15 +396,26 @@ impl Writer {
         if self.closed {
             return;
         }
+        self.persist_events();
+        if let Err(why) = self.write_snapshot_clock(now) {
+            self.note_write(Err(std::io::Error::other(why)));
+        }
+    }
+
+    /// Puts every location's unwritten events in its file and frees the buffers of those
+    /// that hold nothing more: memory then holds a stage only for the locations written
+    /// to since (see [`EventFile::release_stage`]).
+    pub fn persist_events(&mut self) {
+        if self.closed {
+            return;
+        }
         if self.entries.iter().any(|e| e.file.unpersisted() > 0) {
             self.before_writing();
         }
         for index in 0..self.entries.len() {
             let result = self.entries[index].file.persist();
             self.note_write(result);
-        }
-        if let Err(why) = self.write_snapshot_clock(now) {
-            self.note_write(Err(std::io::Error::other(why)));
+            self.entries[index].file.release_stage();
         }
     }
 
