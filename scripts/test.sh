@@ -72,6 +72,17 @@ rm -rf "$sim_out"
 step "install: cmake build, ctest, install, and use the installed tree"
 bash scripts/test-install.sh
 
+# The benchmarks, once each in a short mode: they still build, run and pass their own
+# checks (the figures in docs/performance.md come from their full runs, by hand).
+step "benchmarks, short mode: hot path, trace throughput, merge"
+HOT_PATH_BATCHES=5 HOT_PATH_BATCH=200 HOT_PATH_THREADS=2 \
+    cargo bench -p nccl-profiler-scorep --bench hot_path >/dev/null
+TRACE_BENCH_COLLECTIVES=2000 TRACE_BENCH_COMMS=1 \
+    cargo bench -p nccl-profiler-scorep --bench trace_throughput >/dev/null
+MERGE_BENCH_PROCS=4 MERGE_BENCH_EVENTS=100 MERGE_BENCH_RUNS=1 \
+    cargo bench -p nccl-scorep-merge --bench merge_parts >/dev/null
+echo "benchmarks ran"
+
 # nextest does not run doc tests.
 step "cargo test --workspace --doc"
 cargo test --workspace --doc

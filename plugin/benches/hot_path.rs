@@ -640,6 +640,9 @@ fn main() {
         ("NCCL_SCOREP_BUFFER_SIZE", format!("{mib}M")),
         ("NCCL_SCOREP_ON_FULL", "drop".to_owned()),
         ("NCCL_SCOREP_EVENTS", "all".to_owned()),
+        // A ring that holds a whole phase is beyond the default memory limit, which would
+        // give it less.
+        ("NCCL_SCOREP_MEMORY_LIMIT", "off".to_owned()),
     ] {
         std::env::set_var(key, value);
     }
