@@ -283,3 +283,57 @@ fn a_process_writes_at_most_its_bound_of_locations_and_says_what_it_left_out() {
         "{summary:#}"
     );
 }
+
+/// Settings that leave the plugin nothing to write, or that it cannot read: each is said on
+/// stderr (no `NCCL_DEBUG` needed), and the application still runs to its end.
+#[test]
+fn settings_that_cannot_work_are_said_not_silently_ignored() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let not_utf8 = std::ffi::OsStr::from_bytes(b"otf\xff2");
+    let cases: [(&str, &std::ffi::OsStr, &str); 5] = [
+        (
+            "NCCL_SCOREP_OUTPUT_DIR",
+            "/dev/null".as_ref(),
+            "cannot write the trace",
+        ),
+        (
+            "NCCL_SCOREP_OUTPUT_DIR",
+            file.as_os_str(),
+            "cannot write the trace",
+        ),
+        (
+            "NCCL_SCOREP_OUTPUT_DIR",
+            "/proc/self".as_ref(),
+            "cannot write the trace",
+        ),
+        ("NCCL_SCOREP_MODE", not_utf8, "NCCL_SCOREP_MODE="),
+        (
+            "NCCL_SCOREP_MEMORY_LIMIT",
+            "1K".as_ref(),
+            "NCCL_SCOREP_MEMORY_LIMIT=",
+        ),
+    ];
+    for (name, value, said) in cases {
+        let output = Command::new(nccl_sim::binary_for_tests())
+            .arg("run")
+            .arg("--plugin")
+            .arg(nccl_sim::our_plugin_for_tests())
+            .args(["--scenario", "single"])
+            .env("NCCL_SCOREP_OUTPUT_DIR", dir.path().join("out"))
+            .env("NCCL_SCOREP_AUTO_MERGE", "0")
+            .env(name, value)
+            .env_remove("NCCL_DEBUG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}={value:?}: {stderr}");
+        let warnings: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("[NCCL-Score-P] Warning: ") && l.contains(said))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{name}={value:?} said once: {stderr}");
+    }
+}
