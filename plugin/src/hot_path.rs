@@ -81,13 +81,12 @@ pub unsafe fn start_event<D: DecodeDescr>(
     if !admitted(rt) {
         return;
     }
-    let time = stamp.ticks();
     // SAFETY: NULL or a valid descriptor (caller).
     let Some((d, kind)) = (unsafe { described(rt, descr) }) else {
         return;
     };
     // SAFETY: `d` is a descriptor of version D announcing `kind`.
-    let handle = unsafe { start_recorded(rt, context as u64, d, kind, time, None) };
+    let handle = unsafe { start_recorded(rt, context as u64, d, kind, stamp, None) };
     if handle != 0 {
         // SAFETY: checked non-NULL and writable above.
         unsafe { *handle_out = handle as usize as *mut c_void };
@@ -129,7 +128,8 @@ unsafe fn described<'a, D: DecodeDescr>(rt: &Runtime, descr: *const D) -> Option
 }
 
 /// Our part of a start: decodes the event, takes a slab id (noting the chained plugin's
-/// handle `chained` in it) and pushes the record. The handle, or 0 when refused.
+/// handle `chained` in it) and pushes the record. The handle, or 0 when refused. A start
+/// that a full ring drops is dropped before the event is stamped or decoded.
 ///
 /// # Safety
 /// `d` is a descriptor of version `D` whose type bit is `kind`.
@@ -139,34 +139,36 @@ unsafe fn start_recorded<D: DecodeDescr>(
     context_value: u64,
     d: &D,
     kind: Kind,
-    time: u64,
+    stamp: impl Stamp,
     chained: Option<Chained>,
 ) -> u64 {
-    // SAFETY: the type bit names the union member NCCL filled in (caller).
-    let event = unsafe { d.decode(kind) };
-    if !context_accepted(rt, kind, &event, context_value) {
-        return 0;
-    }
-    let start = Start {
-        parent: d.parent(),
-        rank: d.rank(),
-        event,
-    };
     let issued = rt.with_ring(|ring| {
-        // A full ring drops the start before it costs a slab id.
+        // A full ring drops the start before it costs a clock read, a decode or an id
+        // (the drop's time, for the gap it makes, is the only work).
         if rt.shared.config.on_full == OnFull::Drop && ring.is_full() {
-            if ring.shared.note_drop(time) {
+            if ring.shared.note_drop(stamp.ticks()) {
                 rt.wake_collector();
             }
-            return 0;
+            return None;
         }
+        let time = stamp.ticks();
+        // SAFETY: the type bit names the union member NCCL filled in (caller).
+        let event = unsafe { d.decode(kind) };
+        if !context_accepted(rt, kind, &event, context_value) {
+            return None;
+        }
+        let start = Start {
+            parent: d.parent(),
+            rank: d.rank(),
+            event,
+        };
         let Some(handle) = rt
             .shared
             .slab
             .acquire(kind, ring.shared.thread_index as usize)
         else {
             Counters::bump(&rt.shared.counters.slab_full);
-            return 0;
+            return None;
         };
         let record = Record {
             time,
@@ -177,21 +179,21 @@ unsafe fn start_recorded<D: DecodeDescr>(
             },
         };
         if rt.push(ring, record) {
-            handle
+            Some((handle, event))
         } else {
             // Nobody will hear of this event: free its id so NCCL gets NULL.
             let _ = rt.shared.slab.release(handle);
-            0
+            None
         }
     });
-    let handle = issued.unwrap_or(0);
-    if handle != 0 {
-        if let Some(chained) = chained {
-            rt.shared.slab.set_chained(handle, chained);
-        }
-        if scorep_mode::FORWARDING.load(Ordering::Relaxed) && kind.facts().forwarded_to_scorep {
-            scorep_mode::entered(rt.shared, &event, handle, context_value);
-        }
+    let Some((handle, event)) = issued.flatten() else {
+        return 0;
+    };
+    if let Some(chained) = chained {
+        rt.shared.slab.set_chained(handle, chained);
+    }
+    if scorep_mode::FORWARDING.load(Ordering::Relaxed) && kind.facts().forwarded_to_scorep {
+        scorep_mode::entered(rt.shared, &event, handle, context_value);
     }
     handle
 }
@@ -250,7 +252,8 @@ unsafe fn start_chained<D: DecodeDescr>(
     let mut handle = 0;
     if chained.recorded {
         // SAFETY: `d` is a descriptor of version D announcing `kind`.
-        handle = unsafe { start_recorded(rt, context_value, d, kind, time, Some(chained)) };
+        handle =
+            unsafe { start_recorded(rt, context_value, d, kind, Stamped(time), Some(chained)) };
     }
     if handle == 0 && chained.handle != 0 {
         // Only the chained plugin has it (it alone asked for it, or our sinks refused or
