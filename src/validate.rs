@@ -32,7 +32,7 @@ const PRINTED_PER_CHECK: usize = 20;
 /// Findings kept per check and severity (the JSON lists them); later ones are only counted.
 const KEPT_PER_CHECK: usize = 1000;
 /// Locations read per opening of the archive unless `--batch` says otherwise.
-pub const DEFAULT_BATCH: u32 = 1024;
+pub const DEFAULT_BATCH: u32 = crate::profile::LOCATIONS_PER_OPENING as u32;
 
 // ---------------------------------------------------------------------------------------
 // The report

@@ -121,32 +121,44 @@ fn read_one_by_one(
     })
 }
 
+/// Locations read per opening of the archive by [`each_location`] (and by default by
+/// `validate`): OTF2 keeps the mapping tables and clock offsets of every location it read
+/// until the archive closes, and finds a location's reader more slowly the more locations
+/// are selected.
+pub(crate) const LOCATIONS_PER_OPENING: usize = 1024;
+
 /// Opens the archive at `anchor` and hands `read` the event reader of each of `locations`
 /// in turn, with the location's mapping tables and clock offsets applied: reading one
-/// location at a time keeps one chunk in memory instead of one per location. `read` says
-/// whether to go on.
+/// location at a time keeps one chunk in memory and one location's files open instead of
+/// one per location, and the archive is opened again for every
+/// [`LOCATIONS_PER_OPENING`] locations. `read` says whether to go on.
 pub(crate) fn each_location(
     anchor: &Path,
     locations: &[u64],
     mut read: impl FnMut(u64, LocationEvents<'_, '_>) -> Result<bool, otf2_sys::Error>,
 ) -> Result<(), otf2_sys::Error> {
-    if locations.is_empty() {
-        return Ok(());
-    }
-    let archive = Reader::open(anchor)?;
-    archive.select_locations(locations)?;
-    let events = archive.open_event_files()?;
-    let definitions = archive.open_definition_files()?;
-    for &location in locations {
-        let location_events = events.location(location)?;
-        definitions.apply(location)?;
-        if !read(location, location_events)? {
+    for batch in locations.chunks(LOCATIONS_PER_OPENING) {
+        let archive = Reader::open(anchor)?;
+        archive.select_locations(batch)?;
+        let events = archive.open_event_files()?;
+        let definitions = archive.open_definition_files()?;
+        let mut go_on = true;
+        for &location in batch {
+            let location_events = events.location(location)?;
+            definitions.apply(location)?;
+            if !read(location, location_events)? {
+                go_on = false;
+                break;
+            }
+        }
+        drop(definitions);
+        drop(events);
+        archive.close()?;
+        if !go_on {
             break;
         }
     }
-    drop(definitions);
-    drop(events);
-    archive.close()
+    Ok(())
 }
 
 fn attribute_ids(defs: &GlobalDefs) -> AttributeIds {
