@@ -722,7 +722,10 @@ fn the_report_is_the_same_whatever_the_batch_of_locations() {
     );
     assert!(lines.iter().any(|l| l.starts_with(&missing)), "{report}");
     assert!(report.contains("events: 66 ("), "{report}");
-    assert!(report.ends_with("INVALID: 4 errors, 3 warnings\n"), "{report}");
+    assert!(
+        report.ends_with("INVALID: 4 errors, 3 warnings\n"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -743,7 +746,12 @@ fn hundreds_of_locations_validate_with_64_open_files() {
             archive.display()
         ));
         let report = stdout_of(&output);
-        assert_eq!(output.status.code(), Some(0), "{report}{}", stderr_of(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{report}{}",
+            stderr_of(&output)
+        );
         assert!(
             report.contains("definitions: 300 locations, 300 location groups"),
             "{report}"
