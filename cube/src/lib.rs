@@ -141,6 +141,14 @@ impl Cube {
         }
     }
 
+    /// Whether `rows` call-tree nodes with values of `metric` fit the CUBE4 format, to be
+    /// asked before adding them: every row holds a value for each location, in memory as
+    /// in the file.
+    pub fn check_rows(&self, metric: MetricId, rows: usize) -> Result<(), CubeError> {
+        let name = self.dims.metric(metric).def().unique_name();
+        archive::check_data_size(name, rows, self.dims.location_order.len()).map(drop)
+    }
+
     /// Sets the value of `metric` at `cnode` on `location`, replacing any earlier one.
     /// The value's type must be the metric's data type, and its meaning the metric's kind
     /// (see [`MetricKind`]).
