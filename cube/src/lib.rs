@@ -347,6 +347,24 @@ mod tests {
     }
 
     #[test]
+    fn rows_the_format_cannot_hold_are_refused_before_they_are_built() {
+        let (cube, t, _, _, _) = cube();
+        // One location: a data file of 8 bytes per row after its marker, 8 GiB at most.
+        assert!(cube.check_rows(t, 1000).is_ok());
+        assert!(cube.check_rows(t, 1 << 29).is_ok());
+        let error = cube.check_rows(t, 1 << 30).unwrap_err();
+        assert!(matches!(&error, CubeError::TooLarge(_)), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the data of metric `time` ({} bytes) is too large for the CUBE4 format",
+                format::data_file_len(1 << 30, 1)
+            )
+        );
+        assert_eq!(cube.rows_stored(t), 0, "nothing is built by asking");
+    }
+
+    #[test]
     fn wrong_values_are_refused() {
         let (mut cube, t, v, c, l) = cube();
         let err = cube.set(v, c, l, 1.0).unwrap_err();
