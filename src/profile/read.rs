@@ -128,7 +128,7 @@ fn read_one_by_one(
 pub(crate) fn room_for_open_files(streams: usize) -> Result<(), String> {
     // Beside the streams' files: what is open now, and OTF2's anchor and definition files.
     let open_now = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
-    let needed = (streams + open_now + 16) as libc::rlim_t;
+    let needed = (streams + open_now + 8) as libc::rlim_t;
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
