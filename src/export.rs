@@ -235,6 +235,8 @@ pub fn export<W: Write>(
     read_one_by_one(anchor, &pxn, &mut exporter).map_err(|e| unreadable(e.to_string()))?;
     exporter.phase = Phase::Ops;
     exporter.restart();
+    crate::profile::room_for_open_files(ops.len())
+        .map_err(|why| Failure::Other(format!("{}: {why}", anchor.display())))?;
     let read = archive.read_events(&ops, &mut exporter);
     drop(archive.close());
     drop(otf2_sys::error::drain_thread_error_reports());

@@ -225,6 +225,11 @@ enum Command {
         /// Print a JSON summary instead of the text report.
         #[arg(long)]
         json: bool,
+        /// Locations read per opening of the archive. One location's files are open at a
+        /// time whatever it is; a batch's mapping tables stay in memory until it is done.
+        #[arg(long, value_name = "LOCATIONS", default_value_t = validate::DEFAULT_BATCH,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        batch: u32,
     },
     /// Write the manual pages or a shell's completions (used when installing).
     #[command(hide = true)]
@@ -456,7 +461,11 @@ fn main() -> ExitCode {
         }
         Command::Export(args) => return export::main(&args),
         Command::Report(args) => return report::main(&args),
-        Command::Validate { archive, json } => match validate::validate(&archive) {
+        Command::Validate {
+            archive,
+            json,
+            batch,
+        } => match validate::validate(&archive, batch as usize) {
             Ok(report) => {
                 let text = if json {
                     serde_json::to_string_pretty(&report).map_err(io::Error::from)

@@ -21,7 +21,10 @@ use nccl_scorep_common::RunDir;
 
 pub use read::read_trace;
 // How locations are told apart and ordered, shared with `nccl-scorep export`.
-pub(crate) use read::{each_location, location_kind, natural_key, process_of_group, without_lane};
+pub(crate) use read::{
+    each_location, location_kind, natural_key, process_of_group, room_for_open_files, without_lane,
+    LOCATIONS_PER_OPENING,
+};
 pub use to_cube::to_cube;
 
 /// The profile's metrics. Child metrics are parts of their parent (Cube's metric tree).

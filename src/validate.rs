@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use otf2_sys::read::{Def, EventsRead, GlobalDefs, Group, Reader};
+use otf2_sys::read::{Def, GlobalDefs, Group, Reader};
 use otf2_sys::{
     OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_GROUP_TYPE_COMM_SELF,
     OTF2_GROUP_TYPE_LOCATIONS, OTF2_GROUP_TYPE_REGIONS, OTF2_UNDEFINED_COMM, OTF2_UNDEFINED_GROUP,
@@ -31,6 +31,8 @@ use defs::{duplicate_message, Lookup};
 const PRINTED_PER_CHECK: usize = 20;
 /// Findings kept per check and severity (the JSON lists them); later ones are only counted.
 const KEPT_PER_CHECK: usize = 1000;
+/// Locations read per opening of the archive unless `--batch` says otherwise.
+pub const DEFAULT_BATCH: u32 = crate::profile::LOCATIONS_PER_OPENING as u32;
 
 // ---------------------------------------------------------------------------------------
 // The report
@@ -170,15 +172,17 @@ impl fmt::Display for OpenError {
 impl std::error::Error for OpenError {}
 
 /// Reads and checks the archive at `path`: its `traces.otf2` anchor file, or a directory
-/// holding one.
-pub fn validate(path: &Path) -> Result<Report, OpenError> {
+/// holding one. The events are read location after location, the archive opened again for
+/// every `batch` locations: OTF2 keeps what it read of a location (its mapping tables and
+/// clock offsets) until the archive closes. The report is the same whatever `batch` is.
+pub fn validate(path: &Path, batch: usize) -> Result<Report, OpenError> {
     let anchor = find_anchor(path)?;
     // OTF2 reports problems through a process-wide callback; collect them instead of letting
     // OTF2 print them, and start from an empty list.
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     drop(otf2_sys::error::drain_thread_error_reports());
 
-    let mut reader = Reader::open(&anchor)
+    let reader = Reader::open(&anchor)
         .map_err(|why| OpenError(format!("cannot open {}: {why}", anchor.display())))?;
     let anchor_locations = read::number_of_locations(&reader);
     let mut problems = Vec::new();
@@ -189,20 +193,16 @@ pub fn validate(path: &Path) -> Result<Report, OpenError> {
         findings.add_problems(&GlobalDefs::default(), problems);
         return Ok(findings.into_report(&anchor, Counts::default()));
     };
+
+    read::close(reader, &mut problems);
     findings.add_problems(&defs, std::mem::take(&mut problems));
 
     check_definitions(&defs, anchor_locations, &mut findings);
     let comms = comm_members(&defs);
     let mut checker = EventChecker::new(&defs, &comms, &mut findings);
     let locations: Vec<u64> = defs.locations.keys().collect();
-    let read = read::events(
-        &mut reader,
-        &locations,
-        &mut |location, time, event| checker.event(location, time, event),
-        &mut problems,
-    );
-    read::close(reader, &mut problems);
-    let events = checker.finish(problems, &read);
+    read::events(&anchor, &locations, batch, &mut checker);
+    let events = checker.finish();
 
     let mut counts = defs.counts();
     counts.events = events.values().sum();
@@ -847,6 +847,8 @@ struct OpenCollective {
 
 #[derive(Debug, Default)]
 struct LocationState {
+    /// Unresolved references per message: (first time, how many).
+    unresolved: BTreeMap<String, (u64, u64)>,
     events: u64,
     last_time: Option<u64>,
     stack: Vec<Frame>,
@@ -856,8 +858,19 @@ struct LocationState {
     first_outside_clock: Option<u64>,
 }
 
-/// The event checks, fed one event at a time in the order the global event reader delivers
-/// them (per location, the order of the trace).
+/// How much of a location's events was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Not even opened: nothing of it is judged.
+    Unreadable,
+    /// The read stopped early: what is left open and the count are not judged.
+    Partly,
+    Complete,
+}
+
+/// The event checks, fed one location's events at a time in the order of the trace, then
+/// [`EventChecker::end_location`]. What a location's own checks need is dropped at its end;
+/// what is kept across locations is counts (checks 7 and 8).
 struct EventChecker<'a> {
     defs: &'a GlobalDefs,
     comms: &'a BTreeMap<u32, CommMembers>,
@@ -865,13 +878,14 @@ struct EventChecker<'a> {
     /// The ClockProperties range, inclusive.
     clock: Option<(u64, u64)>,
     by_type: BTreeMap<&'static str, u64>,
+    /// The locations being read (one, when read from an archive).
     locations: BTreeMap<u64, LocationState>,
     /// Collective records per communicator and location.
     collectives: BTreeMap<u32, BTreeMap<u64, u64>>,
     /// (sends, receives) per (comm, sender rank, receiver rank, tag).
     messages: BTreeMap<(u32, u32, u32, u32), (u64, u64)>,
-    /// Unresolved references per location and message: (first time, how many).
-    unresolved: BTreeMap<(u64, String), (u64, u64)>,
+    /// Locations whose events were read in part.
+    partly_read: u64,
 }
 
 impl<'a> EventChecker<'a> {
@@ -894,16 +908,24 @@ impl<'a> EventChecker<'a> {
             locations: BTreeMap::new(),
             collectives: BTreeMap::new(),
             messages: BTreeMap::new(),
-            unresolved: BTreeMap::new(),
+            partly_read: 0,
         }
+    }
+
+    /// What the reader met (failed steps, OTF2's reports).
+    fn problems(&mut self, problems: Vec<Problem>) {
+        self.findings.add_problems(self.defs, problems);
     }
 
     /// A reference that does not resolve; reported once per location and message, with a
     /// count.
     fn unresolved(&mut self, location: u64, time: u64, message: String) {
         let entry = self
+            .locations
+            .entry(location)
+            .or_default()
             .unresolved
-            .entry((location, message))
+            .entry(message)
             .or_insert((time, 0));
         entry.1 += 1;
     }
@@ -1131,15 +1153,13 @@ impl<'a> EventChecker<'a> {
         }
     }
 
-    /// The end of the trace: adds what the reader met (`problems`), what is left open, and
-    /// the checks that need every event (only when `read` is complete; unreadable locations
-    /// are not counted). Returns the event counts by record type.
-    fn finish(self, problems: Vec<Problem>, read: &EventsRead) -> BTreeMap<&'static str, u64> {
+    /// The end of a location's events: its unresolved references, its events outside the
+    /// clock range and, when all of them were read, what is left open and the count.
+    fn end_location(&mut self, location: u64, outcome: Outcome) {
         let defs = self.defs;
-        let findings = self.findings;
-        findings.add_problems(defs, problems);
-
-        for ((location, message), (first, count)) in self.unresolved {
+        let findings = &mut *self.findings;
+        let state = self.locations.remove(&location).unwrap_or_default();
+        for (message, (first, count)) in state.unresolved {
             let message = if count > 1 {
                 format!("{message} ({count} records, the first shown)")
             } else {
@@ -1147,78 +1167,94 @@ impl<'a> EventChecker<'a> {
             };
             findings.error(defs, Check::References, At::event(location, first), message);
         }
-
-        for (&location, state) in &self.locations {
-            // Check 6.
-            if let (Some((lo, hi)), Some(first)) = (self.clock, state.first_outside_clock) {
-                findings.warning(
+        // Check 6.
+        if let (Some((lo, hi)), Some(first)) = (self.clock, state.first_outside_clock) {
+            findings.warning(
+                defs,
+                Check::ClockRange,
+                At::event(location, first),
+                format!(
+                    "{} of {} events lie outside the ClockProperties range [{lo}, {hi}] \
+                     (the first shown)",
+                    state.outside_clock, state.events
+                ),
+            );
+        }
+        match outcome {
+            // Not counted, and not judged on what is missing.
+            Outcome::Unreadable => return,
+            Outcome::Partly => {
+                self.partly_read += 1;
+                return;
+            }
+            Outcome::Complete => {}
+        }
+        // Check 3: regions never left, innermost first.
+        for frame in state.stack.iter().rev() {
+            findings.error(
+                defs,
+                Check::Nesting,
+                At::event(location, frame.time),
+                format!(
+                    "{} is entered at t={} and never left",
+                    defs.region_label(frame.region),
+                    frame.time
+                ),
+            );
+        }
+        // Check 4.
+        if let Some(open) = &state.collective {
+            findings.error(
+                defs,
+                Check::Collectives,
+                At::event(location, open.time),
+                format!(
+                    "the MpiCollectiveBegin at t={} has no MpiCollectiveEnd",
+                    open.time
+                ),
+            );
+        }
+        // Check 5: as many events as its Location definition says.
+        if let Some(def) = defs.locations.get(&location) {
+            let expected = def.number_of_events;
+            if expected != 0 && state.events != expected {
+                findings.error(
                     defs,
-                    Check::ClockRange,
-                    At::event(location, first),
+                    Check::Events,
+                    At::location(location),
                     format!(
-                        "{} of {} events lie outside the ClockProperties range [{lo}, {hi}] \
-                         (the first shown)",
-                        state.outside_clock, state.events
+                        "its Location definition says {expected} events, {} were read",
+                        state.events
                     ),
                 );
             }
         }
-        if !read.complete {
+    }
+
+    /// The end of the trace: the locations not ended yet end here, and the checks across
+    /// locations run when every location that could be read was read to its end (the
+    /// unreadable ones are not counted). Returns the event counts by record type.
+    fn finish(mut self) -> BTreeMap<&'static str, u64> {
+        let left: Vec<u64> = self.locations.keys().copied().collect();
+        for location in left {
+            self.end_location(location, Outcome::Complete);
+        }
+        let defs = self.defs;
+        let findings = &mut *self.findings;
+        if self.partly_read > 0 {
             // What is left open, and the counts, say nothing about a trace read in part.
             findings.warning(
                 defs,
                 Check::Events,
                 At::NOWHERE,
-                "the events were not read to the end: regions and collectives left open, \
-                 event counts, collective counts and sends without receives are not checked"
-                    .to_owned(),
+                format!(
+                    "the events were not read to the end on {} locations: their regions and \
+                     collectives left open and their event counts, the collective counts and \
+                     sends without receives are not checked",
+                    self.partly_read
+                ),
             );
             return self.by_type;
-        }
-
-        for (&location, state) in &self.locations {
-            // Check 3: regions never left, innermost first.
-            for frame in state.stack.iter().rev() {
-                findings.error(
-                    defs,
-                    Check::Nesting,
-                    At::event(location, frame.time),
-                    format!(
-                        "{} is entered at t={} and never left",
-                        defs.region_label(frame.region),
-                        frame.time
-                    ),
-                );
-            }
-            // Check 4.
-            if let Some(open) = &state.collective {
-                findings.error(
-                    defs,
-                    Check::Collectives,
-                    At::event(location, open.time),
-                    format!(
-                        "the MpiCollectiveBegin at t={} has no MpiCollectiveEnd",
-                        open.time
-                    ),
-                );
-            }
-        }
-
-        // Check 5: as many events as each Location definition says.
-        for (location, def) in defs.locations.by_id() {
-            if read.unreadable.contains(&location) {
-                continue;
-            }
-            let read = self.locations.get(&location).map_or(0, |s| s.events);
-            let expected = def.value.number_of_events;
-            if expected != 0 && read != expected {
-                findings.error(
-                    defs,
-                    Check::Events,
-                    At::location(location),
-                    format!("its Location definition says {expected} events, {read} were read"),
-                );
-            }
         }
 
         // Check 7: the same number of collective records on every member.
@@ -1355,8 +1391,6 @@ fn leave(defs: &GlobalDefs, out: &mut Findings, state: &mut LocationState, at: A
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
     use otf2_sys::read::{
         ClockProperties, Comm, GlobalDefinition, Location, LocationGroup, Region, StringDef,
@@ -1491,15 +1525,15 @@ mod tests {
 
     /// Runs every check on `events`, fed in the order given, as if all were read.
     fn run(defs: &GlobalDefs, events: &[(u64, u64, Event)]) -> Report {
-        let read = EventsRead {
-            unreadable: BTreeSet::new(),
-            complete: true,
-            ..EventsRead::default()
-        };
-        run_read(defs, events, &read)
+        run_read(defs, events, &[])
     }
 
-    fn run_read(defs: &GlobalDefs, events: &[(u64, u64, Event)], read: &EventsRead) -> Report {
+    /// As [`run`], with the outcome of some locations' reads (the others are complete).
+    fn run_read(
+        defs: &GlobalDefs,
+        events: &[(u64, u64, Event)],
+        outcomes: &[(u64, Outcome)],
+    ) -> Report {
         let mut findings = Findings::default();
         check_definitions(defs, Some(2), &mut findings);
         let comms = comm_members(defs);
@@ -1507,7 +1541,14 @@ mod tests {
         for &(location, time, event) in events {
             checker.event(location, time, event);
         }
-        let by_type = checker.finish(Vec::new(), read);
+        for location in defs.locations.keys() {
+            let outcome = outcomes
+                .iter()
+                .find(|(l, _)| *l == location)
+                .map_or(Outcome::Complete, |(_, o)| *o);
+            checker.end_location(location, outcome);
+        }
+        let by_type = checker.finish();
         let mut counts = defs.counts();
         counts.events = by_type.values().sum();
         counts.events_by_type = by_type;
@@ -1664,12 +1705,8 @@ mod tests {
     fn a_trace_read_in_part_is_not_judged_on_what_is_missing() {
         let defs = defs();
         let events = [(0, 10, enter(0)), (0, 20, Event::CollectiveBegin)];
-        let read = EventsRead {
-            unreadable: BTreeSet::from([1]),
-            complete: false,
-            ..EventsRead::default()
-        };
-        let report = run_read(&defs, &events, &read);
+        let outcomes = [(0, Outcome::Partly), (1, Outcome::Unreadable)];
+        let report = run_read(&defs, &events, &outcomes);
         assert!(report.valid, "{}", render(&report));
         assert_eq!(lines(&report, Check::Nesting), Vec::<String>::new());
         assert_eq!(lines(&report, Check::Collectives), Vec::<String>::new());

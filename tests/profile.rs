@@ -355,3 +355,57 @@ fn nccl_scorep_profile_0_leaves_the_profile_out() {
     let visits = per_location(&profile, "visits", |c| depth(c) == 4);
     assert!(!visits.is_empty());
 }
+
+#[test]
+fn too_few_open_files_for_the_ops_streams_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let status = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "single", "--iterations", "2"])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", TOOL)
+        .env("NCCL_SCOREP_PROFILE", "0")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // `ulimit -n` sets the hard limit too: the tool cannot raise it.
+    for command in ["profile", "export"] {
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n 8 && exec '{TOOL}' {command} '{}' -o '{}/out'",
+                out.display(),
+                dir.path().display()
+            ))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{command}: {stderr}");
+        assert!(
+            stderr.contains(
+                "ops streams are read together in time order, one open file each, but this \
+                 process may open at most 8 files (`ulimit -Hn`): allow "
+            ),
+            "{command}: {stderr}"
+        );
+        assert!(!dir.path().join("out").exists(), "{command}");
+    }
+    // A soft limit alone is raised as far as the hard one.
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 8 && exec '{TOOL}' profile '{}' -o '{}/out.cubex'",
+            out.display(),
+            dir.path().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("profile written to"));
+}

@@ -91,6 +91,36 @@ fn summary_names_the_late_rank_and_counts_every_collective() {
     assert!(text.contains("rank 1 in AllReduce on comm "), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 
+    // The trace's locations are read one at a time: the summary is the same with fewer
+    // open files allowed than the trace has locations.
+    let tool = env!("CARGO_BIN_EXE_nccl-scorep");
+    let validate = Command::new(tool)
+        .args(["validate", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let validate: Value = serde_json::from_slice(&validate.stdout).unwrap();
+    let locations = validate["counts"]["locations"].as_u64().unwrap();
+    const FILES: u64 = 16;
+    assert!(locations > FILES, "{validate:#}");
+    let limited = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n {FILES} && exec '{tool}' summary '{}' --json",
+            out.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        limited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&limited.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&limited.stdout),
+        String::from_utf8_lossy(&output.stdout)
+    );
+
     // The event logs alone say the same.
     std::fs::remove_file(out.join("traces.otf2")).unwrap();
     let from_logs = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))

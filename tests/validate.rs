@@ -624,3 +624,158 @@ fn a_path_without_an_archive_cannot_be_opened() {
     let stderr = stderr_of(&output);
     assert!(stderr.contains("cannot open"), "{stderr}");
 }
+
+/// A valid trace of `n` ranks (n even): rank(r)'s events, each even rank sending to the odd
+/// rank after it.
+fn ranks(n: u32) -> Vec<Vec<Ev>> {
+    (0..n)
+        .map(|r| {
+            let mut events = rank(r);
+            let t = 1060 + u64::from(r);
+            events[7] = if r % 2 == 0 {
+                Ev::Send(t, r + 1, 7)
+            } else {
+                Ev::Recv(t, r - 1, 7)
+            };
+            events
+        })
+        .collect()
+}
+
+#[test]
+fn the_report_is_the_same_whatever_the_batch_of_locations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut locations = ranks(8);
+    // Location 1 never leaves "main"; location 2 leaves a region twice; location 3 does
+    // not receive what location 2 sends; location 4 runs a second allreduce; location 5
+    // names comm 5; location 6 has no event file (location 7 is read after it).
+    assert!(matches!(locations[1].pop(), Some(Ev::Leave(_, MAIN))));
+    locations[2].insert(3, Ev::Leave(1023, COMPUTE));
+    locations[3].remove(7);
+    let end = locations[4].pop().unwrap();
+    locations[4].extend([
+        Ev::Enter(1070, ALLREDUCE),
+        Ev::CollectiveBegin(1071),
+        Ev::CollectiveEnd(1080, WORLD),
+        Ev::Leave(1081, ALLREDUCE),
+        end,
+    ]);
+    locations[5][5] = Ev::CollectiveEnd(1055, 5);
+    let mut broken = Trace::new(locations);
+    broken.locations[6] = None;
+    let valid = Trace::new(ranks(8));
+    for (name, trace, status) in [("broken", &broken, 1), ("valid", &valid, 0)] {
+        let archive = write(&dir.path().join(name), trace);
+        let all = validate(&archive, &["--batch", "8"]);
+        let all_json = validate(&archive, &["--batch", "8", "--json"]);
+        assert_eq!(all.status.code(), Some(status), "{}", stdout_of(&all));
+        for batch in ["1", "2", "3", "100"] {
+            let output = validate(&archive, &["--batch", batch]);
+            assert_eq!(
+                stdout_of(&output),
+                stdout_of(&all),
+                "{name}, --batch {batch}"
+            );
+            assert_eq!(output.status.code(), Some(status));
+            let json = validate(&archive, &["--batch", batch, "--json"]);
+            assert_eq!(stdout_of(&json), stdout_of(&all_json), "{name}, {batch}");
+        }
+    }
+    // What the broken trace's report says, every batch alike.
+    let output = validate(&dir.path().join("broken/trace"), &["--batch", "1"]);
+    let report = stdout_of(&output);
+    let lines = finding_lines(&report);
+    let expected = [
+        format!(
+            "location 1 \"{}\" at t=1001: region 0 \"main\" is entered at t=1001 and never left",
+            location_name(1)
+        ),
+        format!(
+            "location 2 \"{}\" at t=1023: Leave of region 2 \"compute\", but the innermost \
+             open region is region 0 \"main\" (entered at t=1002)",
+            location_name(2)
+        ),
+        format!(
+            "comm 0 \"world\": rank 2 (location 2 \"{}\") → rank 3 (location 3 \"{}\"), tag \
+             7: 1 sends but 0 receives",
+            location_name(2),
+            location_name(3)
+        ),
+        format!(
+            "location 5 \"{}\" at t=1055: MpiCollectiveEnd on comm 5, which is not defined",
+            location_name(5)
+        ),
+        format!(
+            "comm 0 \"world\": members have different numbers of collective records: 5 of 8 \
+             have 1; location 4 \"{}\" has 2, location 5 \"{}\" has 0, location 6 \"{}\" has 0",
+            location_name(4),
+            location_name(5),
+            location_name(6)
+        ),
+        // Location 7, read after the missing file, is read all the same.
+        format!(
+            "comm 0 \"world\": rank 6 (location 6 \"{}\") → rank 7 (location 7 \"{}\"), tag \
+             7: 0 sends but 1 receives",
+            location_name(6),
+            location_name(7)
+        ),
+    ];
+    for line in &expected {
+        assert!(lines.contains(&line.as_str()), "{line}\n{report}");
+    }
+    let missing = format!(
+        "location 6 \"{}\": its events cannot be read",
+        location_name(6)
+    );
+    assert!(lines.iter().any(|l| l.starts_with(&missing)), "{report}");
+    assert!(report.contains("events: 66 ("), "{report}");
+    assert!(
+        report.ends_with("INVALID: 4 errors, 3 warnings\n"),
+        "{report}"
+    );
+}
+
+#[test]
+fn hundreds_of_locations_validate_with_64_open_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = write(dir.path(), &Trace::new(ranks(300)));
+    let limited = |command: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -n 64 && exec {command}"))
+            .output()
+            .unwrap()
+    };
+    // One location's files are open at a time, whatever the batch.
+    for batch in ["1024", "7"] {
+        let output = limited(&format!(
+            "'{BINARY}' validate '{}' --batch {batch}",
+            archive.display()
+        ));
+        let report = stdout_of(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{report}{}",
+            stderr_of(&output)
+        );
+        assert!(
+            report.contains("definitions: 300 locations, 300 location groups"),
+            "{report}"
+        );
+        assert!(report.contains("events: 2700 ("), "{report}");
+        assert_eq!(report.lines().last(), Some("valid"), "{report}");
+    }
+    // OTF2's global reader, which opens every location's events at once, cannot.
+    let output = limited(&format!("otf2-print '{}/traces.otf2'", archive.display()));
+    if output.status.code() == Some(127) {
+        println!("skipped: otf2-print is not installed");
+        return;
+    }
+    assert_ne!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(
+        stderr_of(&output).contains("Could not open file"),
+        "{}",
+        stderr_of(&output)
+    );
+}

@@ -50,6 +50,17 @@ fn check_size(what: &str, size: u64) -> Result<(), CubeError> {
     Ok(())
 }
 
+/// The size of a metric's data file of `rows` rows, if the format can hold it.
+pub(crate) fn check_data_size(
+    metric: &str,
+    rows: usize,
+    locations: usize,
+) -> Result<u64, CubeError> {
+    let data_len = format::data_file_len(rows, locations);
+    check_size(&format!("the data of metric `{metric}`"), data_len)?;
+    Ok(data_len)
+}
+
 /// The index and data files of one metric.
 pub(crate) fn metric_files(cube: &Cube, metric: MetricId) -> Result<(Vec<u8>, Vec<u8>), CubeError> {
     let dims = cube.dimensions();
@@ -70,11 +81,7 @@ pub(crate) fn metric_files(cube: &Cube, metric: MetricId) -> Result<(Vec<u8>, Ve
         rows.push((0, None));
     }
     let locations = dims.location_order.len();
-    let data_len = format::data_file_len(rows.len(), locations);
-    check_size(
-        &format!("the data of metric `{}`", def.unique_name()),
-        data_len,
-    )?;
+    let data_len = check_data_size(def.unique_name(), rows.len(), locations)?;
 
     let ids: Vec<u32> = rows.iter().map(|&(id, _)| id).collect();
     check_size("an index", format::index_file_len(ids.len()))?;

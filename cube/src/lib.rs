@@ -141,6 +141,14 @@ impl Cube {
         }
     }
 
+    /// Whether `rows` call-tree nodes with values of `metric` fit the CUBE4 format, to be
+    /// asked before adding them: every row holds a value for each location, in memory as
+    /// in the file.
+    pub fn check_rows(&self, metric: MetricId, rows: usize) -> Result<(), CubeError> {
+        let name = self.dims.metric(metric).def().unique_name();
+        archive::check_data_size(name, rows, self.dims.location_order.len()).map(drop)
+    }
+
     /// Sets the value of `metric` at `cnode` on `location`, replacing any earlier one.
     /// The value's type must be the metric's data type, and its meaning the metric's kind
     /// (see [`MetricKind`]).
@@ -336,6 +344,24 @@ mod tests {
         let other = cube.empty_like();
         assert_eq!(other.get(v, c, l).unwrap(), Value::Uint64(0));
         assert_eq!(other.dimensions().metric_by_name("visits"), Some(v));
+    }
+
+    #[test]
+    fn rows_the_format_cannot_hold_are_refused_before_they_are_built() {
+        let (cube, t, _, _, _) = cube();
+        // One location: a data file of 8 bytes per row after its marker, 8 GiB at most.
+        assert!(cube.check_rows(t, 1000).is_ok());
+        assert!(cube.check_rows(t, 1 << 29).is_ok());
+        let error = cube.check_rows(t, 1 << 30).unwrap_err();
+        assert!(matches!(&error, CubeError::TooLarge(_)), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the data of metric `time` ({} bytes) is too large for the CUBE4 format",
+                format::data_file_len(1 << 30, 1)
+            )
+        );
+        assert_eq!(cube.rows_stored(t), 0, "nothing is built by asking");
     }
 
     #[test]

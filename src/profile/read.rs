@@ -96,6 +96,7 @@ pub fn read_trace(
             anchor.display()
         )
     };
+    room_for_open_files(ops_streams.len()).map_err(|why| format!("{}: {why}", anchor.display()))?;
     let read = archive.read_events(&ops_streams, &mut reader);
     drop(archive.close());
     drop(otf2_sys::error::drain_thread_error_reports());
@@ -121,32 +122,79 @@ fn read_one_by_one(
     })
 }
 
+/// Makes room for OTF2's time-ordered reader over `streams` locations, which opens one file
+/// per location at once: raises this process's soft limit of open files as far as its hard
+/// limit allows. Says why not when they do not fit.
+pub(crate) fn room_for_open_files(streams: usize) -> Result<(), String> {
+    // Beside the streams' files: what is open now, and OTF2's anchor and definition files.
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
+    let needed = (streams + open_now + 8) as libc::rlim_t;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit to the struct it is given, a valid one.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(());
+    }
+    if limit.rlim_cur >= needed {
+        return Ok(());
+    }
+    if limit.rlim_max >= needed {
+        let raised = libc::rlimit {
+            rlim_cur: needed,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct it is given, a valid one.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "its {streams} ops streams are read together in time order, one open file each, but \
+         this process may open at most {} files (`ulimit -Hn`): allow {needed} or more",
+        limit.rlim_max
+    ))
+}
+
+/// Locations read per opening of the archive by [`each_location`] (and by default by
+/// `validate`): OTF2 keeps the mapping tables and clock offsets of every location it read
+/// until the archive closes, and finds a location's reader more slowly the more locations
+/// are selected.
+pub(crate) const LOCATIONS_PER_OPENING: usize = 1024;
+
 /// Opens the archive at `anchor` and hands `read` the event reader of each of `locations`
 /// in turn, with the location's mapping tables and clock offsets applied: reading one
-/// location at a time keeps one chunk in memory instead of one per location. `read` says
-/// whether to go on.
+/// location at a time keeps one chunk in memory and one location's files open instead of
+/// one per location, and the archive is opened again for every
+/// [`LOCATIONS_PER_OPENING`] locations. `read` says whether to go on.
 pub(crate) fn each_location(
     anchor: &Path,
     locations: &[u64],
     mut read: impl FnMut(u64, LocationEvents<'_, '_>) -> Result<bool, otf2_sys::Error>,
 ) -> Result<(), otf2_sys::Error> {
-    if locations.is_empty() {
-        return Ok(());
-    }
-    let archive = Reader::open(anchor)?;
-    archive.select_locations(locations)?;
-    let events = archive.open_event_files()?;
-    let definitions = archive.open_definition_files()?;
-    for &location in locations {
-        let location_events = events.location(location)?;
-        definitions.apply(location)?;
-        if !read(location, location_events)? {
+    for batch in locations.chunks(LOCATIONS_PER_OPENING) {
+        let archive = Reader::open(anchor)?;
+        archive.select_locations(batch)?;
+        let events = archive.open_event_files()?;
+        let definitions = archive.open_definition_files()?;
+        let mut go_on = true;
+        for &location in batch {
+            let location_events = events.location(location)?;
+            definitions.apply(location)?;
+            if !read(location, location_events)? {
+                go_on = false;
+                break;
+            }
+        }
+        drop(definitions);
+        drop(events);
+        archive.close()?;
+        if !go_on {
             break;
         }
     }
-    drop(definitions);
-    drop(events);
-    archive.close()
+    Ok(())
 }
 
 fn attribute_ids(defs: &GlobalDefs) -> AttributeIds {

@@ -202,6 +202,18 @@ pub fn to_cube(profile: &Profile) -> Result<Cube, CubeError> {
     }
 
     let mut cube = b.build()?;
+    // A row per call path and metric, a value per location in it: refused before it is
+    // built when the file could not hold it (thousands of call paths times tens of
+    // thousands of locations would take gigabytes first).
+    let mut rows: BTreeMap<Metric, std::collections::HashSet<usize>> = BTreeMap::new();
+    for ((metric, call_path, _), value) in profile.values() {
+        if value != 0.0 {
+            rows.entry(metric).or_default().insert(call_path);
+        }
+    }
+    for (metric, call_paths) in &rows {
+        cube.check_rows(metrics[metric], call_paths.len())?;
+    }
     for ((metric, call_path, location), value) in profile.values() {
         let (id, cnode, location) = (metrics[&metric], cnodes[call_path], locations[location]);
         if definition(metric).data_type() == DataType::Uint64 {

@@ -45,7 +45,7 @@ pub(super) enum Error {
 pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     drop(otf2_sys::error::drain_thread_error_reports());
-    let mut archive = Reader::open(anchor).map_err(|e| Error::Open(e.to_string()))?;
+    let archive = Reader::open(anchor).map_err(|e| Error::Open(e.to_string()))?;
     let defs = archive
         .global_definitions()
         .map_err(|e| Error::Read(format!("cannot read the definitions: {e}")))?;
@@ -106,10 +106,14 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
     let processes: std::collections::BTreeSet<u64> =
         defs.locations.keys().map(|id| id & 0xffff_ffff).collect();
     collector.out.processes += processes.len();
-    let locations: Vec<u64> = defs.locations.keys().collect();
-    let read = archive.read_events(&locations, &mut collector);
-    // Problems on the way show as an incomplete read, below.
+    // Nothing here needs time order across locations: they are read one after the other,
+    // which keeps one location's files and event chunk open at a time.
     drop(archive.close());
+    let locations: Vec<u64> = defs.locations.keys().collect();
+    let read = crate::profile::each_location(anchor, &locations, |_, events| {
+        Ok(!events.read_all(&mut collector)?.interrupted)
+    });
+    // Problems on the way show as an incomplete read, below.
     drop(otf2_sys::error::drain_thread_error_reports());
     // `nccl.lost_records` counts what a thread dropped so far: its largest value per
     // thread (per process and thread, over the lanes and parts of that thread) is what
@@ -132,11 +136,11 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
         .filter(|key| collector.tasks.contains(key))
         .count();
     collector.out.pxn_linked += linked as u64;
-    if !read.complete || !read.unreadable.is_empty() {
-        collector
-            .out
-            .incomplete
-            .push(format!("{} (events not fully readable)", anchor.display()));
+    if let Err(error) = read {
+        collector.out.incomplete.push(format!(
+            "{} (events not fully readable: {error})",
+            anchor.display()
+        ));
     }
     Ok(())
 }

@@ -1,15 +1,15 @@
-//! How `validate` reads an archive through `otf2_sys::read`: every step's failure and
-//! every report OTF2 makes on the way becomes a [`Problem`] of the report, and the events
-//! reach the checks as [`Event`]s.
+//! How `validate` reads an archive through `otf2_sys::read`, one location at a time in
+//! batches: every step's failure and every report OTF2 makes on the way becomes a
+//! [`Problem`] of the report, and the events reach the checks as [`Event`]s.
+
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use otf2_sys::error::{drain_thread_error_reports, ErrorReport};
-use otf2_sys::read::{
-    CollectiveEnd, During, EventContext, EventVisitor, EventsRead, GlobalDefs, Issue, MpiMessage,
-    Reader,
-};
+use otf2_sys::read::{CollectiveEnd, EventContext, EventVisitor, GlobalDefs, MpiMessage, Reader};
 use otf2_sys::{reports_line, Error, OTF2_MeasurementMode, Step};
 
-use super::{Check, Event, Problem, Severity};
+use super::{Check, Event, EventChecker, Outcome, Problem, Severity};
 
 /// The number of locations the anchor file announces, if it can be read.
 pub(super) fn number_of_locations(reader: &Reader) -> Option<u64> {
@@ -86,32 +86,120 @@ pub(super) fn global_definitions(
     }
 }
 
-/// Reads the local definitions and all events of `locations`, handing each event to
-/// `sink` (location, time, event).
+/// Reads the local definitions and the events of `locations` into `checker`, one location
+/// after the other, opening the archive again for every `batch` of them. One location's
+/// files and event buffer are open at a time, and what OTF2 keeps of the locations read
+/// (mapping tables, clock offsets) lasts one batch. A location that cannot be read, or
+/// stops early, leaves the others as they are: the report does not depend on `batch`.
 pub(super) fn events(
-    reader: &mut Reader,
+    anchor: &Path,
     locations: &[u64],
-    sink: &mut dyn FnMut(u64, u64, Event),
-    problems: &mut Vec<Problem>,
-) -> EventsRead {
-    let read = reader.read_events(locations, &mut Checks(sink));
-    for issue in &read.issues {
-        match issue {
-            Issue::Failed(error) => read_failure(problems, error),
-            Issue::Reported {
-                during,
-                location,
-                reports,
-            } => {
-                let doing = match during {
-                    During::LocalDefinitions => "reading the local definitions of this location",
-                    During::Events => "reading the events",
-                };
-                reported(problems, reports.clone(), *location, doing);
+    batch: usize,
+    checker: &mut EventChecker<'_>,
+) {
+    // A failure of the archive as a whole is met by every batch: reported once.
+    let mut reported_once = BTreeSet::new();
+    for locations in locations.chunks(batch.max(1)) {
+        let mut archive_problems = Vec::new();
+        read_batch(anchor, locations, checker, &mut archive_problems);
+        let new: Vec<Problem> = archive_problems
+            .into_iter()
+            .filter(|p| reported_once.insert((p.severity, p.check, p.message.clone())))
+            .collect();
+        checker.problems(new);
+    }
+}
+
+/// One batch of [`events`]: problems of no one location go to `archive_problems`.
+fn read_batch(
+    anchor: &Path,
+    locations: &[u64],
+    checker: &mut EventChecker<'_>,
+    archive_problems: &mut Vec<Problem>,
+) {
+    let unreadable = |checker: &mut EventChecker<'_>, locations: &[u64]| {
+        for &location in locations {
+            checker.end_location(location, Outcome::Unreadable);
+        }
+    };
+    let reader = match Reader::open(anchor) {
+        Ok(reader) => reader,
+        Err(error) => {
+            read_failure(archive_problems, &error);
+            drain(archive_problems, None, "opening the archive again");
+            return unreadable(checker, locations);
+        }
+    };
+    let mut selected = Vec::with_capacity(locations.len());
+    for &location in locations {
+        match reader.select_locations(&[location]) {
+            Ok(()) => selected.push(location),
+            Err(error) => {
+                let mut problems = Vec::new();
+                read_failure(&mut problems, &error);
+                drain(&mut problems, Some(location), "selecting the location");
+                checker.problems(problems);
+                checker.end_location(location, Outcome::Unreadable);
             }
         }
     }
-    read
+    let files = match reader.open_event_files() {
+        Ok(files) => files,
+        Err(error) => {
+            read_failure(archive_problems, &error);
+            drain(archive_problems, None, "opening the event files");
+            return unreadable(checker, &selected);
+        }
+    };
+    let definitions = match reader.open_definition_files() {
+        Ok(definitions) => Some(definitions),
+        Err(error) => {
+            read_failure(archive_problems, &error);
+            None
+        }
+    };
+    drain(archive_problems, None, "opening the definition files");
+    for location in selected {
+        let mut problems = Vec::new();
+        let events = files.location(location);
+        if let Err(error) = &events {
+            read_failure(&mut problems, error);
+        }
+        if let Some(definitions) = &definitions {
+            // OTF2 applies the mapping tables and clock offsets to the events itself. A
+            // location without a local definition file has none: OTF2 reports that (kept
+            // below), it is not fatal.
+            if let Err(error) = definitions.apply(location) {
+                read_failure(&mut problems, &error);
+            }
+        }
+        drain(
+            &mut problems,
+            Some(location),
+            "reading the local definitions of this location",
+        );
+        let outcome = match events {
+            Err(_) => Outcome::Unreadable,
+            Ok(events) => {
+                let outcome = match events.read_all(&mut Checks(&mut *checker)) {
+                    Ok(read) if !read.interrupted => Outcome::Complete,
+                    Ok(_) => Outcome::Partly,
+                    Err(error) => {
+                        read_failure(&mut problems, &error);
+                        Outcome::Partly
+                    }
+                };
+                drop(events);
+                drain(&mut problems, Some(location), "reading the events");
+                outcome
+            }
+        };
+        checker.problems(problems);
+        checker.end_location(location, outcome);
+    }
+    drop(definitions);
+    drop(files);
+    close(reader, archive_problems);
 }
 
 /// A step of the event read that failed, as the report words it.
@@ -165,15 +253,15 @@ pub(super) fn close(reader: Reader, problems: &mut Vec<Problem>) {
 }
 
 /// The checks' side of the event reader: each record as an [`Event`].
-struct Checks<'s>(&'s mut dyn FnMut(u64, u64, Event));
+struct Checks<'c, 'd>(&'c mut EventChecker<'d>);
 
-impl Checks<'_> {
+impl Checks<'_, '_> {
     fn send(&mut self, e: &EventContext<'_>, event: Event) {
-        (self.0)(e.location, e.time, event)
+        self.0.event(e.location, e.time, event)
     }
 }
 
-impl EventVisitor for Checks<'_> {
+impl EventVisitor for Checks<'_, '_> {
     fn wants_attributes(&self) -> bool {
         false
     }
