@@ -27,6 +27,8 @@ pub struct Budget {
 struct Count {
     /// Bytes allocated and not freed.
     in_use: AtomicUsize,
+    /// Bytes of it in the threads' rings.
+    rings: AtomicUsize,
     /// The largest `in_use` since the last [`Budget::reset_peak`].
     peak: AtomicUsize,
 }
@@ -59,6 +61,7 @@ impl Budget {
         Budget {
             count: CachePadded::new(Count {
                 in_use: AtomicUsize::new(0),
+                rings: AtomicUsize::new(0),
                 peak: AtomicUsize::new(0),
             }),
             marks: CachePadded::new(Marks {
@@ -151,17 +154,21 @@ impl Budget {
             .store(self.shedding(), Ordering::Relaxed);
     }
 
-    /// Bytes a new thread's ring may take: the configured size, or less when the
-    /// limit's room is short — rings may take half of what is left below the high-water
-    /// mark, and never less than `min_bytes`.
-    pub fn ring_bytes(&self, configured: usize, min_bytes: usize) -> usize {
-        let room = self
-            .marks
-            .high_water
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.in_use())
-            / 2;
-        configured.min(room.max(min_bytes))
+    /// Bytes a new thread's ring gets, taken from the rings' share of the limit (half
+    /// of it): the configured size, or half of what is left of the share when that is
+    /// less, and never less than `min_bytes`. Give them back with
+    /// [`Budget::return_ring`].
+    pub fn take_ring(&self, configured: usize, min_bytes: usize) -> usize {
+        let share = self.limit() / 2;
+        let left = share.saturating_sub(self.count.rings.load(Ordering::Relaxed));
+        let bytes = configured.min((left / 2).max(min_bytes));
+        self.count.rings.fetch_add(bytes, Ordering::Relaxed);
+        bytes
+    }
+
+    /// A ring of `bytes` was freed.
+    pub fn return_ring(&self, bytes: usize) {
+        self.count.rings.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
 
@@ -259,18 +266,23 @@ mod tests {
     }
 
     #[test]
-    fn a_ring_gets_what_the_limit_leaves() {
+    fn rings_take_at_most_half_of_the_limit_together() {
         let budget = Budget::new();
-        assert_eq!(budget.ring_bytes(4 << 20, 4096), 4 << 20, "no limit");
-        budget.set_limit(8 << 20); // high water 7 MiB
-        budget.added(5 << 20);
-        assert_eq!(budget.ring_bytes(4 << 20, 4096), 1 << 20);
-        budget.added(2 << 20);
-        assert_eq!(
-            budget.ring_bytes(4 << 20, 4096),
-            4096,
-            "never below the least"
-        );
+        assert_eq!(budget.take_ring(4 << 20, 4096), 4 << 20, "no limit");
+        budget.return_ring(4 << 20);
+        budget.set_limit(64 << 20); // 32 MiB for rings
+        let sizes: Vec<usize> = (0..16)
+            .map(|_| budget.take_ring(4 << 20, 16 << 10))
+            .collect();
+        let mib: Vec<usize> = sizes.iter().map(|&b| b >> 20).collect();
+        assert_eq!(mib[..9], [4, 4, 4, 4, 4, 4, 4, 2, 1]);
+        assert!(sizes.iter().sum::<usize>() <= 32 << 20);
+        assert_eq!(*sizes.last().unwrap(), 16 << 10, "never below the least");
+        // Threads' rings freed: the next thread gets its room.
+        for &bytes in &sizes[..3] {
+            budget.return_ring(bytes);
+        }
+        assert_eq!(budget.take_ring(4 << 20, 16 << 10), 4 << 20);
     }
 
     #[test]

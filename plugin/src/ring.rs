@@ -15,6 +15,8 @@ const ROOM_WAIT: Duration = Duration::from_micros(500);
 /// What the producer and the collector both see of a ring.
 #[derive(Debug)]
 pub struct RingShared {
+    /// The ring's size, as taken from the memory limit.
+    bytes: usize,
     /// Our index of the thread (0, 1, 2, … in order of first call).
     pub thread_index: u32,
     /// The OS thread id.
@@ -65,6 +67,14 @@ pub struct RingConsumer {
     pub shared: Arc<RingShared>,
 }
 
+impl Drop for RingConsumer {
+    fn drop(&mut self) {
+        // The collector drops a ring once its thread is gone and it is empty: its room
+        // goes back to the rings' share of the memory limit.
+        crate::memory::BUDGET.return_ring(self.shared.bytes);
+    }
+}
+
 /// Records of one ring, read in place (see [`RingConsumer::read_available`]).
 pub struct Available<'a> {
     chunk: Option<rtrb::chunks::ReadChunk<'a, Record>>,
@@ -102,10 +112,13 @@ impl Available<'_> {
     }
 }
 
-/// A new ring of `capacity` records for the calling thread.
-pub fn ring(capacity: usize, thread_index: u32) -> (RingProducer, RingConsumer) {
-    let (producer, consumer) = rtrb::RingBuffer::new(capacity.max(16));
+/// A new ring of `bytes` (taken from the memory limit's share of the rings, given back
+/// when the collector drops it) for the calling thread.
+pub fn ring(bytes: usize, thread_index: u32) -> (RingProducer, RingConsumer) {
+    let capacity = (bytes / std::mem::size_of::<Record>()).max(16);
+    let (producer, consumer) = rtrb::RingBuffer::new(capacity);
     let shared = Arc::new(RingShared {
+        bytes,
         thread_index,
         // SAFETY: gettid has no preconditions.
         os_tid: unsafe { libc::gettid() },
@@ -179,7 +192,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_gives_the_record_back() {
-        let (mut producer, mut consumer) = ring(16, 3);
+        let (mut producer, mut consumer) = ring(16 * std::mem::size_of::<Record>(), 3);
         let record = Record {
             time: 1,
             handle: 2,
@@ -202,7 +215,7 @@ mod tests {
     /// not at every record it drops); the next gap starts after the collector took one.
     #[test]
     fn only_the_first_drop_of_a_gap_is_reported_as_first() {
-        let (_producer, consumer) = ring(16, 0);
+        let (_producer, consumer) = ring(16 * std::mem::size_of::<Record>(), 0);
         let shared = &consumer.shared;
         assert!(shared.note_drop(10));
         assert!(!shared.note_drop(11));
@@ -223,7 +236,7 @@ mod tests {
             let (tx, rx) = std::sync::mpsc::channel();
             scope.spawn(move || {
                 // The ring belongs to the thread that creates it.
-                let (mut producer, consumer) = ring(16, 0);
+                let (mut producer, consumer) = ring(16 * std::mem::size_of::<Record>(), 0);
                 tx.send(consumer).unwrap();
                 for time in 0..RECORDS {
                     let mut record = Record {

@@ -6,7 +6,6 @@ use crate::clock;
 use crate::config::{ClockChoice, Config};
 use crate::context::Contexts;
 use crate::counters::Counters;
-use crate::event::Record;
 use crate::handle::Slab;
 use crate::ring::{self, RingConsumer, RingProducer};
 use nccl_scorep_common::RunDir;
@@ -83,11 +82,11 @@ impl Shared {
     #[cold]
     pub fn register_thread(&self) -> RingProducer {
         let index = self.next_thread.fetch_add(1, Ordering::Relaxed);
-        let bytes = crate::memory::BUDGET.ring_bytes(self.ring_bytes, MIN_RING_BYTES);
+        let bytes = crate::memory::BUDGET.take_ring(self.ring_bytes, MIN_RING_BYTES);
         if bytes < self.ring_bytes {
             self.rings_shrunk.fetch_add(1, Ordering::Relaxed);
         }
-        let (producer, consumer) = ring::ring(bytes / std::mem::size_of::<Record>(), index);
+        let (producer, consumer) = ring::ring(bytes, index);
         self.idle_rings
             .lock()
             .unwrap_or_else(|e| e.into_inner())
