@@ -688,6 +688,10 @@ impl Config {
         config.scorep_experiment_dir = get("SCOREP_EXPERIMENT_DIRECTORY")
             .filter(|value| !value.is_empty())
             .map(PathBuf::from);
+        if config.record && get("NCCL_SCOREP_MEMORY_LIMIT").is_none() {
+            // Record mode gives every thread a second ring, of recorded calls.
+            config.memory_limit = 2 * crate::memory::DEFAULT_LIMIT_BYTES;
+        }
         (config, warnings)
     }
 
@@ -1010,6 +1014,30 @@ mod tests {
         assert_eq!(mode("record"), (Mode::Auto, true, 0));
         assert_eq!(mode("otf2,jsonl"), (Mode::Auto, false, 1));
         assert_eq!(mode("record,bogus"), (Mode::Auto, false, 1));
+    }
+
+    #[test]
+    fn the_memory_limit_is_a_size_or_off_and_doubles_for_record_mode() {
+        let limit = |vars: &[(&str, &str)]| {
+            let (config, warnings) = read(vars);
+            (config.memory_limit >> 20, warnings.len())
+        };
+        assert_eq!(limit(&[]), (64, 0));
+        assert_eq!(limit(&[("NCCL_SCOREP_MEMORY_LIMIT", "256M")]), (256, 0));
+        assert_eq!(
+            limit(&[("NCCL_SCOREP_MEMORY_LIMIT", "off")]),
+            (usize::MAX >> 20, 0)
+        );
+        assert_eq!(limit(&[("NCCL_SCOREP_MEMORY_LIMIT", "1M")]), (64, 1));
+        assert_eq!(limit(&[("NCCL_SCOREP_MEMORY_LIMIT", "lots")]), (64, 1));
+        assert_eq!(limit(&[("NCCL_SCOREP_MODE", "otf2,record")]), (128, 0));
+        assert_eq!(
+            limit(&[
+                ("NCCL_SCOREP_MODE", "otf2,record"),
+                ("NCCL_SCOREP_MEMORY_LIMIT", "32M")
+            ]),
+            (32, 0)
+        );
     }
 
     #[test]
