@@ -103,6 +103,13 @@ pub struct Otf2Stats {
     /// Operations written without any of the kernel channels they announced.
     pub ops_without_kernels: u64,
     pub messages_without_comm: u64,
+    /// Sends and receives without a message record, and rooted collectives without a
+    /// root, because the peer or root is no rank of the communicator.
+    pub ranks_out_of_range: u64,
+    /// Communicator ranks whose `init` disagreed with the first description of their
+    /// `commHash` (another rank count or name, a rank outside it, a rank twice): each got
+    /// a communicator of its own.
+    pub inconsistent_comms: u64,
     /// Locations not written because the part had as many as it may
     /// (`NCCL_SCOREP_MAX_LOCATIONS`), and the events they would have had.
     pub locations_refused: u64,
@@ -381,6 +388,8 @@ impl Sink for Otf2Sink {
             ("otf2_late_children", stats.late_children),
             ("otf2_ops_without_kernels", stats.ops_without_kernels),
             ("otf2_messages_without_comm", stats.messages_without_comm),
+            ("otf2_ranks_out_of_range", stats.ranks_out_of_range),
+            ("otf2_inconsistent_comms", stats.inconsistent_comms),
             ("otf2_locations_refused", stats.locations_refused),
             (
                 "otf2_events_without_location",
