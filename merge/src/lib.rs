@@ -43,8 +43,8 @@ use otf2_sys::read::{
 };
 use otf2_sys::{
     OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_GROUP_TYPE_REGIONS,
-    OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_LOCATION_TYPE_ACCELERATOR_STREAM, OTF2_UNDEFINED_COMM, OTF2_UNDEFINED_LOCATION_GROUP,
-    OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+    OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_LOCATION_TYPE_ACCELERATOR_STREAM, OTF2_UNDEFINED_COMM,
+    OTF2_UNDEFINED_LOCATION_GROUP, OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
 };
 use serde::Serialize;
 
@@ -242,6 +242,16 @@ fn comm_key(name: &str) -> String {
 pub fn ops_stream(name: &str) -> Option<(&str, u32)> {
     let (comm, rank) = name.strip_suffix(" ops")?.rsplit_once(" rank ")?;
     Some((comm, rank.parse().ok()?))
+}
+
+/// How the merge ends the name of the empty location that stands for a communicator rank
+/// without a part: `<comm> rank <r>: no trace part`.
+pub const NO_PART_SUFFIX: &str = ": no trace part";
+
+/// The communicator rank (`<comm> rank <r>`) an empty location of the merge stands for,
+/// from its name; `None` for other locations.
+pub fn rank_without_part(name: &str) -> Option<&str> {
+    name.strip_suffix(NO_PART_SUFFIX)
 }
 
 /// The NCCL rank of an ops stream, from its name `... rank <r> ops`.
@@ -786,14 +796,15 @@ pub(crate) fn unify(
             ));
             0
         } else {
-            let group = *placeholder_group.get_or_insert_with(|| placeholder_location_group(&mut u));
+            let group =
+                *placeholder_group.get_or_insert_with(|| placeholder_location_group(&mut u));
             let mut placed = 0;
             for rank in 0..=highest {
                 if comm.members.contains_key(&rank) {
                     continue;
                 }
                 let name = format!(
-                    "{} rank {rank}: no trace part",
+                    "{} rank {rank}{NO_PART_SUFFIX}",
                     u.strings[comm.name as usize]
                 );
                 u.strings.push(name);
@@ -1297,9 +1308,8 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
             .filter(|l| members.contains(&l.id) && l.number_of_events > 0)
             .map(|l| l.id)
             .collect();
-        part.ranks_named =
-            ranks_named::highest_ranks_named(&dirs[p].join(ANCHOR_FILE), &locations)
-                .map_err(|e| format!("part {}: reading its ops streams: {e}", names[p]))?;
+        part.ranks_named = ranks_named::highest_ranks_named(&dirs[p].join(ANCHOR_FILE), &locations)
+            .map_err(|e| format!("part {}: reading its ops streams: {e}", names[p]))?;
     }
     let Unification {
         mut unified,
@@ -1326,14 +1336,8 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     if let Some(alignment) = &alignment {
         properties.extend(alignment.properties());
     }
-    let mapping_tables = otf2::write_archive(
-        &temp.0,
-        &unified,
-        &parts,
-        &maps,
-        &properties,
-        &placeholders,
-    )?;
+    let mapping_tables =
+        otf2::write_archive(&temp.0, &unified, &parts, &maps, &properties, &placeholders)?;
     let traces = temp.0.join(EVENT_FILES_DIR);
     let mut files = PlacedFiles::default();
     for (p, part) in parts.iter().enumerate() {

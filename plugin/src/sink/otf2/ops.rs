@@ -210,14 +210,14 @@ impl OpsStreams {
             return None;
         }
         let plausible = n_ranks > 0 && n_ranks <= MAX_COMM_RANKS && rank < n_ranks;
-        let description = self
-            .descriptions
-            .entry(info.comm_hash)
-            .or_insert_with(|| CommDescription {
-                n_ranks,
-                name: info.comm_name.clone(),
-                ranks: HashSet::default(),
-            });
+        let description =
+            self.descriptions
+                .entry(info.comm_hash)
+                .or_insert_with(|| CommDescription {
+                    n_ranks,
+                    name: info.comm_name.clone(),
+                    ranks: HashSet::default(),
+                });
         let agrees = plausible
             && description.n_ranks == n_ranks
             && description.name == info.comm_name
@@ -233,10 +233,7 @@ impl OpsStreams {
     /// How the locations of a communicator rank are named, and their location group.
     pub(super) fn rank_label_and_group(&mut self, w: &mut Writer, context: u64) -> (String, u32) {
         let rank = self.rank_streams(w, context);
-        (
-            rank_label(context, &rank.info, rank.shared),
-            rank.group,
-        )
+        (rank_label(context, &rank.info, rank.shared), rank.group)
     }
 
     fn pending_op(&self, task: u64) -> Option<&PendingOp> {
