@@ -22,7 +22,11 @@
 //! the rank of each member is taken from its location name, which the plugin writes as
 //! `... rank <r> ops` (the last ` rank ` of the name, so a communicator name containing
 //! " rank " does not confuse it); only a location whose name does not have that form gets
-//! its position in the part's COMM_GROUP (exact when the part holds every rank).
+//! its position in the part's COMM_GROUP (exact when the part holds every rank). A rank no
+//! part has, below the highest one a member has or a record names (the records are read for
+//! it, [`ranks_named`]), gets an empty location, so that every rank the records name exists
+//! and keeps its number; a part that gives a rank another location than an earlier part
+//! makes a further communicator of the same name.
 //!
 //! This file is the part model, the unification, the files and the report. The child
 //! module `otf2` (`merge/otf2.rs`) reads and writes archives through `otf2_sys::read` and

@@ -381,6 +381,15 @@ impl Sink for Otf2Sink {
             "{} snapshots of the trace part's definitions were kept while it was written",
             stats.snapshots
         ));
+        if stats.inconsistent_comms > 0 {
+            crate::log::warn(&format!(
+                "{} communicator rank(s) were described by init unlike the first rank of their \
+                 communicator in this process (another rank count or name, a rank outside the \
+                 rank count, or a rank twice): each has a communicator of its own in the trace, \
+                 without message records or roots",
+                stats.inconsistent_comms
+            ));
+        }
         let repaired = [
             ("otf2_failed_calls", stats.failed_calls),
             ("otf2_raised_timestamps", stats.raised_timestamps),
