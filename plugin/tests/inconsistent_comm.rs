@@ -113,3 +113,65 @@ fn two_inits_of_one_comm_that_disagree_give_a_valid_merged_trace() {
         ]
     );
 }
+
+/// Two processes (two copies of the library, each its own part) that both say they are
+/// rank 0 of one communicator: the merge keeps both locations, each the rank 0 of a
+/// communicator of that name, rather than leave one out of the communicator its records
+/// name.
+#[test]
+fn two_parts_that_claim_one_rank_give_two_communicators_of_that_name() {
+    let Some(tool) = tool_beside_this_test() else {
+        println!("skipped: no nccl-scorep built beside this test to merge and validate");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let out_text = out.display().to_string();
+    for _ in 0..2 {
+        let plugin = Plugin::load(&[
+            ("NCCL_SCOREP_EVENTS", "api,tasks"),
+            ("NCCL_SCOREP_OUTPUT_DIR", &out_text),
+        ]);
+        let (ctx, _) = plugin.init_v7(9, Some(c"twice"), 0, 2);
+        send_and_broadcast(&plugin, ctx, 0, 1, 0);
+        plugin.finalize7(ctx);
+    }
+    let merge = Command::new(&tool).arg("merge").arg(&out).output().unwrap();
+    let report = String::from_utf8_lossy(&merge.stdout);
+    assert!(merge.status.success(), "{report}");
+    assert!(report.starts_with("merged 2 parts"), "{report}");
+    assert!(
+        report.contains("its ranks form a further communicator of that name"),
+        "{report}"
+    );
+    otf2_tools::assert_otf2_print_clean(&out.join("traces.otf2"));
+    let validate = Command::new(&tool)
+        .arg("validate")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        validate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validate.stdout)
+    );
+    let trace = otf2_tools::dump(&out.join("traces.otf2"));
+    let comms: Vec<(String, Vec<String>)> = trace["comms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let members = c["members"].as_array().unwrap().iter();
+            let names = members.map(|m| m.as_str().unwrap().to_owned()).collect();
+            (c["name"].as_str().unwrap().to_owned(), names)
+        })
+        .collect();
+    let one = (
+        "twice (0x9)".to_owned(),
+        vec![
+            "twice rank 0 ops".to_owned(),
+            "twice (0x9) rank 1: no trace part".to_owned(),
+        ],
+    );
+    assert_eq!(comms, [one.clone(), one]);
+}
