@@ -175,3 +175,63 @@ fn two_parts_that_claim_one_rank_give_two_communicators_of_that_name() {
     );
     assert_eq!(comms, [one.clone(), one]);
 }
+
+/// An `init` NCCL cannot mean (a rank past its rank count) that comes first does not
+/// decide the communicator's description: the consistent one after it keeps it.
+#[test]
+fn an_impossible_first_init_does_not_decide_the_description() {
+    let Some(tool) = tool_beside_this_test() else {
+        println!("skipped: no nccl-scorep built beside this test to merge and validate");
+        return;
+    };
+    let plugin = Plugin::load(&[("NCCL_SCOREP_EVENTS", "api,tasks")]);
+    let (impossible, _) = plugin.init_v7(7, Some(c"x"), 3, 2);
+    let (sane, _) = plugin.init_v7(7, Some(c"x"), 0, 2);
+    send_and_broadcast(&plugin, impossible, 3, 1, 1);
+    send_and_broadcast(&plugin, sane, 0, 1, 1);
+    plugin.finalize7(sane);
+    plugin.finalize7(impossible);
+    let out = plugin.out_dir();
+    let merge = Command::new(&tool).arg("merge").arg(&out).output().unwrap();
+    assert!(merge.status.success());
+    let validate = Command::new(&tool)
+        .arg("validate")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        validate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validate.stdout)
+    );
+    let trace = otf2_tools::dump(&out.join("traces.otf2"));
+    let comms: std::collections::BTreeMap<String, Vec<String>> = trace["comms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let members = c["members"].as_array().unwrap().iter();
+            let names = members.map(|m| m.as_str().unwrap().to_owned()).collect();
+            (c["name"].as_str().unwrap().to_owned(), names)
+        })
+        .collect();
+    let context = impossible.0 as u64;
+    assert_eq!(
+        comms,
+        [
+            (
+                format!("NCCL comm of context {context:#x}"),
+                vec![format!("comm of context {context:#x} ops")]
+            ),
+            (
+                "x (0x7)".to_owned(),
+                vec![
+                    "x rank 0 ops".to_owned(),
+                    "x (0x7) rank 1: no trace part".to_owned()
+                ]
+            ),
+        ]
+        .into_iter()
+        .collect()
+    );
+}

@@ -209,7 +209,11 @@ impl OpsStreams {
         if info.comm_hash == 0 || !identity_known(info) {
             return None;
         }
-        let plausible = n_ranks > 0 && n_ranks <= MAX_COMM_RANKS && rank < n_ranks;
+        if !(n_ranks > 0 && n_ranks <= MAX_COMM_RANKS && rank < n_ranks) {
+            // Not a description to keep for the others.
+            self.inconsistent_comms += 1;
+            return None;
+        }
         let description =
             self.descriptions
                 .entry(info.comm_hash)
@@ -218,8 +222,7 @@ impl OpsStreams {
                     name: info.comm_name.clone(),
                     ranks: HashSet::default(),
                 });
-        let agrees = plausible
-            && description.n_ranks == n_ranks
+        let agrees = description.n_ranks == n_ranks
             && description.name == info.comm_name
             && description.ranks.insert(rank);
         if agrees {
