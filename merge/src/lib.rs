@@ -321,12 +321,13 @@ pub(crate) struct Unification {
 /// one. Its `.evt` file is linked under the new id; event files do not contain their
 /// location's id.
 ///
-/// With `placeholders`, a communicator gets an empty location for each rank without a part
-/// below the highest one a member has or its records name ([`PartDefs::ranks_named`]).
+/// With `make_placeholders`, a communicator gets an empty location for each rank without
+/// a part below the highest one a member has or its records name
+/// ([`PartDefs::ranks_named`]).
 pub(crate) fn unify(
     parts: &[PartDefs],
     names: &[String],
-    placeholders: bool,
+    make_placeholders: bool,
 ) -> Result<Unification, String> {
     let mut u = Unified::default();
     let mut maps: Vec<IdMaps> = parts.iter().map(|_| IdMaps::default()).collect();
@@ -763,9 +764,9 @@ pub(crate) fn unify(
     // names gets a location, empty where no part has that rank, so that the records keep
     // NCCL's rank numbering and every rank they name exists.
     let mut summaries = Vec::with_capacity(comms.len());
-    let make_placeholders = placeholders;
     let mut placeholder_group = None;
-    let mut placeholders = 0usize;
+    // Placeholder ids handed out (or skipped as taken) so far.
+    let mut placeholder_index = 0u64;
     let mut placeholder_ids = Vec::new();
     for comm in &mut comms {
         let (mut missing_ranks, mut missing_rank_count) =
@@ -791,7 +792,7 @@ pub(crate) fn unify(
         let absent = u64::from(highest) + 1 - comm.members.len() as u64;
         let placed = if absent == 0 || !make_placeholders {
             0
-        } else if placeholders as u64 + absent > MAX_PLACEHOLDER_RANKS {
+        } else if placeholder_ids.len() as u64 + absent > MAX_PLACEHOLDER_RANKS {
             notes.push(format!(
                 "{:?}: {absent} ranks without a part, more than the merge makes empty \
                  locations for ({MAX_PLACEHOLDER_RANKS} in all): records naming them refer \
@@ -814,8 +815,8 @@ pub(crate) fn unify(
                 u.strings.push(name);
                 let name = (u.strings.len() - 1) as u32;
                 let id = loop {
-                    let id = ((placeholders as u64) << 32) | u64::from(u32::MAX);
-                    placeholders += 1;
+                    let id = (placeholder_index << 32) | u64::from(u32::MAX);
+                    placeholder_index += 1;
                     if !taken.contains(&id) {
                         break id;
                     }
