@@ -56,6 +56,7 @@ pub(crate) struct Transfer {
 struct Collected {
     processes: usize,
     incomplete: Vec<String>,
+    ranks_without_part: Vec<String>,
     instances: HashMap<(String, u64, String), Vec<Part>>,
     transfers: Vec<Transfer>,
     comm_names: HashMap<String, String>,
@@ -83,6 +84,9 @@ pub struct Summary {
     /// Processes whose log has no final summary line, or parts without their definitions
     /// (killed, or still running).
     pub incomplete: Vec<String>,
+    /// Communicator ranks (`<comm> rank <r>`) the merged trace has no part of: their
+    /// messages and roots are named by the other ranks, their own events are missing.
+    pub ranks_without_part: Vec<String>,
     /// What the reader should know before trusting the figures (parts newer than the
     /// merged trace, …); also printed on stderr.
     pub warnings: Vec<String>,
@@ -284,6 +288,7 @@ pub(crate) fn summarize_in_detail(path: &Path) -> Result<Detailed, Error> {
         source: source.to_owned(),
         processes: collected.processes,
         incomplete: collected.incomplete,
+        ranks_without_part: collected.ranks_without_part,
         warnings,
         total_time_ms,
         operations,

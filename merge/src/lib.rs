@@ -22,7 +22,11 @@
 //! the rank of each member is taken from its location name, which the plugin writes as
 //! `... rank <r> ops` (the last ` rank ` of the name, so a communicator name containing
 //! " rank " does not confuse it); only a location whose name does not have that form gets
-//! its position in the part's COMM_GROUP (exact when the part holds every rank).
+//! its position in the part's COMM_GROUP (exact when the part holds every rank). A rank no
+//! part has, below the highest one a member has or a record names (the records are read for
+//! it, [`ranks_named`]), gets an empty location, so that every rank the records name exists
+//! and keeps its number; a part that gives a rank another location than an earlier part
+//! makes a further communicator of the same name.
 //!
 //! This file is the part model, the unification, the files and the report. The child
 //! module `otf2` (`merge/otf2.rs`) reads and writes archives through `otf2_sys::read` and
@@ -43,8 +47,8 @@ use otf2_sys::read::{
 };
 use otf2_sys::{
     OTF2_GROUP_TYPE_COMM_GROUP, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_GROUP_TYPE_REGIONS,
-    OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_COMM, OTF2_UNDEFINED_LOCATION_GROUP,
-    OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
+    OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_LOCATION_TYPE_ACCELERATOR_STREAM, OTF2_UNDEFINED_COMM,
+    OTF2_UNDEFINED_LOCATION_GROUP, OTF2_UNDEFINED_STRING, OTF2_UNDEFINED_SYSTEM_TREE_NODE,
 };
 use serde::Serialize;
 
@@ -52,6 +56,7 @@ pub mod clock_alignment;
 mod otf2;
 mod provenance;
 pub use provenance::as_json as provenance_as_json;
+mod ranks_named;
 mod recover;
 pub mod scorep;
 
@@ -72,6 +77,8 @@ pub(crate) struct PartDefs {
     pub clock_offsets: HashMap<u64, Vec<ClockOffset>>,
     /// The part's trace file properties (how it was made).
     pub properties: Vec<(String, String)>,
+    /// Per communicator (the part's id), the highest rank its records name.
+    pub ranks_named: HashMap<u32, u32>,
 }
 
 /// A part's ids → the merged archive's ids, per kind (what its mapping tables say).
@@ -137,7 +144,10 @@ pub struct CommSummary {
     pub missing_ranks: Vec<u32>,
     /// How many ranks below the highest one no part has (`missing_ranks` lists at most
     /// [`MISSING_RANKS_LISTED`] of them: a rank number is NCCL's, not a size to trust).
+    /// The highest one is the highest a member has or a record names.
     pub missing_rank_count: u64,
+    /// Empty locations the merged communicator has for ranks without a part.
+    pub placeholders: u64,
 }
 
 /// A location given a new id because an earlier part used its id.
@@ -238,6 +248,16 @@ pub fn ops_stream(name: &str) -> Option<(&str, u32)> {
     Some((comm, rank.parse().ok()?))
 }
 
+/// How the merge ends the name of the empty location that stands for a communicator rank
+/// without a part: `<comm> rank <r>: no trace part`.
+pub const NO_PART_SUFFIX: &str = ": no trace part";
+
+/// The communicator rank (`<comm> rank <r>`) an empty location of the merge stands for,
+/// from its name; `None` for other locations.
+pub fn rank_without_part(name: &str) -> Option<&str> {
+    name.strip_suffix(NO_PART_SUFFIX)
+}
+
 /// The NCCL rank of an ops stream, from its name `... rank <r> ops`.
 fn ops_rank(name: &str) -> Option<u32> {
     ops_stream(name).map(|(_, rank)| rank)
@@ -252,11 +272,39 @@ struct CommEntry {
     parent: (usize, u32),
     /// NCCL rank → global location id.
     members: BTreeMap<u32, u64>,
+    /// The highest rank the parts' records name.
+    highest_named: Option<u32>,
+}
+
+/// The most empty locations a merge makes for ranks without a part (the plugin names no
+/// rank of a communicator of more than 2^20 ranks in its records).
+pub const MAX_PLACEHOLDER_RANKS: u64 = 1 << 21;
+
+/// The location group of the empty locations that stand for ranks without a part: a
+/// process of its own under the system tree's root, named so.
+fn placeholder_location_group(u: &mut Unified) -> u32 {
+    u.strings.push("ranks without a trace part".to_owned());
+    let name = (u.strings.len() - 1) as u32;
+    let root = u
+        .nodes
+        .iter()
+        .position(|n| n.parent == OTF2_UNDEFINED_SYSTEM_TREE_NODE)
+        .map_or(OTF2_UNDEFINED_SYSTEM_TREE_NODE, |i| i as u32);
+    u.location_groups.push(LocationGroup {
+        id: 0,
+        name,
+        group_type: OTF2_LOCATION_GROUP_TYPE_PROCESS as u8,
+        system_tree_parent: root,
+        creating_location_group: OTF2_UNDEFINED_LOCATION_GROUP,
+    });
+    (u.location_groups.len() - 1) as u32
 }
 
 /// The outcome of [`unify`].
 pub(crate) struct Unification {
     pub unified: Unified,
+    /// The empty locations made for ranks without a part.
+    pub placeholders: Vec<u64>,
     pub maps: Vec<IdMaps>,
     pub comms: Vec<CommSummary>,
     pub renumbered: Vec<Renumbered>,
@@ -272,7 +320,15 @@ pub(crate) struct Unification {
 /// the same process index, and its part's local definitions map the old id to the new
 /// one. Its `.evt` file is linked under the new id; event files do not contain their
 /// location's id.
-pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification, String> {
+///
+/// With `make_placeholders`, a communicator gets an empty location for each rank without
+/// a part below the highest one a member has or its records name
+/// ([`PartDefs::ranks_named`]).
+pub(crate) fn unify(
+    parts: &[PartDefs],
+    names: &[String],
+    make_placeholders: bool,
+) -> Result<Unification, String> {
     let mut u = Unified::default();
     let mut maps: Vec<IdMaps> = parts.iter().map(|_| IdMaps::default()).collect();
     let mut notes = Vec::new();
@@ -549,7 +605,7 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
     u.attributes = attributes.values;
 
     // Communicators, by commHash; members by NCCL rank.
-    let mut comm_ids: HashMap<(u8, String), usize> = HashMap::new();
+    let mut comm_ids: HashMap<(u8, String), Vec<usize>> = HashMap::new();
     let mut comms: Vec<CommEntry> = Vec::new();
     // Per paradigm: the COMM_LOCATIONS group's name, and locations listed there that are
     // no communicator's member (kept in the merged group).
@@ -608,23 +664,9 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
                 .get(&comm.name)
                 .cloned()
                 .unwrap_or_default();
-            let key = (group.paradigm, comm_key(&name_text));
-            let index = *comm_ids.entry(key).or_insert_with(|| {
-                comms.push(CommEntry {
-                    name: maps[p]
-                        .strings
-                        .get(&u64::from(comm.name))
-                        .copied()
-                        .unwrap_or(0) as u32,
-                    paradigm: group.paradigm,
-                    flags: comm.flags,
-                    parent: (p, comm.parent),
-                    members: BTreeMap::new(),
-                });
-                comms.len() - 1
-            });
-            comm_group_of[p].insert(comm.group, index);
-            maps[p].comms.insert(u64::from(comm.id), index as u64);
+            // The part's members: (NCCL rank, merged location id).
+            let mut ranked: Vec<(u32, u64)> = Vec::with_capacity(group.members.len());
+            let mut unnamed = Vec::new();
             for (position, &member) in group.members.iter().enumerate() {
                 let Some(&local) = all.members.get(member as usize) else {
                     return Err(ctx(
@@ -637,35 +679,168 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
                     .and_then(|l| part.defs.strings.get(&l.name))
                     .cloned()
                     .unwrap_or_default();
-                let rank = match ops_rank(&location_name) {
-                    Some(rank) => rank,
-                    None => {
+                let rank = ops_rank(&location_name).unwrap_or_else(|| {
+                    unnamed.push((location_name, position));
+                    position as u32
+                });
+                ranked.push((rank, maps[p].location(local)));
+            }
+            let distinct: HashSet<u32> = ranked.iter().map(|&(rank, _)| rank).collect();
+            if distinct.len() < ranked.len() {
+                // The names give one rank twice: the part's own order is the one the
+                // records of its locations agree with.
+                notes.push(ctx(
+                    p,
+                    format!(
+                        "the locations of {name_text:?} name a rank twice; their positions in \
+                         the part are used as their ranks"
+                    ),
+                ));
+                for (position, member) in ranked.iter_mut().enumerate() {
+                    member.0 = position as u32;
+                }
+            } else {
+                for (location_name, position) in unnamed {
+                    notes.push(ctx(
+                        p,
+                        format!(
+                            "the rank of {location_name:?} in {name_text:?} is not in its \
+                             name; its position {position} in the part is used"
+                        ),
+                    ));
+                }
+            }
+            // The communicator of its commHash that has none of these ranks as another
+            // location; a part that describes a rank the merged one already has (two
+            // processes claim rank 0, e.g.) makes another communicator of that name, so
+            // that every location stays a member of the communicator its records name.
+            let key = (group.paradigm, comm_key(&name_text));
+            let variants = comm_ids.entry(key).or_default();
+            let fits = |entry: &CommEntry| {
+                ranked
+                    .iter()
+                    .all(|(rank, location)| entry.members.get(rank).is_none_or(|l| l == location))
+            };
+            let index = match variants.iter().copied().find(|&i| fits(&comms[i])) {
+                Some(index) => index,
+                None => {
+                    if !variants.is_empty() {
                         notes.push(ctx(
                             p,
                             format!(
-                                "the rank of {location_name:?} in {name_text:?} is not in its \
-                                 name; its position {position} in the part is used"
+                                "its communicator {name_text:?} has ranks that another part \
+                                 already gave other locations; its ranks form a further \
+                                 communicator of that name"
                             ),
                         ));
-                        position as u32
                     }
-                };
-                let global = maps[p].location(local);
-                let members = &mut comms[index].members;
-                match members.get(&rank) {
-                    Some(&other) if other != global => notes.push(ctx(
-                        p,
-                        format!(
-                            "rank {rank} of {name_text:?} is already location {other}; \
-                             location {global} is left out of the communicator"
-                        ),
-                    )),
-                    _ => {
-                        members.insert(rank, global);
-                    }
+                    comms.push(CommEntry {
+                        name: maps[p]
+                            .strings
+                            .get(&u64::from(comm.name))
+                            .copied()
+                            .unwrap_or(0) as u32,
+                        paradigm: group.paradigm,
+                        flags: comm.flags,
+                        parent: (p, comm.parent),
+                        members: BTreeMap::new(),
+                        highest_named: None,
+                    });
+                    variants.push(comms.len() - 1);
+                    comms.len() - 1
                 }
+            };
+            comm_group_of[p].insert(comm.group, index);
+            maps[p].comms.insert(u64::from(comm.id), index as u64);
+            let entry = &mut comms[index];
+            entry.members.extend(ranked);
+            if let Some(&named) = part.ranks_named.get(&comm.id) {
+                entry.highest_named = Some(entry.highest_named.map_or(named, |h| h.max(named)));
             }
         }
+    }
+
+    // Ranks without a part: every rank below the highest one a member has or a record
+    // names gets a location, empty where no part has that rank, so that the records keep
+    // NCCL's rank numbering and every rank they name exists.
+    let mut summaries = Vec::with_capacity(comms.len());
+    let mut placeholder_group = None;
+    // Placeholder ids handed out (or skipped as taken) so far.
+    let mut placeholder_index = 0u64;
+    let mut placeholder_ids = Vec::new();
+    for comm in &mut comms {
+        let (mut missing_ranks, mut missing_rank_count) =
+            missing_ranks(comm.members.keys().copied());
+        let members = comm.members.len();
+        let highest_member = comm.members.keys().next_back().copied();
+        let Some(highest) = highest_member.max(comm.highest_named) else {
+            summaries.push(CommSummary {
+                name: u.strings[comm.name as usize].clone(),
+                members,
+                missing_ranks,
+                missing_rank_count,
+                placeholders: 0,
+            });
+            continue;
+        };
+        if let Some(member) = highest_member.filter(|&m| highest > m) {
+            // Ranks above the highest member that records name.
+            let room = MISSING_RANKS_LISTED.saturating_sub(missing_ranks.len()) as u32;
+            missing_ranks.extend((member + 1..=highest).take(room as usize));
+            missing_rank_count += u64::from(highest - member);
+        }
+        let absent = u64::from(highest) + 1 - comm.members.len() as u64;
+        let placed = if absent == 0 || !make_placeholders {
+            0
+        } else if placeholder_ids.len() as u64 + absent > MAX_PLACEHOLDER_RANKS {
+            notes.push(format!(
+                "{:?}: {absent} ranks without a part, more than the merge makes empty \
+                 locations for ({MAX_PLACEHOLDER_RANKS} in all): records naming them refer \
+                 to ranks the communicator lacks",
+                u.strings[comm.name as usize]
+            ));
+            0
+        } else {
+            let group =
+                *placeholder_group.get_or_insert_with(|| placeholder_location_group(&mut u));
+            let mut placed = 0;
+            for rank in 0..=highest {
+                if comm.members.contains_key(&rank) {
+                    continue;
+                }
+                let name = format!(
+                    "{} rank {rank}{NO_PART_SUFFIX}",
+                    u.strings[comm.name as usize]
+                );
+                u.strings.push(name);
+                let name = (u.strings.len() - 1) as u32;
+                let id = loop {
+                    let id = (placeholder_index << 32) | u64::from(u32::MAX);
+                    placeholder_index += 1;
+                    if !taken.contains(&id) {
+                        break id;
+                    }
+                };
+                u.locations.push(Location {
+                    id,
+                    name,
+                    location_type: OTF2_LOCATION_TYPE_ACCELERATOR_STREAM as u8,
+                    number_of_events: 0,
+                    location_group: group,
+                });
+                comm.members.insert(rank, id);
+                placeholder_ids.push(id);
+                placed += 1;
+            }
+            placed
+        };
+        summaries.push(CommSummary {
+            name: u.strings[comm.name as usize].clone(),
+            members,
+            missing_ranks,
+            missing_rank_count,
+            placeholders: placed,
+        });
     }
 
     // Groups: per paradigm one COMM_LOCATIONS (every member, communicator by
@@ -773,7 +948,6 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
             }
         }
     }
-    let mut summaries = Vec::new();
     for (index, comm) in comms.iter().enumerate() {
         let (p, parent) = comm.parent;
         let parent = if parent == OTF2_UNDEFINED_COMM {
@@ -788,19 +962,13 @@ pub(crate) fn unify(parts: &[PartDefs], names: &[String]) -> Result<Unification,
             parent,
             flags: comm.flags,
         });
-        let (missing_ranks, missing_rank_count) = missing_ranks(comm.members.keys().copied());
-        summaries.push(CommSummary {
-            name: u.strings[comm.name as usize].clone(),
-            members: comm.members.len(),
-            missing_ranks,
-            missing_rank_count,
-        });
     }
     if u.strings.len() as u64 >= u64::from(OTF2_UNDEFINED_STRING) {
         return Err("too many strings for one archive".to_owned());
     }
     Ok(Unification {
         unified: u,
+        placeholders: placeholder_ids,
         maps,
         comms: summaries,
         renumbered,
@@ -1130,13 +1298,32 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
             )),
         }
     }
+    for (p, part) in parts.iter_mut().enumerate() {
+        let members: BTreeSet<u64> = part
+            .defs
+            .groups
+            .iter()
+            .filter(|g| g.group_type as u32 == OTF2_GROUP_TYPE_COMM_LOCATIONS)
+            .flat_map(|g| g.members.iter().copied())
+            .collect();
+        let locations: Vec<u64> = part
+            .defs
+            .locations
+            .iter()
+            .filter(|l| members.contains(&l.id) && l.number_of_events > 0)
+            .map(|l| l.id)
+            .collect();
+        part.ranks_named = ranks_named::highest_ranks_named(&dirs[p].join(ANCHOR_FILE), &locations)
+            .map_err(|e| format!("part {}: reading its ops streams: {e}", names[p]))?;
+    }
     let Unification {
         mut unified,
+        placeholders,
         maps,
         comms,
         renumbered,
         mut notes,
-    } = unify(&parts, &names)?;
+    } = unify(&parts, &names, true)?;
     notes.extend(notes_before_unify);
     for name in leftovers {
         notes.push(format!("removed {name}, left by a merge that was killed"));
@@ -1154,7 +1341,8 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
     if let Some(alignment) = &alignment {
         properties.extend(alignment.properties());
     }
-    let mapping_tables = otf2::write_archive(&temp.0, &unified, &parts, &maps, &properties)?;
+    let mapping_tables =
+        otf2::write_archive(&temp.0, &unified, &parts, &maps, &properties, &placeholders)?;
     let traces = temp.0.join(EVENT_FILES_DIR);
     let mut files = PlacedFiles::default();
     for (p, part) in parts.iter().enumerate() {
@@ -1165,6 +1353,17 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         for location in part.defs.locations.iter() {
             let global = maps[p].location(location.id);
             files.add_events(&dirs[p], location, &traces, global, None)?;
+        }
+    }
+    // OTF2 reads an event file for every location: the empty locations get one without
+    // events (written once, linked for the others).
+    if let Some((&first, others)) = placeholders.split_first() {
+        let path = |id: u64| traces.join(format!("{id}.evt"));
+        let fail = |p: &Path, e: std::io::Error| format!("cannot write {}: {e}", p.display());
+        std::fs::write(path(first), otf2_sys::event_format::empty_event_file())
+            .map_err(|e| fail(&path(first), e))?;
+        for &id in others {
+            link_or_copy(&path(first), &path(id)).map_err(|e| fail(&path(id), e))?;
         }
     }
     report(Progress::Linking {
@@ -1274,6 +1473,16 @@ pub fn render(report: &Report) -> String {
             );
         } else if !comm.missing_ranks.is_empty() {
             let _ = write!(out, " (no part has rank {:?})", comm.missing_ranks);
+        }
+        if comm.placeholders > 0 {
+            let _ = write!(
+                out,
+                "; {} empty location{} stand{} for the ranks without a part, which its \
+                 messages and roots name",
+                comm.placeholders,
+                if comm.placeholders == 1 { "" } else { "s" },
+                if comm.placeholders == 1 { "s" } else { "" },
+            );
         }
         out.push('\n');
     }

@@ -99,6 +99,7 @@ pub(super) fn read_part(anchor: &Path) -> Result<PartDefs, String> {
         clock_offsets: Default::default(),
         // A part without properties (an older plugin) merges all the same.
         properties: reader.properties().unwrap_or_default(),
+        ranks_named: Default::default(),
     };
     read_clock_offsets(&reader, &mut part)?;
     Ok(part)
@@ -253,9 +254,17 @@ pub(crate) fn write_local_definitions<'o>(
     parts: &[PartDefs],
     maps: &[IdMaps],
     clock_offsets: impl Fn(usize, u64) -> &'o [ClockOffset],
+    empty: &[u64],
 ) -> Result<u64, String> {
     let mut written_tables = 0u64;
     let files = archive.open_definition_files().map_err(message)?;
+    // Locations of no part (ranks without one): nothing to map or offset.
+    for &location in empty {
+        files
+            .writer(location)
+            .and_then(|writer| writer.close())
+            .map_err(message)?;
+    }
     for (part_index, part) in parts.iter().enumerate() {
         let tables = part_tables(&maps[part_index])?;
         for location in part.defs.locations.iter() {
@@ -334,6 +343,7 @@ pub(super) fn write_archive(
     parts: &[PartDefs],
     maps: &[IdMaps],
     properties: &[(String, String)],
+    placeholders: &[u64],
 ) -> Result<u64, String> {
     let info = ArchiveInfo {
         creator: concat!("nccl-scorep merge ", env!("CARGO_PKG_VERSION")),
@@ -345,12 +355,18 @@ pub(super) fn write_archive(
     for (name, value) in properties {
         archive.set_property(name, value).map_err(message)?;
     }
-    let tables = write_local_definitions(&archive, parts, maps, |part, location| {
-        parts[part]
-            .clock_offsets
-            .get(&location)
-            .map_or(&[], Vec::as_slice)
-    })?;
+    let tables = write_local_definitions(
+        &archive,
+        parts,
+        maps,
+        |part, location| {
+            parts[part]
+                .clock_offsets
+                .get(&location)
+                .map_or(&[], Vec::as_slice)
+        },
+        placeholders,
+    )?;
     let writer = archive.global_def_writer().map_err(message)?;
     write_global_definitions(&writer, unified).map_err(message)?;
     close(archive, "merged archive")?;

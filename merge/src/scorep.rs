@@ -993,11 +993,12 @@ pub fn merge_scorep(experiment: &Path, output: Option<&Path>) -> Result<ScorepRe
         .collect();
     let Unification {
         unified,
+        placeholders: _,
         maps,
         comms,
         renumbered: _,
         notes: unify_notes,
-    } = unify(&parts, &names)?;
+    } = unify(&parts, &names, false)?;
     notes.extend(unify_notes);
     let part_process: Vec<usize> = accepted.iter().map(|a| a.process).collect();
     let plan = place_ids(
@@ -1422,7 +1423,7 @@ fn write_combined(
         machine: None,
     };
     let archive = create(dir, scorep.event_chunk, scorep.definition_chunk, &info)?;
-    write_local_definitions(&archive, parts, &plan.maps, |part, _| offsets[part])?;
+    write_local_definitions(&archive, parts, &plan.maps, |part, _| offsets[part], &[])?;
     let global = archive.global_def_writer().map_err(message)?;
     let clock = scorep.defs.clock.unwrap_or_default();
     for record in &scorep.records {

@@ -31,7 +31,6 @@ mod case;
 #[path = "fuzz/values.rs"]
 mod values;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -75,43 +74,8 @@ fn tail(path: &Path, n: usize) -> String {
     text[start..].to_owned()
 }
 
-/// Validation errors of known merge defects, tolerated unless `FUZZ_STRICT_VALIDATE=1`
-/// (each is counted and printed; every other validation error fails the case):
-///
-/// 1. "rank without a part": a communicator in the merged trace has only the ranks that
-///    have a part, so a send to, a receive from, or a collective rooted at any other rank
-///    (every other rank, in a one-process case) refers to a rank the communicator does not
-///    have: "MpiSend to rank 1 of comm 0 …, which has 1 ranks".
-/// 2. "inconsistent comm": when `init` describes one communicator id inconsistently (a
-///    negative rank, a rank past its rank count, several inits of one id with other rank
-///    counts or names), the merged communicator leaves out some of its locations: "MpiSend
-///    on comm 5 …, which this location is not a member of".
-fn known_merge_defect(finding: &serde_json::Value) -> Option<&'static str> {
-    if finding["check"] != "references"
-        || std::env::var("FUZZ_STRICT_VALIDATE").is_ok_and(|v| v == "1")
-    {
-        return None;
-    }
-    let message = finding["message"].as_str().unwrap_or("");
-    // "… (5 records, the first shown)"
-    let message = match message.rfind(" (") {
-        Some(at) if message.ends_with(", the first shown)") => &message[..at],
-        _ => message,
-    };
-    if message.ends_with("which this location is not a member of") {
-        return Some("inconsistent comm");
-    }
-    let rank_reference = ["MpiSend to rank ", "MpiRecv from rank ", " with root "]
-        .iter()
-        .any(|what| message.contains(what));
-    (rank_reference && message.contains(", which has ") && message.ends_with(" ranks"))
-        .then_some("rank without a part")
-}
-
 /// How one case ended.
 struct CaseResult {
-    /// Validation errors of known merge defects, by class (see [`known_merge_defect`]).
-    tolerated: BTreeMap<&'static str, u64>,
     callbacks: u64,
     events: u64,
     peak_rss_kib: u64,
@@ -180,7 +144,6 @@ fn run_child(
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or_else(|| format!("no report\n--- its output ---\n{}", tail(&log, 4000)))?;
-    let mut tolerated = BTreeMap::new();
     if let Some(tool) = tool {
         let merge = Command::new(tool)
             .arg("merge")
@@ -212,23 +175,15 @@ fn run_child(
             .as_array()
             .map(|all| all.iter().filter(|f| f["severity"] == "error").collect())
             .unwrap_or_default();
-        let (known, other): (Vec<_>, Vec<_>) = errors
-            .into_iter()
-            .partition(|f| known_merge_defect(f).is_some());
-        for finding in known {
-            let class = known_merge_defect(finding).unwrap_or_default();
-            *tolerated.entry(class).or_insert(0) += 1;
-        }
-        if !other.is_empty() || (tolerated.is_empty() && !validate.status.success()) {
+        if !errors.is_empty() || !validate.status.success() {
             return Err(format!(
                 "nccl-scorep validate of its trace failed ({}): {}",
                 validate.status,
-                serde_json::to_string_pretty(&other).unwrap_or_default()
+                serde_json::to_string_pretty(&errors).unwrap_or_default()
             ));
         }
     }
     Ok(CaseResult {
-        tolerated,
         callbacks: report["callbacks"].as_u64().unwrap_or(0),
         events: report["issued"].as_u64().unwrap_or(0),
         peak_rss_kib: report["peak_rss_kib"].as_u64().unwrap_or(0),
@@ -265,16 +220,12 @@ fn sequences_keep_every_invariant() {
     );
     let started = Instant::now();
     let (mut callbacks, mut events, mut peak) = (0, 0, 0);
-    let mut tolerated = BTreeMap::new();
     for (index, &case) in cases.iter().enumerate() {
         match run_child(case, per_case, timeout, tool.as_deref(), &[]) {
             Ok(result) => {
                 callbacks += result.callbacks;
                 events += result.events;
                 peak = peak.max(result.peak_rss_kib);
-                for (class, n) in result.tolerated {
-                    *tolerated.entry(class).or_insert(0) += n;
-                }
             }
             Err(what) => panic!(
                 "fuzz case {index} (seed {case:#x}) of the run with seed {seed:#x}: {what}\n\
@@ -290,12 +241,6 @@ fn sequences_keep_every_invariant() {
         started.elapsed().as_secs_f64(),
         peak / 1024
     );
-    if !tolerated.is_empty() {
-        println!(
-            "fuzz: validation errors of known merge defects, tolerated \
-             (FUZZ_STRICT_VALIDATE=1 fails on them): {tolerated:?}"
-        );
-    }
     assert!(callbacks >= total.min(per_case * cases.len() as u64));
 }
 

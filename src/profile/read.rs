@@ -290,6 +290,11 @@ fn define_system(defs: &GlobalDefs, profile: &mut Profile) -> HashMap<u64, (usiz
     });
     for id in ids {
         let location = defs.locations.get(&id).expect("listed");
+        // The merge's empty locations of ranks without a part measured nothing.
+        if nccl_scorep_merge::rank_without_part(defs.string(location.name).unwrap_or("")).is_some()
+        {
+            continue;
+        }
         let group_id = process_group(location.location_group);
         let process = *process_of_group.entry(group_id).or_insert_with(|| {
             let group = defs.location_groups.get(&group_id);

@@ -103,8 +103,16 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
             collector.comm_of.insert(id, comm.to_owned());
         }
     }
-    let processes: std::collections::BTreeSet<u64> =
-        defs.locations.keys().map(|id| id & 0xffff_ffff).collect();
+    // The merge's empty locations of ranks without a part are no process's.
+    let mut processes = std::collections::BTreeSet::new();
+    for (id, location) in defs.locations.by_id() {
+        match nccl_scorep_merge::rank_without_part(string(location.value.name)) {
+            Some(rank) => collector.out.ranks_without_part.push(rank.to_owned()),
+            None => {
+                processes.insert(id & 0xffff_ffff);
+            }
+        }
+    }
     collector.out.processes += processes.len();
     // Nothing here needs time order across locations: they are read one after the other,
     // which keeps one location's files and event chunk open at a time.

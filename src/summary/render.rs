@@ -71,6 +71,18 @@ pub fn render(summary: &Summary) -> String {
             summary.incomplete.join(", ")
         ));
     }
+    if !summary.ranks_without_part.is_empty() {
+        out.push_str(&format!(
+            "ranks without a trace part (the others' messages to them and from them are \
+             unmatched): {}{}\n",
+            summary.ranks_without_part[..summary.ranks_without_part.len().min(32)].join(", "),
+            if summary.ranks_without_part.len() > 32 {
+                format!(", … ({} in all)", summary.ranks_without_part.len())
+            } else {
+                String::new()
+            }
+        ));
+    }
     out.push_str(&format!(
         "time of all ranks in NCCL: {:.3} ms\n\n",
         summary.total_time_ms

@@ -103,6 +103,13 @@ pub struct Otf2Stats {
     /// Operations written without any of the kernel channels they announced.
     pub ops_without_kernels: u64,
     pub messages_without_comm: u64,
+    /// Sends and receives without a message record, and rooted collectives without a
+    /// root, because the peer or root is no rank of the communicator.
+    pub ranks_out_of_range: u64,
+    /// Communicator ranks whose `init` disagreed with the first description of their
+    /// `commHash` (another rank count or name, a rank outside it, a rank twice): each got
+    /// a communicator of its own.
+    pub inconsistent_comms: u64,
     /// Locations not written because the part had as many as it may
     /// (`NCCL_SCOREP_MAX_LOCATIONS`), and the events they would have had.
     pub locations_refused: u64,
@@ -393,6 +400,15 @@ impl Sink for Otf2Sink {
             "{} snapshots of the trace part's definitions were kept while it was written",
             stats.snapshots
         ));
+        if stats.inconsistent_comms > 0 {
+            crate::log::warn(&format!(
+                "{} communicator rank(s) were described by init unlike the first rank of their \
+                 communicator in this process (another rank count or name, a rank outside the \
+                 rank count, or a rank twice): each has a communicator of its own in the trace, \
+                 without message records or roots",
+                stats.inconsistent_comms
+            ));
+        }
         let repaired = [
             ("otf2_failed_calls", stats.failed_calls),
             ("otf2_raised_timestamps", stats.raised_timestamps),
@@ -400,6 +416,8 @@ impl Sink for Otf2Sink {
             ("otf2_late_children", stats.late_children),
             ("otf2_ops_without_kernels", stats.ops_without_kernels),
             ("otf2_messages_without_comm", stats.messages_without_comm),
+            ("otf2_ranks_out_of_range", stats.ranks_out_of_range),
+            ("otf2_inconsistent_comms", stats.inconsistent_comms),
             ("otf2_locations_refused", stats.locations_refused),
             (
                 "otf2_events_without_location",

@@ -62,6 +62,10 @@ struct RankStreams {
     info: Arc<ContextInfo>,
     group: u32,
     comm: u32,
+    /// (rank, rank count) in the shared communicator of its `commHash`, when `init`
+    /// described it consistently; `None`: the context has a communicator of its own, and
+    /// its records name no other rank.
+    shared: Option<(i32, i32)>,
     ops_loc: Option<Loc>,
     ops: VecDeque<PendingOp>,
     /// Operations taken from the front of `ops` so far: the operation with sequence
@@ -110,6 +114,15 @@ pub(super) struct OpsStreams {
     /// Sends and receives written without a message record: their communicator's ranks
     /// are unknown.
     messages_without_comm: u64,
+    /// Sends, receives and rooted collectives whose peer or root is no rank of their
+    /// communicator (negative, or past its rank count): written without the message
+    /// record, or with no root.
+    ranks_out_of_range: u64,
+    /// The first description (`init`) of each `commHash`: its rank count, name and the
+    /// ranks claimed so far. A later context that disagrees gets a communicator of its own.
+    descriptions: HashMap<u64, CommDescription>,
+    /// Contexts whose `init` disagreed with their communicator's first description.
+    inconsistent_comms: u64,
     /// Kernel channels that started before the previous one on their stream ended.
     clipped_intervals: u64,
 }
@@ -129,6 +142,9 @@ impl OpsStreams {
             late_children: 0,
             ops_without_kernels: 0,
             messages_without_comm: 0,
+            ranks_out_of_range: 0,
+            descriptions: HashMap::default(),
+            inconsistent_comms: 0,
             clipped_intervals: 0,
         }
     }
@@ -156,9 +172,14 @@ impl OpsStreams {
                 .get(&context)
                 .cloned()
                 .unwrap_or_else(|| Arc::new(ContextInfo::default()));
-            let label = rank_label(context, &info);
+            let shared = self.join_shared_comm(&info);
+            let label = rank_label(context, &info, shared);
             let group = w.defs.accelerator_group(&label);
-            let (key, name) = comm_key_and_name(context, &info);
+            let (key, name) = if shared.is_some() {
+                comm_key_and_name(context, &info)
+            } else {
+                own_comm_key_and_name(context)
+            };
             let comm = w.defs.comm(key, &name);
             self.ranks.insert(
                 context,
@@ -166,6 +187,7 @@ impl OpsStreams {
                     info,
                     group,
                     comm,
+                    shared,
                     ops_loc: None,
                     ops: VecDeque::new(),
                     written: 0,
@@ -179,10 +201,42 @@ impl OpsStreams {
         self.ranks.get_mut(&context).expect("inserted above")
     }
 
+    /// Whether a context with `info` joins the communicator of its `commHash`: it has a
+    /// hash, a rank within a plausible rank count, agrees with the first description of
+    /// that hash, and no earlier context claimed its rank. Returns its (rank, rank count).
+    fn join_shared_comm(&mut self, info: &ContextInfo) -> Option<(i32, i32)> {
+        let (rank, n_ranks) = (info.rank, info.n_ranks);
+        if info.comm_hash == 0 || !identity_known(info) {
+            return None;
+        }
+        if !(n_ranks > 0 && n_ranks <= MAX_COMM_RANKS && rank < n_ranks) {
+            // Not a description to keep for the others.
+            self.inconsistent_comms += 1;
+            return None;
+        }
+        let description =
+            self.descriptions
+                .entry(info.comm_hash)
+                .or_insert_with(|| CommDescription {
+                    n_ranks,
+                    name: info.comm_name.clone(),
+                    ranks: HashSet::default(),
+                });
+        let agrees = description.n_ranks == n_ranks
+            && description.name == info.comm_name
+            && description.ranks.insert(rank);
+        if agrees {
+            Some((rank, n_ranks))
+        } else {
+            self.inconsistent_comms += 1;
+            None
+        }
+    }
+
     /// How the locations of a communicator rank are named, and their location group.
     pub(super) fn rank_label_and_group(&mut self, w: &mut Writer, context: u64) -> (String, u32) {
         let rank = self.rank_streams(w, context);
-        (rank_label(context, &rank.info), rank.group)
+        (rank_label(context, &rank.info, rank.shared), rank.group)
     }
 
     fn pending_op(&self, task: u64) -> Option<&PendingOp> {
@@ -330,7 +384,7 @@ impl OpsStreams {
         let loc = match rank.channels.get(&channel) {
             Some(&loc) => loc,
             None => {
-                let (group, label) = (rank.group, rank_label(context, &rank.info));
+                let (group, label) = (rank.group, rank_label(context, &rank.info, rank.shared));
                 let loc = w.add_location(
                     &format!("{label} channel {channel}"),
                     LocationKind::AcceleratorStream,
@@ -469,18 +523,25 @@ impl OpsStreams {
             rank.info.rank,
             rank.info.n_ranks,
         );
-        let peers_known = identity_known(&rank.info);
+        // A rank of the communicator the records refer to, or `None`.
+        let shared = rank.shared;
+        let member = |peer: i32| match shared {
+            Some((_, n)) if (0..n).contains(&peer) => u32::try_from(peer).ok(),
+            _ => None,
+        };
         let loc = match rank.ops_loc {
             Some(loc) => loc,
             None => {
                 let loc = w.add_location(
-                    &format!("{} ops", rank_label(context, &rank.info)),
+                    &format!("{} ops", rank_label(context, &rank.info, rank.shared)),
                     LocationKind::AcceleratorStream,
                     rank.group,
                     LocationOrder::OpsStream,
                 );
                 if let Some(&id) = w.defs.location_ids().get(loc.0 as usize) {
-                    w.defs.comm_member(comm, my_rank, id);
+                    // In a communicator of its own, the context is its only member.
+                    let position = shared.map_or(my_rank.max(0), |(r, _)| r);
+                    w.defs.comm_member(comm, position, id);
                 }
                 rank.ops_loc = Some(loc);
                 loc
@@ -517,7 +578,6 @@ impl OpsStreams {
         match op.event {
             Event::Coll(c) => {
                 let b = bytes_of(c.count, c.datatype);
-                let root_rank = u32::try_from(c.root).ok();
                 // Saturating: a garbage count or rank count must not overflow.
                 let bn = b.saturating_mul(n);
                 let (sent, received) = match c.func {
@@ -540,23 +600,35 @@ impl OpsStreams {
                     }
                     _ => (b, b),
                 };
-                let root = if is_rooted(c.func) {
-                    root_rank.unwrap_or(otf2_sys::OTF2_COLLECTIVE_ROOT_NONE)
-                } else {
-                    otf2_sys::OTF2_COLLECTIVE_ROOT_NONE
+                // A root that is no rank of the trace's communicator is not written (the
+                // `nccl.root` attribute keeps it).
+                let root = match (is_rooted(c.func), member(c.root)) {
+                    (true, Some(root)) => root,
+                    (true, None) => {
+                        if shared.is_some() {
+                            self.ranks_out_of_range += 1;
+                        }
+                        otf2_sys::OTF2_COLLECTIVE_ROOT_NONE
+                    }
+                    (false, _) => otf2_sys::OTF2_COLLECTIVE_ROOT_NONE,
                 };
                 w.collective_begin(loc, s);
                 w.collective_end(loc, t, collective_op(c.func), comm, root, sent, received);
             }
-            Event::P2p(_) if !peers_known => {
+            Event::P2p(_) if shared.is_none() => {
                 // The peer is a rank of a communicator whose ranks are not known here: a
                 // message record would name a rank the trace's communicator lacks. The
                 // operation keeps its region and attributes (the peer among them).
                 self.messages_without_comm += 1;
             }
+            Event::P2p(p) if member(p.peer).is_none() => {
+                // A peer NCCL cannot have: no message record, the `nccl.peer` attribute
+                // keeps it.
+                self.ranks_out_of_range += 1;
+            }
             Event::P2p(p) => {
                 let b = bytes_of(p.count, p.datatype);
-                let peer = p.peer.max(0) as u32;
+                let peer = p.peer as u32;
                 if p.func == Func::Recv {
                     w.recv(loc, t, peer, comm, b);
                 } else {
@@ -573,6 +645,8 @@ impl OpsStreams {
         stats.late_children += self.late_children;
         stats.ops_without_kernels += self.ops_without_kernels;
         stats.messages_without_comm += self.messages_without_comm;
+        stats.ranks_out_of_range += self.ranks_out_of_range;
+        stats.inconsistent_comms += self.inconsistent_comms;
         stats.clipped_intervals += self.clipped_intervals;
     }
 }
@@ -587,23 +661,42 @@ pub(super) fn task_kept_open_by(view: &OpenView) -> Option<u64> {
     }
 }
 
-/// A communicator rank's name; without its identity (NCCL 2.26 and older give none to
-/// profiler API v1–v3 before a task names its communicator's hash), its context's.
-fn rank_label(context: u64, info: &ContextInfo) -> String {
-    if !identity_known(info) {
+/// A communicator rank's name, with its rank in the shared communicator (`shared`, see
+/// [`RankStreams::shared`]); without one (NCCL 2.26 and older give no identity to profiler
+/// API v1–v3 before a task names its communicator's hash, or `init` described it
+/// inconsistently), its context's.
+fn rank_label(context: u64, info: &ContextInfo, shared: Option<(i32, i32)>) -> String {
+    let Some((rank, _)) = shared else {
         return format!("comm of context {context:#x}");
-    }
+    };
     let comm = match &info.comm_name {
         Some(name) if !name.is_empty() => name.clone(),
         _ => format!("comm {:#x}", info.comm_hash),
     };
-    format!("{comm} rank {}", info.rank)
+    format!("{comm} rank {rank}")
 }
 
 /// Whether the communicator rank's rank is known (from `init`, or learned from its
 /// tasks on API v1–v3): the trace's communicator then maps its peers to locations.
 fn identity_known(info: &ContextInfo) -> bool {
     info.rank >= 0
+}
+
+/// The largest rank count a communicator's records may name ranks of: a larger one is a
+/// value NCCL cannot mean (its ranks would each need a location in the merged trace).
+const MAX_COMM_RANKS: i32 = 1 << 20;
+
+/// The first description of a `commHash` in this process.
+struct CommDescription {
+    n_ranks: i32,
+    name: Option<String>,
+    /// The ranks contexts of this process claimed.
+    ranks: HashSet<i32>,
+}
+
+/// The communicator of a context that shares none: its key and name.
+fn own_comm_key_and_name(context: u64) -> (u64, String) {
+    (context, format!("NCCL comm of context {context:#x}"))
 }
 
 fn comm_key_and_name(context: u64, info: &ContextInfo) -> (u64, String) {
