@@ -202,14 +202,23 @@ impl OpsStreams {
     }
 
     /// Whether a context with `info` joins the communicator of its `commHash`: it has a
-    /// hash, a rank within a plausible rank count, agrees with the first description of
-    /// that hash, and no earlier context claimed its rank. Returns its (rank, rank count).
+    /// hash, a rank within a plausible rank count (or no rank count, as before NCCL 2.27),
+    /// agrees with the first description of that hash, and no earlier context claimed
+    /// its rank. Returns its (rank, rank count), the count 0 when unknown.
     fn join_shared_comm(&mut self, info: &ContextInfo) -> Option<(i32, i32)> {
         let (rank, n_ranks) = (info.rank, info.n_ranks);
         if info.comm_hash == 0 || !identity_known(info) {
             return None;
         }
-        if !(n_ranks > 0 && n_ranks <= MAX_COMM_RANKS && rank < n_ranks) {
+        // Profiler API v1–v3 give no rank count at `init`: the rank (learned from the
+        // events) places the context in its communicator, whose records then name no
+        // other rank (their positions cannot be checked against a size).
+        let n_ranks = if n_ranks <= 0 && rank < MAX_COMM_RANKS {
+            0
+        } else {
+            n_ranks
+        };
+        if !(n_ranks == 0 || (n_ranks <= MAX_COMM_RANKS && rank < n_ranks)) {
             // Not a description to keep for the others.
             self.inconsistent_comms += 1;
             return None;
