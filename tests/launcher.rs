@@ -180,6 +180,21 @@ fn two_runs_get_two_directories_each_with_its_trace_summary_and_run_json() {
         "{anchor}"
     );
     assert_eq!(property("PROFILER_API").as_deref(), Some("7"), "{anchor}");
+    // What the plugin's heap came to, under its limit (the merge joins the processes'
+    // values with " | ").
+    assert_eq!(
+        property("MEMORY_LIMIT_BYTES").as_deref(),
+        Some("67108864"),
+        "{anchor}"
+    );
+    let peaks = property("HEAP_PEAK_BYTES").unwrap_or_default();
+    assert!(
+        !peaks.is_empty()
+            && peaks
+                .split(" | ")
+                .all(|p| p.parse::<u64>().is_ok_and(|p| p > 0 && p < 64 << 20)),
+        "{anchor}"
+    );
     assert_eq!(
         property("ENV::NCCL_SCOREP_EVENTS").as_deref(),
         Some("default,steps"),
