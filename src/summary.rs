@@ -324,7 +324,24 @@ fn provenance_of(anchor: &Path) -> Value {
     nccl_scorep_merge::provenance_as_json(&properties)
 }
 
+/// Adds what the plugin recorded as lost or refused in `anchor`'s properties (the
+/// `NCCL_SCOREP::LOST::…` counts: refusals leave no gap in the trace) to the losses.
+fn losses_of(anchor: &Path, collected: &mut Collected) {
+    let properties = otf2_sys::read::Reader::open(anchor)
+        .and_then(|reader| reader.properties())
+        .unwrap_or_default();
+    for (name, value) in properties {
+        let counter = nccl_scorep_common::provenance::counter_of_lost_property(&name);
+        if let (Some(counter), Ok(value)) = (counter, value.parse::<u64>()) {
+            if value > 0 {
+                *collected.losses.entry(counter).or_default() += value;
+            }
+        }
+    }
+}
+
 fn read_archive(anchor: &Path, collected: &mut Collected) -> Result<(), Error> {
+    losses_of(anchor, collected);
     archive::read(anchor, collected).map_err(|e| match e {
         archive::Error::Open(message) => {
             Error::CannotOpen(format!("cannot open {}: {message}", anchor.display()))

@@ -345,3 +345,69 @@ fn summary_of_the_demo_job_fits_100_columns_and_warns_of_unmerged_parts() {
     assert_eq!(warnings.len(), 1, "{json:#}");
     assert!(warnings[0].as_str().unwrap().contains("node.99"));
 }
+
+/// What the plugin refused or dropped leaves no event in the trace; the summary of the
+/// merged trace says how much, added up over the processes, as their event logs count it.
+#[test]
+fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let status = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "single", "--iterations", "40"])
+        .args(["--procs", "2", "--ranks", "4"])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SCOREP_JSONL", "1")
+        // A ring of 16 records per thread: records are dropped.
+        .env("NCCL_SCOREP_BUFFER_SIZE", "4K")
+        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Each process's own count, from its event log's summary line.
+    let mut counted = std::collections::BTreeMap::<String, u64>::new();
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let last = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .rfind(|l| l["type"] == "summary")
+                .expect("a summary line");
+            for (name, value) in last["counters"].as_object().unwrap() {
+                *counted.entry(name.clone()).or_default() += value.as_u64().unwrap();
+            }
+        }
+    }
+    let dropped = counted["ring_full"];
+    assert!(dropped > 0, "the tiny rings dropped records: {counted:?}");
+    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["summary", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["source"], "trace");
+    assert_eq!(summary["losses"]["ring_full"], dropped, "{}", summary["losses"]);
+    assert_eq!(
+        summary["losses"]["lost_stops"],
+        counted["lost_stops"],
+        "{}",
+        summary["losses"]
+    );
+    let text = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .arg("summary")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("ring_full={dropped}")) && !text.contains("nothing dropped"),
+        "{text}"
+    );
+}

@@ -80,6 +80,21 @@ pub fn property(name: &str) -> String {
     format!("{PROPERTY_NAMESPACE}::{name}")
 }
 
+/// The OTF2 property name of a count of what the plugin lost or refused (one of its
+/// counters): `NCCL_SCOREP::LOST::<COUNTER>`. The merge adds up the parts' values.
+pub fn lost_property(counter: &str) -> String {
+    format!(
+        "{PROPERTY_NAMESPACE}::LOST::{}",
+        counter.to_ascii_uppercase()
+    )
+}
+
+/// The counter a `NCCL_SCOREP::LOST::…` property counts (lower case), if it is one.
+pub fn counter_of_lost_property(name: &str) -> Option<String> {
+    name.strip_prefix(&format!("{PROPERTY_NAMESPACE}::LOST::"))
+        .map(str::to_ascii_lowercase)
+}
+
 /// The OTF2 property name of an environment variable: `NCCL_SCOREP::ENV::<VARIABLE>`.
 pub fn environment_property(variable: &str) -> String {
     format!("{PROPERTY_NAMESPACE}::ENV::{variable}")

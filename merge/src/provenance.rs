@@ -8,7 +8,7 @@
 //! separated by ` | `.
 
 use nccl_scorep_common::provenance::{
-    property, variable_of_property, RUN_JSON_FILE, RUN_JSON_SCHEMA,
+    counter_of_lost_property, property, variable_of_property, RUN_JSON_FILE, RUN_JSON_SCHEMA,
 };
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -19,17 +19,29 @@ pub(crate) fn merged_properties(parts: &[&[(String, String)]]) -> Vec<(String, S
     let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for properties in parts {
         for (name, value) in properties.iter() {
-            let seen = values.entry(name.to_ascii_uppercase()).or_default();
-            if !seen.contains(value) {
-                seen.push(value.clone());
-            }
+            values
+                .entry(name.to_ascii_uppercase())
+                .or_default()
+                .push(value.clone());
         }
     }
     let host = property("HOST");
     let start = property("START_REALTIME_NS");
     let end = property("END_REALTIME_NS");
     let mut merged = Vec::new();
-    for (name, mut distinct) in values {
+    for (name, all) in values {
+        if counter_of_lost_property(&name).is_some() {
+            // What each process lost: the job lost the sum.
+            let sum: u64 = all.iter().filter_map(|v| v.parse::<u64>().ok()).sum();
+            merged.push((name, sum.to_string()));
+            continue;
+        }
+        let mut distinct: Vec<String> = Vec::new();
+        for value in all {
+            if !distinct.contains(&value) {
+                distinct.push(value);
+            }
+        }
         let value = if name == host {
             distinct.sort();
             merged.push((property("HOSTS"), distinct.join(",")));

@@ -142,18 +142,20 @@ impl Counters {
     /// The counters that mean data was lost or refused (everything but the tallies).
     pub fn losses(&self) -> BTreeMap<&'static str, u64> {
         let mut map = self.snapshot();
-        map.retain(|name, value| {
-            *value > 0
-                && !matches!(
-                    *name,
-                    "events_written"
-                        | "pxn_foreign_ops"
-                        | "stop_null"
-                        | "scorep_regions_entered"
-                        | "scorep_ends_deferred"
-                        | "scorep_tasks_ended_at_next"
-                )
-        });
+        map.retain(|name, value| *value > 0 && is_loss(name));
         map
     }
+}
+
+/// Whether the counter `name` counts data lost or refused (not a tally).
+pub fn is_loss(name: &str) -> bool {
+    !matches!(
+        name,
+        "events_written"
+            | "pxn_foreign_ops"
+            | "stop_null"
+            | "scorep_regions_entered"
+            | "scorep_ends_deferred"
+            | "scorep_tasks_ended_at_next"
+    )
 }

@@ -388,7 +388,17 @@ impl Sink for Otf2Sink {
         self.place(open, until);
     }
 
-    fn finish(&mut self, _end: &CycleEnd) {
+    fn finish(&mut self, end: &CycleEnd) {
+        // What this part lost or refused, so that readers of the trace alone (the summary)
+        // can say so; the merge adds up the parts'.
+        for (name, &value) in end.counters.iter() {
+            if value > 0 && crate::counters::is_loss(name) {
+                self.w.set_property(
+                    &nccl_scorep_common::provenance::lost_property(name),
+                    &value.to_string(),
+                );
+            }
+        }
         let proxy_lanes = self.timelines.proxy_lanes();
         let stats = self.close();
         crate::log::info(&format!(
