@@ -393,10 +393,13 @@ fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
     assert!(output.status.success());
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["source"], "trace");
-    assert_eq!(summary["losses"]["ring_full"], dropped, "{}", summary["losses"]);
     assert_eq!(
-        summary["losses"]["lost_stops"],
-        counted["lost_stops"],
+        summary["losses"]["ring_full"], dropped,
+        "{}",
+        summary["losses"]
+    );
+    assert_eq!(
+        summary["losses"]["lost_stops"], counted["lost_stops"],
         "{}",
         summary["losses"]
     );

@@ -1262,7 +1262,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
                 let path = dir
                     .join(EVENT_FILES_DIR)
                     .join(format!("{}.evt", location.id));
-                recover::check_chunk_headers(&path, defs.event_chunk, location.number_of_events)?;
+                recover::check_event_file(&path, defs.event_chunk, location.number_of_events)?;
             }
             Ok(defs)
         }) {

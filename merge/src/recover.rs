@@ -17,7 +17,7 @@
 
 mod event_file;
 
-pub(crate) use event_file::check_chunk_headers;
+pub(crate) use event_file::check_event_file;
 
 use std::path::{Path, PathBuf};
 

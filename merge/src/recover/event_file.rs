@@ -240,15 +240,13 @@ pub(crate) fn keep_first_events(path: &Path, chunk_bytes: u64, keep: u64) -> Res
     Err(format!("{} has no event {keep}", path.display()))
 }
 
-/// Checks the chunk headers of a finished event file: every chunk starts with a header in
-/// a known byte order, the chunks number their events without a gap, and they hold the
-/// `events` events the definitions announce. Reads one header per chunk, so a damaged or
-/// cut file is refused before the merge links it into a trace OTF2 cannot read.
-pub(crate) fn check_chunk_headers(
-    path: &Path,
-    chunk_bytes: u64,
-    events: u64,
-) -> Result<(), String> {
+/// Checks a finished event file: every chunk starts with a header in a known byte order,
+/// the chunks number their events without a gap, each chunk's records walk to its end
+/// (known record kinds, lengths within the chunk) and are as many events as its header
+/// numbers, and the file holds the `events` events the definitions announce. A damaged or
+/// cut file is refused before the merge links it into a trace OTF2 cannot read. Reads the
+/// file once, chunk by chunk.
+pub(crate) fn check_event_file(path: &Path, chunk_bytes: u64, events: u64) -> Result<(), String> {
     let damaged = |why: String| format!("{} is damaged: {why}", path.display());
     let mut file = match File::open(path) {
         Ok(file) => file,
@@ -256,19 +254,22 @@ pub(crate) fn check_chunk_headers(
         Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
     };
     let length = file.metadata().map_err(|e| damaged(e.to_string()))?.len();
-    let chunks = length.div_ceil(chunk_bytes.max(1));
+    let chunk_bytes = chunk_bytes.max(HEADER_BYTES as u64 + 1);
+    let chunks = length.div_ceil(chunk_bytes);
     let mut next_event = 1u64;
-    let mut header = [0u8; HEADER_BYTES];
+    let mut chunk = Vec::new();
     for index in 0..chunks {
+        let size = chunk_bytes.min(length - index * chunk_bytes) as usize;
+        chunk.resize(size, 0);
         file.seek(SeekFrom::Start(index * chunk_bytes))
-            .and_then(|_| file.read_exact(&mut header))
+            .and_then(|_| file.read_exact(&mut chunk))
             .map_err(|e| damaged(format!("chunk {index}: {e}")))?;
-        if header[0] != CHUNK_HEADER {
+        if chunk.len() < HEADER_BYTES || chunk[0] != CHUNK_HEADER {
             return Err(damaged(format!(
                 "chunk {index} does not start with a chunk header"
             )));
         }
-        let big_endian = match header[1] {
+        let big_endian = match chunk[1] {
             LITTLE_ENDIAN => false,
             BIG_ENDIAN => true,
             other => {
@@ -277,12 +278,21 @@ pub(crate) fn check_chunk_headers(
                 )))
             }
         };
-        let first = read_u64(&header, FIRST_EVENT_AT, big_endian).unwrap_or_default();
-        let last = read_u64(&header, LAST_EVENT_AT, big_endian).unwrap_or_default();
+        let first = read_u64(&chunk, FIRST_EVENT_AT, big_endian).unwrap_or_default();
+        let last = read_u64(&chunk, LAST_EVENT_AT, big_endian).unwrap_or_default();
         if first != next_event || last + 1 < first {
             return Err(damaged(format!(
                 "chunk {index} numbers its events {first} to {last}, after {} events",
                 next_event - 1
+            )));
+        }
+        let records = walk_chunk(&chunk, chunk.len())
+            .map_err(|why| damaged(format!("chunk {index}: {why}")))?;
+        let held = records.event_ends.len() as u64;
+        if held != last + 1 - first {
+            return Err(damaged(format!(
+                "chunk {index} holds {held} events where its header numbers {}",
+                last + 1 - first
             )));
         }
         next_event = last + 1;
@@ -334,8 +344,8 @@ mod tests {
         // 30 000 pairs of nested intervals: 120 000 events in several chunks.
         let evt = write_nested_events(&dir.path().join("sound"), 30_000, 0);
         let events = 120_000;
-        check_chunk_headers(&evt, CHUNK, events).unwrap();
-        let why = check_chunk_headers(&evt, CHUNK, events + 1).unwrap_err();
+        check_event_file(&evt, CHUNK, events).unwrap();
+        let why = check_event_file(&evt, CHUNK, events + 1).unwrap_err();
         assert!(why.contains("where the definitions announce"), "{why}");
         // A chunk header overwritten, and the file cut after its first chunk.
         let mut bytes = std::fs::read(&evt).unwrap();
@@ -343,14 +353,24 @@ mod tests {
         let broken = dir.path().join("broken.evt");
         bytes[CHUNK as usize] = 0x77;
         std::fs::write(&broken, &bytes).unwrap();
-        let why = check_chunk_headers(&broken, CHUNK, events).unwrap_err();
+        let why = check_event_file(&broken, CHUNK, events).unwrap_err();
         assert!(
             why.contains("chunk 1 does not start with a chunk header"),
             "{why}"
         );
         std::fs::write(&broken, &bytes[..CHUNK as usize]).unwrap();
-        assert!(check_chunk_headers(&broken, CHUNK, events).is_err());
-        assert!(check_chunk_headers(&dir.path().join("none.evt"), CHUNK, 0).is_ok());
+        assert!(check_event_file(&broken, CHUNK, events).is_err());
+        // Records inside a chunk damaged (the first record's kind byte; the second's
+        // length byte): the header is sound, the records are not.
+        let sound = std::fs::read(&evt).unwrap();
+        for (at, value) in [(HEADER_BYTES, 0x03u8), (HEADER_BYTES + 10, 0xF0)] {
+            let mut bytes = sound.clone();
+            bytes[CHUNK as usize + at] = value;
+            std::fs::write(&broken, &bytes).unwrap();
+            let why = check_event_file(&broken, CHUNK, events).unwrap_err();
+            assert!(why.contains("chunk 1"), "{why}");
+        }
+        assert!(check_event_file(&dir.path().join("none.evt"), CHUNK, 0).is_ok());
     }
 
     #[test]
