@@ -341,13 +341,15 @@ fn losses_of(anchor: &Path, collected: &mut Collected) {
 }
 
 fn read_archive(anchor: &Path, collected: &mut Collected) -> Result<(), Error> {
-    losses_of(anchor, collected);
     archive::read(anchor, collected).map_err(|e| match e {
         archive::Error::Open(message) => {
             Error::CannotOpen(format!("cannot open {}: {message}", anchor.display()))
         }
         archive::Error::Read(message) => Error::Failed(format!("{}: {message}", anchor.display())),
-    })
+    })?;
+    // Opened again for its properties only once it is known to be an archive.
+    losses_of(anchor, collected);
+    Ok(())
 }
 
 fn has_logs(dir: &Path) -> io::Result<bool> {
