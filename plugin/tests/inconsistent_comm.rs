@@ -7,7 +7,7 @@ mod support;
 #[path = "../../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::*;
 
@@ -47,6 +47,41 @@ fn send_and_broadcast(plugin: &Plugin, ctx: Ctx, rank: i32, peer: i32, root: i32
     plugin.stop7(api);
 }
 
+/// Merges the run in `out` with `tool`, checks the archive with `otf2-print` and
+/// `nccl-scorep validate`, and returns the merge's report.
+fn merged_and_valid(tool: &Path, out: &Path) -> String {
+    let merge = Command::new(tool).arg("merge").arg(out).output().unwrap();
+    let report = String::from_utf8_lossy(&merge.stdout).into_owned();
+    assert!(merge.status.success(), "{report}");
+    otf2_tools::assert_otf2_print_clean(&out.join("traces.otf2"));
+    let validate = Command::new(tool)
+        .arg("validate")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        validate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validate.stdout)
+    );
+    report
+}
+
+/// The merged trace's communicators: name and member locations, in definition order.
+fn communicators(out: &Path) -> Vec<(String, Vec<String>)> {
+    let trace = otf2_tools::dump(&out.join("traces.otf2"));
+    trace["comms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let members = c["members"].as_array().unwrap().iter();
+            let names = members.map(|m| m.as_str().unwrap().to_owned()).collect();
+            (c["name"].as_str().unwrap().to_owned(), names)
+        })
+        .collect()
+}
+
 #[test]
 fn two_inits_of_one_comm_that_disagree_give_a_valid_merged_trace() {
     let Some(tool) = tool_beside_this_test() else {
@@ -62,39 +97,15 @@ fn two_inits_of_one_comm_that_disagree_give_a_valid_merged_trace() {
     plugin.finalize7(second);
     plugin.finalize7(first);
     let out = plugin.out_dir();
-    let merge = Command::new(&tool).arg("merge").arg(&out).output().unwrap();
-    let report = String::from_utf8_lossy(&merge.stdout);
-    assert!(merge.status.success(), "{report}");
+    let report = merged_and_valid(&tool, &out);
     assert!(
         report.contains("train (0x5): 1 ranks (no part has rank [1]); 1 empty location"),
         "{report}"
     );
-    otf2_tools::assert_otf2_print_clean(&out.join("traces.otf2"));
-    let validate = Command::new(&tool)
-        .arg("validate")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        validate.status.success(),
-        "{}",
-        String::from_utf8_lossy(&validate.stdout)
-    );
-
     // The first description keeps the id's communicator, its rank 1 an empty location (the
     // send and the root name it); the second context is the one member of its own, without
     // the message record or root that would name ranks it lacks.
-    let trace = otf2_tools::dump(&out.join("traces.otf2"));
-    let comms: Vec<(String, Vec<String>)> = trace["comms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            let members = c["members"].as_array().unwrap().iter();
-            let names = members.map(|m| m.as_str().unwrap().to_owned()).collect();
-            (c["name"].as_str().unwrap().to_owned(), names)
-        })
-        .collect();
+    let comms = communicators(&out);
     let own = format!("NCCL comm of context {:#x}", second.0 as u64);
     assert_eq!(
         comms,
@@ -136,36 +147,13 @@ fn two_parts_that_claim_one_rank_give_two_communicators_of_that_name() {
         send_and_broadcast(&plugin, ctx, 0, 1, 0);
         plugin.finalize7(ctx);
     }
-    let merge = Command::new(&tool).arg("merge").arg(&out).output().unwrap();
-    let report = String::from_utf8_lossy(&merge.stdout);
-    assert!(merge.status.success(), "{report}");
+    let report = merged_and_valid(&tool, &out);
     assert!(report.starts_with("merged 2 parts"), "{report}");
     assert!(
         report.contains("its ranks form a further communicator of that name"),
         "{report}"
     );
-    otf2_tools::assert_otf2_print_clean(&out.join("traces.otf2"));
-    let validate = Command::new(&tool)
-        .arg("validate")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        validate.status.success(),
-        "{}",
-        String::from_utf8_lossy(&validate.stdout)
-    );
-    let trace = otf2_tools::dump(&out.join("traces.otf2"));
-    let comms: Vec<(String, Vec<String>)> = trace["comms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            let members = c["members"].as_array().unwrap().iter();
-            let names = members.map(|m| m.as_str().unwrap().to_owned()).collect();
-            (c["name"].as_str().unwrap().to_owned(), names)
-        })
-        .collect();
+    let comms = communicators(&out);
     let one = (
         "twice (0x9)".to_owned(),
         vec![
@@ -192,29 +180,9 @@ fn an_impossible_first_init_does_not_decide_the_description() {
     plugin.finalize7(sane);
     plugin.finalize7(impossible);
     let out = plugin.out_dir();
-    let merge = Command::new(&tool).arg("merge").arg(&out).output().unwrap();
-    assert!(merge.status.success());
-    let validate = Command::new(&tool)
-        .arg("validate")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        validate.status.success(),
-        "{}",
-        String::from_utf8_lossy(&validate.stdout)
-    );
-    let trace = otf2_tools::dump(&out.join("traces.otf2"));
-    let comms: std::collections::BTreeMap<String, Vec<String>> = trace["comms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            let members = c["members"].as_array().unwrap().iter();
-            let names = members.map(|m| m.as_str().unwrap().to_owned()).collect();
-            (c["name"].as_str().unwrap().to_owned(), names)
-        })
-        .collect();
+    merged_and_valid(&tool, &out);
+    let comms: std::collections::BTreeMap<String, Vec<String>> =
+        communicators(&out).into_iter().collect();
     let context = impossible.0 as u64;
     assert_eq!(
         comms,
