@@ -337,3 +337,48 @@ fn settings_that_cannot_work_are_said_not_silently_ignored() {
         assert_eq!(warnings.len(), 1, "{name}={value:?} said once: {stderr}");
     }
 }
+
+/// The same as another user's doing, where the test can make it so (as root: files given
+/// to uid 65534): in a shared directory that user owns, their links and their own files at
+/// the names the plugin writes are refused, and what the links point to is left alone.
+/// Without root, the test says it skipped (the same-user links are tested above).
+#[test]
+fn another_users_links_and_files_in_the_output_directory_are_refused() {
+    use std::os::unix::fs::{chown, lchown, MetadataExt, PermissionsExt};
+    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
+        println!("skipped: only root can give files to another user here");
+        return;
+    }
+    const OTHER: u32 = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shared");
+    std::fs::create_dir(&out).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    for name in ["merge.ledger", "merge-report.txt"] {
+        let link = out.join(name);
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        lchown(&link, Some(OTHER), Some(OTHER)).unwrap();
+    }
+    let theirs = out.join("merge.lock");
+    std::fs::write(&theirs, "theirs\n").unwrap();
+    chown(&theirs, Some(OTHER), Some(OTHER)).unwrap();
+    chown(&out, Some(OTHER), Some(OTHER)).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    let output = single_job(&out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs\n");
+    assert_eq!(std::fs::metadata(&theirs).unwrap().uid(), OTHER);
+    // The lock is taken first: their file there stops the plugin before it would reach
+    // the links.
+    assert!(
+        stderr.contains("merge.lock belongs to another user (uid 65534): refused"),
+        "{stderr}"
+    );
+    // The process's own part is written all the same, in the shared directory.
+    let parts: Vec<_> = std::fs::read_dir(out.join("parts")).unwrap().collect();
+    assert_eq!(parts.len(), 1);
+}
