@@ -381,4 +381,15 @@ fn another_users_links_and_files_in_the_output_directory_are_refused() {
     // The process's own part is written all the same, in the shared directory.
     let parts: Vec<_> = std::fs::read_dir(out.join("parts")).unwrap().collect();
     assert_eq!(parts.len(), 1);
+
+    // Without their lock, the next job reaches their links: refused too.
+    std::fs::remove_file(&theirs).unwrap();
+    let output = single_job(&out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(
+        stderr.contains("merge.ledger is a symbolic link: refused, not followed"),
+        "{stderr}"
+    );
 }
