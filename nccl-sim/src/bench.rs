@@ -781,6 +781,49 @@ impl BenchRow {
     }
 }
 
+/// Each stream on its own (thread CPU time per callback: median [p10 p90]), and each
+/// plugin's median as a multiple of the first plugin after the floor (the one compared).
+fn render_streams(
+    out: &mut String,
+    rows: &[BenchRow],
+    width: usize,
+    label: &dyn Fn(usize, &BenchRow) -> String,
+) {
+    let Some(reference) = rows.iter().find(|r| !r.floor && !r.refused_too_many()) else {
+        return;
+    };
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "per stream, thread CPU ns per callback: median [p10 p90], and ×{} (its median = 1)",
+        reference.name
+    );
+    let _ = writeln!(
+        out,
+        "{:width$}  {:^22} {:>6}  {:^22} {:>6}  {:^22} {:>6}",
+        "plugin", "app stream", "×", "proxy stream", "×", "both", "×"
+    );
+    let spread = |s: Spread| format!("{:7.1} [{:6.1} {:6.1}]", s.median, s.p10, s.p90);
+    let ratio = |s: Spread, r: Spread| format!("{:6.2}", s.median / r.median);
+    for (i, row) in rows.iter().enumerate() {
+        if row.refused_too_many() {
+            let _ = writeln!(out, "{:width$}  no figure", label(i, row));
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{:width$}  {} {}  {} {}  {} {}",
+            label(i, row),
+            spread(row.app_cpu),
+            ratio(row.app_cpu, reference.app_cpu),
+            spread(row.proxy_cpu),
+            ratio(row.proxy_cpu, reference.proxy_cpu),
+            spread(row.cpu),
+            ratio(row.cpu, reference.cpu),
+        );
+    }
+}
+
 pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
     let mut out = String::new();
     let (batch, timed) = config.batches();
@@ -860,6 +903,7 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
             nulls,
         );
     }
+    render_streams(&mut out, rows, width, &label);
     let _ = writeln!(out);
     for (i, row) in rows.iter().enumerate() {
         let what = if row.floor {

@@ -90,6 +90,23 @@ fn our_plugin_costs_more_than_the_floor_and_drops_nothing() {
     assert!(text.contains("empty (floor)") && text.contains(&ours.display().to_string()));
     assert!(text.contains("NULL handles"), "{text}");
     assert!(!text.contains("no figure"), "{text}");
+    // Each stream on its own, as a multiple of the plugin compared (ours: 1).
+    let streams: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("per stream"))
+        .collect();
+    let row = |prefix: &str| *streams.iter().find(|l| l.starts_with(prefix)).unwrap();
+    let ratios = |line: &str| -> Vec<f64> {
+        // The numbers after each "]": the three multiples.
+        line.split(']')
+            .skip(1)
+            .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    assert_eq!(ratios(row("#1 ")), [1.0, 1.0, 1.0], "{text}");
+    let floor = ratios(row("#0 "));
+    assert_eq!(floor.len(), 3, "{text}");
+    assert!(floor.iter().all(|&r| r > 0.0 && r < 1.0), "{text}");
     // The same plugin, had it refused one start in 500 (0.2 %), gets no figure.
     let mut refusing = rows.clone();
     refusing[1].null_handles = refusing[1].starts / 500;
