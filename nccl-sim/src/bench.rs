@@ -800,7 +800,7 @@ fn render_streams(
     );
     let _ = writeln!(
         out,
-        "{:width$}  {:^22} {:>6}  {:^22} {:>6}  {:^22} {:>6}",
+        "{:width$}  {:^23} {:>6}  {:^23} {:>6}  {:^23} {:>6}",
         "plugin", "app stream", "×", "proxy stream", "×", "both", "×"
     );
     let spread = |s: Spread| format!("{:7.1} [{:6.1} {:6.1}]", s.median, s.p10, s.p90);
