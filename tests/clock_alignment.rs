@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+mod otf2_properties;
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
 use otf2_tools::{assert_otf2_print_clean, dump};
@@ -175,20 +176,8 @@ fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
     assert!(spread(&after) <= ALIGNED_WITHIN_NS, "{after:?}");
 
     // The trace says what was done and how surely; the summary says what it leaves unseen.
-    let printed = Command::new("otf2-print")
-        .arg("-A")
-        .arg(&anchor)
-        .output()
-        .unwrap();
-    let properties = text(&printed.stdout);
-    let property = |name: &str| {
-        let mut lines = properties.lines();
-        lines
-            .position(|l| l.ends_with(&format!(" NCCL_SCOREP::{name}")))
-            .and_then(|_| lines.next())
-            .and_then(|l| l.strip_prefix("Property value"))
-            .map(|v| v.trim().to_owned())
-    };
+    let (properties, by_name) = otf2_properties::nccl_scorep_properties(&anchor);
+    let property = |name: &str| by_name.get(name).cloned();
     assert_eq!(
         property("CLOCK_CORRECTION_REFERENCE").as_deref(),
         Some("node0")

@@ -2,6 +2,8 @@
 //! variables reaching Open MPI's ranks, the job's exit status passed on; `merge` refusing a
 //! directory that holds two jobs; and the plugin's warnings on stderr without `NCCL_DEBUG`.
 
+mod otf2_properties;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -160,20 +162,9 @@ fn two_runs_get_two_directories_each_with_its_trace_summary_and_run_json() {
         );
     }
     // … and as the OTF2 trace file properties that OTF2's own tool prints.
-    let anchor = Command::new("otf2-print")
-        .arg("-A")
-        .arg(dirs[0].join("traces.otf2"))
-        .output()
-        .unwrap();
-    let anchor = text(&anchor.stdout);
-    let property = |name: &str| {
-        let mut lines = anchor.lines();
-        lines
-            .position(|l| l.ends_with(&format!(" NCCL_SCOREP::{name}")))
-            .and_then(|_| lines.next())
-            .and_then(|l| l.strip_prefix("Property value"))
-            .map(|v| v.trim().to_owned())
-    };
+    let (anchor, properties) =
+        otf2_properties::nccl_scorep_properties(&dirs[0].join("traces.otf2"));
+    let property = |name: &str| properties.get(name).cloned();
     assert_eq!(
         property("NCCL_VERSION").as_deref(),
         Some("2.32.0"),
