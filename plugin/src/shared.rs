@@ -32,8 +32,6 @@ pub struct Shared {
     /// The configured ring size of a thread (a ring gets less when the memory limit's
     /// room is short).
     ring_bytes: usize,
-    /// Threads whose ring was made smaller than configured, for the memory limit.
-    pub rings_shrunk: AtomicU32,
 }
 
 impl Shared {
@@ -72,7 +70,6 @@ impl Shared {
             counters: Counters::default(),
             idle_rings: Mutex::new(Vec::new()),
             next_thread: AtomicU32::new(0),
-            rings_shrunk: AtomicU32::new(0),
             ring_bytes: config.buffer_bytes,
             config,
         }
@@ -83,9 +80,6 @@ impl Shared {
     pub fn register_thread(&self) -> RingProducer {
         let index = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let bytes = crate::memory::BUDGET.take_ring(self.ring_bytes, MIN_RING_BYTES);
-        if bytes < self.ring_bytes {
-            self.rings_shrunk.fetch_add(1, Ordering::Relaxed);
-        }
         let (producer, consumer) = ring::ring(bytes, index);
         self.idle_rings
             .lock()
