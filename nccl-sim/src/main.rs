@@ -89,6 +89,15 @@ struct RunArgs {
     /// How far the simulated GPU clock runs ahead of the host clock.
     #[arg(long, default_value_t = 1_234_567_890, allow_hyphen_values = true)]
     gpu_offset_ns: i64,
+    /// How much faster than its host's clock the simulated GPU clock runs, in ppm
+    /// (negative: slower), from the start of the process.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        allow_hyphen_values = true,
+        value_name = "PPM"
+    )]
+    gpu_clock_drift: f64,
     /// Runs simulated time this many times faster than real time.
     #[arg(long, default_value_t = 1.0)]
     speedup: f64,
@@ -381,6 +390,8 @@ fn run(args: RunArgs) -> ExitCode {
         bugs: nccl_sim::bugs::NcclBugs::new(&args.nccl_bugs),
         gpu_clock: nccl_sim::time::GpuClock {
             offset_ns: args.gpu_offset_ns,
+            drift_ppb: (args.gpu_clock_drift * 1_000.0) as i64,
+            epoch_ns: nccl_sim::time::host_ns(),
         },
         time: nccl_sim::time::TimeModel {
             speedup: args.speedup,

@@ -96,6 +96,7 @@ impl Default for SimConfig {
             time: TimeModel::default(),
             gpu_clock: GpuClock {
                 offset_ns: 1_234_567_890,
+                ..GpuClock::default()
             },
             seed: 1,
             recv_restart_every: 3,
@@ -351,8 +352,8 @@ impl Nccl {
     }
 
     fn gpu(&self, host: u64) -> u64 {
-        // The GPU's timer runs with its host's clock (simulated or not), as the plugin's
-        // estimate of their offset assumes.
+        // The GPU's timer runs with its host's clock (simulated or not), drifting from it
+        // by `--gpu-clock-drift`.
         self.config
             .gpu_clock
             .from_host(crate::host_clock::host_reading(host))
@@ -1446,13 +1447,15 @@ fn schedule(nccl: &Nccl, batch: &mut [Work]) {
         work.gpu_stop += behind;
         if let Some(meet) = &work.rendezvous {
             let patience = nccl.config.peer_patience;
+            // A rank arrives when its kernel starts (after its host launched it): no rank's
+            // kernel ends before the last one's started and did its part.
             let latest = match meet {
                 Meet::Local(key, n_ranks) => {
                     nccl.rendezvous
-                        .meet(*key, *n_ranks, work.enqueue.0, patience)
+                        .meet(*key, *n_ranks, work.gpu_start, patience)
                 }
                 Meet::Shared(table, instance) => {
-                    table.meet(*instance, work.rank as usize, work.enqueue.0, patience)
+                    table.meet(*instance, work.rank as usize, work.gpu_start, patience)
                 }
             };
             let own = work.gpu_stop - work.gpu_start;
@@ -1859,8 +1862,10 @@ fn progress_work(
     } else {
         sleep_until(work.gpu_stop);
     }
-    // All subs done: every ProxyOp stops back to back (network only; others never stop).
-    let mut completion = host_ns();
+    // All subs done: the host knows the operation complete now, before it tells the
+    // plugin (its callbacks take time, and may be preempted). Then every ProxyOp stops
+    // back to back (network only; others never stop).
+    let completion = host_ns();
     if config.transport == Transport::Net {
         for op in ops.iter_mut() {
             if !op.handle.is_null() {
@@ -1868,12 +1873,10 @@ fn progress_work(
                 op.handle = NULL;
             }
         }
-        completion = host_ns();
     }
     if kernels.is_none() {
         kernel_stop(nccl, session, &job, kernel);
     }
-    completion = completion.max(host_ns());
     nccl.truth.push(truth_of(work, completion));
 }
 

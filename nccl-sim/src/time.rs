@@ -99,15 +99,23 @@ impl TimeModel {
     }
 }
 
-/// The simulated GPU's global timer: host CLOCK_MONOTONIC plus a fixed offset, in ns.
-#[derive(Clone, Copy, Debug)]
+/// The simulated GPU's global timer, in ns: its host's clock plus an offset, running
+/// faster than the host's by `drift_ppb` parts per billion from `epoch_ns` (host time) on,
+/// as a real GPU's timer drifts against the host's clock.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct GpuClock {
     pub offset_ns: i64,
+    pub drift_ppb: i64,
+    pub epoch_ns: u64,
 }
 
 impl GpuClock {
     pub fn from_host(&self, host_ns: u64) -> u64 {
-        (host_ns as i64).wrapping_add(self.offset_ns) as u64
+        let drifted =
+            (host_ns as i128 - self.epoch_ns as i128) * self.drift_ppb as i128 / 1_000_000_000;
+        (host_ns as i64)
+            .wrapping_add(self.offset_ns)
+            .wrapping_add(drifted as i64) as u64
     }
 }
 

@@ -47,6 +47,14 @@ const MAX_EARLY_RECORDS: usize = 1 << 16;
 const LOST_STOP_SWEEP_NS: u64 = 1_000_000_000;
 /// Heap freed since its last high point after which free pages go back to the system.
 const TRIM_AFTER_FREEING: usize = 8 << 20;
+/// How long (in processed time) a GPU interval waits before it is converted to host time:
+/// the GPU clock estimate only gets tighter as kernels come, and the first kernels of a
+/// run would otherwise be placed with its loosest bound (tens of microseconds late on a
+/// busy machine). The clocks' drift over it is a few microseconds at most (20 ppm), and
+/// the bounds it adds are checked like any other.
+const GPU_HOLD_NS: u64 = 200_000_000;
+/// GPU intervals waiting for their conversion at most; the oldest goes first beyond.
+const MAX_HELD_GPU_EVENTS: usize = 8192;
 
 struct OpenEvent {
     kind: Kind,
@@ -76,6 +84,42 @@ impl OpenEvent {
     fn last_time(&self) -> u64 {
         self.states.last().map_or(self.start_ns, |s| s.time_ns)
     }
+}
+
+/// A KernelCh or KernelPhase whose GPU interval passed the checks and waits for the GPU
+/// clock estimate to tighten before it is converted and handed to the sinks.
+struct HeldGpuEvent {
+    handle: u64,
+    open: OpenEvent,
+    stop_ns: u64,
+    stop_thread: Option<u32>,
+    closed: Closed,
+    parent_event: Option<Event>,
+    context: u64,
+    /// What to convert; `None`: a kernel event without GPU times (or rejected ones), held
+    /// only to keep its place behind the held ones.
+    gpu: Option<RawGpuInterval>,
+    gpu_rejected: Option<Rejection>,
+}
+
+/// A GPU interval as NCCL gave it: the GPU's timestamps, and when the host saw each.
+#[derive(Clone, Copy)]
+struct RawGpuInterval {
+    ptimers: (u64, u64),
+    seen_ns: (u64, u64),
+}
+
+/// What the checks of a GPU interval decided.
+#[derive(Clone, Copy)]
+enum GpuCheck {
+    /// No GPU interval (not a kernel event, or no timestamps).
+    None,
+    Rejected(Rejection),
+    /// Plausible: to be converted with the estimate of communicator rank `context`.
+    Convert {
+        context: u64,
+        gpu: RawGpuInterval,
+    },
 }
 
 /// What is remembered of an event after it closed.
@@ -237,6 +281,8 @@ struct State {
     clock: TickConverter,
     /// One GPU clock estimate per communicator rank (each rank drives one GPU).
     gpu_clocks: HashMap<u64, GpuClockEstimator>,
+    /// GPU intervals waiting for their conversion, in the order they closed.
+    held_gpu: VecDeque<HeldGpuEvent>,
 }
 
 impl State {
@@ -264,6 +310,7 @@ impl State {
             sinks,
             clock: TickConverter::new(),
             gpu_clocks: HashMap::default(),
+            held_gpu: VecDeque::new(),
         }
     }
 
@@ -353,11 +400,19 @@ impl State {
         self.rings = rings;
         for context in finalizing {
             self.close_owned_by(Owner::Local(context), Closed::Finalize);
+            // Its kernels before its end: nothing of it comes after this.
+            self.release_held_gpu_events(u64::MAX);
             for sink in &mut self.sinks {
                 sink.comm_finalized(context);
             }
         }
         self.close_events_whose_stop_was_lost();
+        let held_until = if memory::BUDGET.shedding() {
+            u64::MAX
+        } else {
+            self.processed_until
+        };
+        self.release_held_gpu_events(held_until);
         self.end_of_pass();
         self.count_written_events();
         limited
@@ -450,10 +505,16 @@ impl State {
     fn end_of_pass(&mut self) {
         self.give_back_freed_memory();
         for sink in &mut self.sinks {
+            // Held GPU intervals count as open: their operations wait for them.
             let mut open = self
                 .open
                 .iter()
-                .map(|(&handle, open)| open.view(handle, &self.tids));
+                .map(|(&handle, open)| open.view(handle, &self.tids))
+                .chain(
+                    self.held_gpu
+                        .iter()
+                        .map(|held| held.open.view(held.handle, &self.tids)),
+                );
             // Operations are judged quiet by the time the records processed have reached,
             // not by the wall clock: a collector that lags must not close them early.
             sink.end_of_pass(&mut open, self.processed_until);
@@ -760,17 +821,93 @@ impl State {
                 },
             );
         }
-        let (gpu, gpu_rejected) = self.gpu_interval(&open);
+        let check = self.check_gpu_interval(&open);
+        let parent_event = match (open.kind, open.parent) {
+            (Kind::KernelCh | Kind::ProxyOp, Parent::Local { handle, .. }) => {
+                self.open.get(&handle).map(|task| task.event)
+            }
+            _ => None,
+        };
+        let (raw, gpu_rejected) = match check {
+            GpuCheck::None => (None, None),
+            GpuCheck::Rejected(rejection) => (None, Some(rejection)),
+            GpuCheck::Convert { gpu, .. } => (Some(gpu), None),
+        };
+        let is_kernel = matches!(open.kind, Kind::KernelCh | Kind::KernelPhase);
+        if raw.is_some() || (is_kernel && !self.held_gpu.is_empty()) {
+            // Kernel events leave in the order they closed: one written ahead of held
+            // ones would push them later on their channel's stream.
+            let context = match (check, open.owner) {
+                (GpuCheck::Convert { context, .. }, _) | (_, Owner::Local(context)) => context,
+                _ => 0,
+            };
+            self.held_gpu.push_back(HeldGpuEvent {
+                handle,
+                open,
+                stop_ns,
+                stop_thread,
+                closed,
+                parent_event,
+                context,
+                gpu: raw,
+                gpu_rejected,
+            });
+            return;
+        }
+        self.hand_to_sinks(
+            handle,
+            open,
+            stop_ns,
+            stop_thread,
+            closed,
+            (None, gpu_rejected),
+            parent_event,
+        );
+    }
+
+    /// Converts and hands to the sinks the held GPU intervals that closed before
+    /// `until_ns - GPU_HOLD_NS` (and the oldest beyond [`MAX_HELD_GPU_EVENTS`]), each with
+    /// its communicator rank's estimate as it stands now.
+    fn release_held_gpu_events(&mut self, until_ns: u64) {
+        while let Some(front) = self.held_gpu.front() {
+            let due = front.stop_ns.saturating_add(GPU_HOLD_NS) <= until_ns;
+            if !due && self.held_gpu.len() <= MAX_HELD_GPU_EVENTS {
+                break;
+            }
+            let held = self.held_gpu.pop_front().expect("a front");
+            let gpu = self
+                .gpu_clocks
+                .get(&held.context)
+                .zip(held.gpu)
+                .and_then(|(clock, raw)| convert(clock, raw));
+            self.hand_to_sinks(
+                held.handle,
+                held.open,
+                held.stop_ns,
+                held.stop_thread,
+                held.closed,
+                (gpu, held.gpu_rejected),
+                held.parent_event,
+            );
+        }
+    }
+
+    /// Hands a closed event to every sink.
+    #[allow(clippy::too_many_arguments)]
+    fn hand_to_sinks(
+        &mut self,
+        handle: u64,
+        open: OpenEvent,
+        stop_ns: u64,
+        stop_thread: Option<u32>,
+        closed: Closed,
+        (gpu, gpu_rejected): (Option<GpuInterval>, Option<Rejection>),
+        parent_event: Option<Event>,
+    ) {
         let comm = match open.owner {
             // A borrow of the cache, not a clone of the `Arc`: no atomic operations.
             Owner::Local(context) => {
                 cached_comm(&mut self.comms, self.shared, context).map(|c| &**c)
-            }
-            _ => None,
-        };
-        let parent_event = match (open.kind, open.parent) {
-            (Kind::KernelCh | Kind::ProxyOp, Parent::Local { handle, .. }) => {
-                self.open.get(&handle).map(|task| task.event)
             }
             _ => None,
         };
@@ -824,12 +961,13 @@ impl State {
     }
 
     /// Checks a KernelCh's (or a KernelPhase's) GPU interval against what the host saw
-    /// ([`gpu_sanity`]), feeds a plausible KernelCh's bounds to its communicator's GPU
-    /// clock estimate, and converts the interval to host time. A rejected interval is
-    /// counted and never reaches the estimate: its event keeps its host-side times.
-    fn gpu_interval(&mut self, open: &OpenEvent) -> (Option<GpuInterval>, Option<Rejection>) {
+    /// ([`gpu_sanity`]) and feeds a plausible KernelCh's bounds to its communicator's GPU
+    /// clock estimate; the interval is converted to host time later (see
+    /// [`GPU_HOLD_NS`]). A rejected interval is counted and never reaches the estimate:
+    /// its event keeps its host-side times.
+    fn check_gpu_interval(&mut self, open: &OpenEvent) -> GpuCheck {
         let Owner::Local(context) = open.owner else {
-            return (None, None);
+            return GpuCheck::None;
         };
         let stop_ptimer = open.states.iter().find_map(|s| match s.arg {
             StateArg::PTimer(t) => Some((s.time_ns, t)),
@@ -840,13 +978,13 @@ impl State {
                 ptimer: Some(t), ..
             }
             | Event::KernelPhase { ptimer: t, .. } => t,
-            _ => return (None, None),
+            _ => return GpuCheck::None,
         };
         let Some((seen_end_ns, stop_ptimer_value)) = stop_ptimer else {
-            return (None, None);
+            return GpuCheck::None;
         };
         if start_ptimer == 0 {
-            return (None, None);
+            return GpuCheck::None;
         }
         // The operation's task (the parent of a KernelCh) was enqueued before the kernel
         // started, and so before NCCL noticed that start: a task that started later is
@@ -873,7 +1011,7 @@ impl State {
                 (_, Rejection::BeyondHostBounds) => &counters.gpu_beyond_host_bounds,
                 (_, Rejection::ClockJump) => &counters.gpu_clock_jumps,
             });
-            return (None, Some(rejection));
+            return GpuCheck::Rejected(rejection);
         }
         if open.kind == Kind::KernelCh {
             // The API call of the kernel's operation came before the kernel started.
@@ -888,15 +1026,17 @@ impl State {
                 clock.happened_before(api_start, start_ptimer);
             }
         }
-        let Some(estimate) = self.gpu_clocks.get(&context).and_then(|c| c.estimate()) else {
-            return (None, None);
-        };
-        let interval = GpuInterval {
-            start_ns: estimate.to_host(start_ptimer),
-            stop_ns: estimate.to_host(stop_ptimer_value),
-            error_ns: estimate.error_ns,
-        };
-        (Some(interval), None)
+        if !self.gpu_clocks.contains_key(&context) {
+            // A KernelPhase before any kernel of its rank: nothing to convert it with.
+            return GpuCheck::None;
+        }
+        GpuCheck::Convert {
+            context,
+            gpu: RawGpuInterval {
+                ptimers: (start_ptimer, stop_ptimer_value),
+                seen_ns: (open.start_ns, seen_end_ns),
+            },
+        }
     }
 
     /// What is known of an event, open or closed.
@@ -955,6 +1095,7 @@ impl State {
             count_ring_drops(self.shared, ring);
         }
         self.close_owned_by_filter(|_| false, Closed::Finalize);
+        self.release_held_gpu_events(u64::MAX);
         let orphans = self.early_count as u64;
         if orphans > 0 {
             self.shared
@@ -1048,6 +1189,28 @@ fn count_ring_drops(shared: &Shared, ring: &RingConsumer) {
 }
 
 /// A context's description, looked up once (`None` for a context not ours).
+/// A GPU interval on the host clock. Each end takes the estimate of the moment the GPU
+/// stamped it: first where the host saw it (later by the host's delay, which can be
+/// milliseconds on a busy machine, long enough for the drift to matter), then again where
+/// that places it.
+fn convert(clock: &GpuClockEstimator, raw: RawGpuInterval) -> Option<GpuInterval> {
+    let at = |ptimer: u64, seen_ns: u64| {
+        let rough = clock.estimate_at(seen_ns)?.to_host(ptimer);
+        clock.estimate_at(rough)
+    };
+    let at_start = at(raw.ptimers.0, raw.seen_ns.0)?;
+    let at_stop = at(raw.ptimers.1, raw.seen_ns.1)?;
+    let start_ns = at_start.to_host(raw.ptimers.0);
+    Some(GpuInterval {
+        start_ns,
+        stop_ns: at_stop.to_host(raw.ptimers.1).max(start_ns),
+        error_ns: at_start
+            .error_ns
+            .zip(at_stop.error_ns)
+            .map(|(a, b)| a.max(b)),
+    })
+}
+
 fn cached_comm<'a>(
     comms: &'a mut HashMap<u64, Option<Arc<ContextInfo>>>,
     shared: &Shared,

@@ -18,12 +18,29 @@
 //! `error` (in practice by about the host's polling delay). Without a lower bound (NCCL
 //! before 2.28, or no API events asked for) the error is reported as unknown.
 //!
-//! The two clocks also drift apart (a few ppm): bounds are gathered in windows of
-//! [`WINDOW_NS`] of host time, and the estimate uses the current window together with the
-//! previous one, so a drift of d ppm adds at most `2 × WINDOW_NS × d × 1e-6` ns of error.
+//! The two clocks also drift apart (a few ppm), so the offset is a line over time, not a
+//! constant. Every upper bound is a point (host time, bound) above that line; the tightest
+//! bound at a moment that still holds for any line under all the points is the **lower
+//! convex hull** of the points there (between two hull points, the segment joining them).
+//! At the hull's ends, though, it is only the end point's own bound: a loose first
+//! detection would stay loose whatever came later. A clock that drifts by at most
+//! [`MAX_DRIFT_PPB`] adds a second bound: each hull point `(t, b)` bounds the offset at
+//! any moment `m` by `b + drift × |m − t|`. The estimate at a moment is the least of the
+//! hull and those cones there, from the upper bounds of the last [`HULL_SPAN_NS`]; it uses
+//! the bounds that came *after* the moment too (the collector converts an interval a
+//! while after it saw it). It holds for a drift that is constant over the span (within a
+//! fraction of a microsecond when it changes by a ppm over seconds) and below the
+//! maximum. The lower bounds and the bounds the sanity checks compare with are gathered
+//! in windows of [`WINDOW_NS`] of host time (the current window together with the
+//! previous one).
 
 /// Length of one window of bounds (host time).
 pub const WINDOW_NS: u64 = 2_000_000_000;
+/// How far back (host time, from the latest one) upper bounds stay in the hull.
+pub const HULL_SPAN_NS: u64 = 2 * WINDOW_NS;
+/// The most a GPU's timer is taken to drift against the host's clock, in parts per
+/// billion: 100 ppm, twice a common quartz's tolerance.
+pub const MAX_DRIFT_PPB: u64 = 100_000;
 
 /// Bounds on a GPU clock's offset from the host clock (`host = gpu + offset`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -88,6 +105,30 @@ pub struct GpuClockEstimator {
     window_start: u64,
     current: Bounds,
     previous: Bounds,
+    /// Upper bounds (host time, offset bound): the vertices of their lower convex hull,
+    /// in time order.
+    hull: Vec<(u64, i64)>,
+}
+
+/// Twice the signed area of the triangle `a, b, c`: positive when `a → b → c` turns left
+/// (counter-clockwise), i.e. `b` lies below the segment from `a` to `c`. In 128 bits: host
+/// times and (untrusted) offsets both span 64 bits.
+fn turn(a: (u64, i64), b: (u64, i64), c: (u64, i64)) -> i128 {
+    let (ax, ay) = (i128::from(a.0), i128::from(a.1));
+    let (bx, by) = (i128::from(b.0) - ax, i128::from(b.1) - ay);
+    let (cx, cy) = (i128::from(c.0) - ax, i128::from(c.1) - ay);
+    bx * cy - by * cx
+}
+
+/// Division rounded towards +∞ by a positive divisor (stable `div_ceil` is unsigned only).
+trait DivCeilPositive {
+    fn div_ceil_positive(self, divisor: i128) -> i128;
+}
+
+impl DivCeilPositive for i128 {
+    fn div_ceil_positive(self, divisor: i128) -> i128 {
+        self.div_euclid(divisor) + i128::from(self.rem_euclid(divisor) != 0)
+    }
 }
 
 impl GpuClockEstimator {
@@ -96,6 +137,83 @@ impl GpuClockEstimator {
         self.roll(host_ns);
         let bound = offset_bound(host_ns, gpu_ns);
         self.current.upper = min_opt(self.current.upper, Some(bound));
+        self.add_to_hull((host_ns, bound));
+    }
+
+    /// Adds an upper bound to the hull (points come nearly in time order: a binary search
+    /// finds their place, usually the end). A point on or above the hull is no tighter
+    /// anywhere and is dropped for good: more points only lower the hull.
+    fn add_to_hull(&mut self, point: (u64, i64)) {
+        let hull = &mut self.hull;
+        let mut at = hull.partition_point(|&(t, _)| t < point.0);
+        if let Some(&(t, bound)) = hull.get(at) {
+            if t == point.0 {
+                if bound <= point.1 {
+                    return;
+                }
+                hull.remove(at);
+            }
+        }
+        if at > 0 && at < hull.len() && turn(hull[at - 1], point, hull[at]) <= 0 {
+            return;
+        }
+        hull.insert(at, point);
+        // Neighbours that are no longer below their own neighbours' segment go.
+        while at >= 2 && turn(hull[at - 2], hull[at - 1], hull[at]) <= 0 {
+            hull.remove(at - 1);
+            at -= 1;
+        }
+        while at + 2 < hull.len() && turn(hull[at], hull[at + 1], hull[at + 2]) <= 0 {
+            hull.remove(at + 1);
+        }
+        // Bounds older than the span go (the hull of the others is higher, never lower:
+        // still a bound).
+        let newest = hull.last().map_or(0, |&(t, _)| t);
+        let old = hull.partition_point(|&(t, _)| t.saturating_add(HULL_SPAN_NS) < newest);
+        if old > 0 {
+            hull.drain(..old);
+        }
+    }
+
+    /// The tightest upper bound on the offset at `host_ns` that every line with a slope
+    /// of at most [`MAX_DRIFT_PPB`] under all the upper bounds obeys; `None` before any
+    /// upper bound. For a slope `b`, the highest such line at `host_ns` is the least of
+    /// `bound + b × (host_ns − t)` over the hull's points; it is highest for the slope of
+    /// the hull's segment at `host_ns` (the hull itself), or, where that segment is
+    /// steeper than any drift (or beyond the hull's ends), for the steepest drift.
+    fn upper_at(&self, host_ns: u64) -> Option<i64> {
+        let hull = &self.hull;
+        let at = hull.partition_point(|&(t, _)| t < host_ns);
+        let max = i128::from(MAX_DRIFT_PPB);
+        let billion = 1_000_000_000_i128;
+        // The segment's slope in parts per billion, clamped to the drift.
+        let slope = match (at.checked_sub(1).map(|i| hull[i]), hull.get(at)) {
+            (Some((t0, b0)), Some(&(t1, b1))) => {
+                let rise = (i128::from(b1) - i128::from(b0)) * billion;
+                let run = i128::from(t1 - t0);
+                if rise > max * run {
+                    max
+                } else if rise < -max * run {
+                    -max
+                } else {
+                    // Within the drift: the hull there, b0 + (b1 - b0) × (host - t0) /
+                    // (t1 - t0), rounded up.
+                    let step = (i128::from(b1) - i128::from(b0)) * i128::from(host_ns - t0);
+                    let value = i128::from(b0) + step.div_ceil_positive(run);
+                    return Some(value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
+                }
+            }
+            (None, _) => -max,
+            (_, None) => max,
+        };
+        let value = hull
+            .iter()
+            .map(|&(t, bound)| {
+                let since = i128::from(host_ns) - i128::from(t);
+                i128::from(bound) + (slope * since).div_ceil_positive(billion)
+            })
+            .min()?;
+        Some(value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
     }
 
     /// The GPU stamped `gpu_ns` after the host's moment `host_ns`.
@@ -125,11 +243,11 @@ impl GpuClockEstimator {
         self.current.merge(self.previous)
     }
 
-    /// The current estimate; `None` before any upper bound.
-    pub fn estimate(&self) -> Option<Estimate> {
-        let bounds = self.bounds();
-        let upper = bounds.upper?;
-        Some(match bounds.lower {
+    /// The estimate for a GPU timestamp the host saw at `host_ns` (the hull there);
+    /// `None` before any upper bound.
+    pub fn estimate_at(&self, host_ns: u64) -> Option<Estimate> {
+        let upper = self.upper_at(host_ns)?;
+        Some(match self.bounds().lower {
             // Inconsistent bounds (the clocks drifted within the windows, or a wrapped
             // kernel ring reported a later work's times): trust the upper bound.
             Some(lower) if lower <= upper => Estimate {
@@ -152,7 +270,7 @@ mod tests {
     fn the_truth_lies_within_the_error_bound() {
         let offset = 1_000_000_i64;
         let mut clock = GpuClockEstimator::default();
-        assert_eq!(clock.estimate(), None);
+        assert_eq!(clock.estimate_at(0), None);
         for i in 0..100u64 {
             let gpu_start = 5_000_000 + i * 100_000;
             let host_start = (gpu_start as i64 + offset) as u64;
@@ -160,7 +278,7 @@ mod tests {
             clock.happened_before(host_start - 3_000 - (i % 10) * 3_000, gpu_start);
             clock.observed_after(host_start + 1_000 + (i % 7) * 3_000, gpu_start);
         }
-        let estimate = clock.estimate().unwrap();
+        let estimate = clock.estimate_at(6_001_000).unwrap();
         let error = estimate.error_ns.unwrap();
         // Tightest detection 1 µs late, tightest API call 3 µs early: [offset-3µs, offset+1µs].
         assert_eq!(error, 4_000);
@@ -174,9 +292,15 @@ mod tests {
         let mut clock = GpuClockEstimator::default();
         clock.observed_after(2_000, 500);
         clock.observed_after(3_000, 1_800);
-        let estimate = clock.estimate().unwrap();
+        let estimate = clock.estimate_at(3_000).unwrap();
         assert_eq!(estimate.offset_ns, 1_200);
         assert_eq!(estimate.error_ns, None);
+        // The segment joining the two bounds (1 350 at 2 500) falls faster than any clock
+        // drifts: the later bound plus the most drift (100 ppm of 0.5, 2 and 6 µs,
+        // rounded up) is tighter, between them and beyond.
+        assert_eq!(clock.estimate_at(2_500).unwrap().offset_ns, 1_201);
+        assert_eq!(clock.estimate_at(1_000).unwrap().offset_ns, 1_201);
+        assert_eq!(clock.estimate_at(9_000).unwrap().offset_ns, 1_201);
     }
 
     #[test]
@@ -185,13 +309,19 @@ mod tests {
         let mut clock = GpuClockEstimator::default();
         clock.happened_before(10, u64::MAX);
         clock.observed_after(20, 1 << 63);
-        let estimate = clock.estimate().unwrap();
+        let estimate = clock.estimate_at(20).unwrap();
         assert_eq!(estimate.offset_ns, i64::MAX, "saturated");
         assert_eq!(estimate.error_ns, Some(i64::MAX as u64 - 11));
         assert_eq!(estimate.to_host(5), i64::MAX as u64);
         let mut clock = GpuClockEstimator::default();
         clock.observed_after(1 << 62, u64::MAX - 5);
-        assert_eq!(clock.estimate().unwrap().offset_ns, (1 << 62) + 6);
+        assert_eq!(clock.estimate_at(1 << 62).unwrap().offset_ns, (1 << 62) + 6);
+        // Bounds from both ends of the 64-bit ranges on one hull: no overflow either.
+        let mut clock = GpuClockEstimator::default();
+        clock.observed_after(0, u64::MAX);
+        clock.observed_after(1, 1 << 63);
+        clock.observed_after(2, 0);
+        assert_eq!(clock.estimate_at(1).unwrap().offset_ns, 2, "1.5 rounded up");
     }
 
     #[test]
@@ -203,8 +333,91 @@ mod tests {
         let later = 3 * WINDOW_NS;
         clock.observed_after(later + 1_050, later);
         clock.happened_before(later + 950, later);
-        let estimate = clock.estimate().unwrap();
+        let estimate = clock.estimate_at(later + 1_050).unwrap();
         assert_eq!(estimate.offset_ns, 1_050);
         assert_eq!(estimate.error_ns, Some(100));
+    }
+
+    /// Host times, offsets and detection delays of a GPU whose clock drifts against the
+    /// host's by `ppm` (the offset grows by that much), seen every 100 µs for 2 s with
+    /// delays of 0.5–30 µs (every 13th quick).
+    fn drifting_observations(ppm: i64) -> Vec<(u64, u64, i64)> {
+        (0..20_000u64)
+            .map(|i| {
+                let host = 10_000_000_000 + i * 100_000;
+                let offset = 1_000_000 + (host as i64 - 10_000_000_000) * ppm / 1_000_000;
+                let delay = if i % 13 == 0 {
+                    500
+                } else {
+                    1_000 + (i * 7_919) % 29_000
+                };
+                let gpu = (host as i64 - offset) as u64;
+                (host + delay, gpu, offset)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_drifting_clock_is_never_converted_early() {
+        for ppm in [-50, 0, 20, 50] {
+            let seen = drifting_observations(ppm);
+            let mut clock = GpuClockEstimator::default();
+            for &(host, gpu, _) in &seen {
+                clock.observed_after(host, gpu);
+            }
+            for &(host, gpu, offset) in &seen[..seen.len() - 13] {
+                let estimate = clock.estimate_at(host).unwrap();
+                let late = estimate.to_host(gpu) as i64 - (gpu as i64 + offset);
+                // Never early; late by about the quick detections' delay (0.5 µs) plus
+                // the drift between two of them (1.3 ms × 50 ppm = 65 ns).
+                assert!((0..=600).contains(&late), "{ppm} ppm: {late} ns at {host}");
+            }
+            // The hull keeps few points.
+            assert!(clock.hull.len() < 64, "{}", clock.hull.len());
+        }
+    }
+
+    #[test]
+    fn a_window_minimum_would_be_early_on_a_drifting_clock() {
+        // What the hull is for: the least bound of the last seconds is older than the
+        // moment, and the offset grew since.
+        let seen = drifting_observations(50);
+        let least = seen
+            .iter()
+            .map(|&(h, g, _)| offset_bound(h, g))
+            .min()
+            .unwrap();
+        let &(_, gpu, offset) = seen.last().unwrap();
+        assert!((gpu as i64 + least) < gpu as i64 + offset - 50_000);
+    }
+
+    #[test]
+    fn later_bounds_tighten_earlier_moments() {
+        // The first kernel was noticed 80 µs late, the later ones within 1 µs: its
+        // conversion, made after them, uses theirs.
+        let mut clock = GpuClockEstimator::default();
+        clock.observed_after(1_080_000, 0);
+        assert_eq!(clock.estimate_at(1_080_000).unwrap().offset_ns, 1_080_000);
+        for i in 1..10u64 {
+            clock.observed_after(1_000_000 + i * 50_000 + 1_000, i * 50_000);
+        }
+        assert_eq!(clock.estimate_at(1_080_000).unwrap().offset_ns, 1_001_000);
+    }
+
+    #[test]
+    fn the_order_of_the_bounds_does_not_change_the_hull() {
+        let seen = drifting_observations(20);
+        let mut in_order = GpuClockEstimator::default();
+        let mut shuffled = GpuClockEstimator::default();
+        for &(host, gpu, _) in &seen {
+            in_order.observed_after(host, gpu);
+        }
+        // Pairs swapped, as a kernel's start and end bounds arrive.
+        for pair in seen.chunks(2) {
+            for &(host, gpu, _) in pair.iter().rev() {
+                shuffled.observed_after(host, gpu);
+            }
+        }
+        assert_eq!(in_order.hull, shuffled.hull);
     }
 }

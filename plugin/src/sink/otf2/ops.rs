@@ -40,6 +40,8 @@ struct PendingOp {
     task_stop: u64,
     first_kernel: Option<u64>,
     last_child: Option<u64>,
+    /// The latest end of its kernel channels timed by the GPU.
+    last_gpu_end: Option<u64>,
     kernels: u32,
     /// Why the GPU times of one of its kernel channels were rejected (the first reason).
     gpu_rejected: Option<Rejection>,
@@ -85,6 +87,8 @@ struct RankStreams {
 struct EarlyChild {
     first_kernel: Option<u64>,
     last_child: Option<u64>,
+    /// The latest end of its kernel channels timed by the GPU.
+    last_gpu_end: Option<u64>,
     kernels: u32,
     gpu_rejected: Option<Rejection>,
 }
@@ -288,6 +292,7 @@ impl OpsStreams {
             task_stop: e.stop_ns,
             first_kernel: early.first_kernel,
             last_child: early.last_child,
+            last_gpu_end: early.last_gpu_end,
             kernels: early.kernels,
             gpu_rejected: early.gpu_rejected,
             last_activity: e.stop_ns.max(early.last_child.unwrap_or(0)),
@@ -306,8 +311,10 @@ impl OpsStreams {
             return;
         }
         let rejected = e.gpu_rejected;
+        let gpu_end = e.gpu.and(kernel_start).map(|_| stop);
         let apply = |first: &mut Option<u64>,
                      last: &mut Option<u64>,
+                     last_gpu_end: &mut Option<u64>,
                      kernels: &mut u32,
                      gpu_rejected: &mut Option<Rejection>| {
             *last = Some(last.map_or(stop, |l| l.max(stop)));
@@ -315,12 +322,14 @@ impl OpsStreams {
                 *first = Some(first.map_or(k, |f| f.min(k)));
                 *kernels += 1;
             }
+            *last_gpu_end = (*last_gpu_end).max(gpu_end);
             *gpu_rejected = gpu_rejected.or(rejected);
         };
         if let Some(op) = self.pending_op_mut(handle) {
             apply(
                 &mut op.first_kernel,
                 &mut op.last_child,
+                &mut op.last_gpu_end,
                 &mut op.kernels,
                 &mut op.gpu_rejected,
             );
@@ -341,6 +350,7 @@ impl OpsStreams {
             apply(
                 &mut early.first_kernel,
                 &mut early.last_child,
+                &mut early.last_gpu_end,
                 &mut early.kernels,
                 &mut early.gpu_rejected,
             );
@@ -556,10 +566,16 @@ impl OpsStreams {
                 loc
             }
         };
-        // Execution starts with the first kernel channel (never before the enqueue), and
-        // ends with the last kernel channel or proxy operation (the enqueue's end without).
+        // Execution starts with the first kernel channel (never before the enqueue). It
+        // ends when the GPU finished its last kernel channel, the moment its result is
+        // there for the application; where the GPU's times are not known (no kernel
+        // channels, or rejected ones), with the last kernel channel or proxy operation the
+        // host saw end (the enqueue's end without either).
         let begin = op.first_kernel.map_or(op.enqueue, |k| k.max(op.enqueue));
-        let end = op.last_child.unwrap_or(op.task_stop);
+        let end = match (op.gpu_rejected, op.last_gpu_end) {
+            (None, Some(gpu_end)) => gpu_end,
+            _ => op.last_child.unwrap_or(op.task_stop),
+        };
         let s = begin.max(rank.last_end);
         let t = end.max(s);
         rank.last_end = t;
