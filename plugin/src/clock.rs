@@ -179,7 +179,9 @@ struct Calibration {
     ns: u64,
 }
 
-fn calibration_now() -> Calibration {
+/// The narrowest of three (TSC, CLOCK_MONOTONIC) readings, with its width in ticks (how
+/// far off the pair can be).
+fn calibration_now() -> (u64, Calibration) {
     let mut best: Option<(u64, Calibration)> = None;
     for _ in 0..3 {
         let before = tsc();
@@ -196,20 +198,22 @@ fn calibration_now() -> Calibration {
             ));
         }
     }
-    best.map_or(
-        Calibration {
-            ticks: tsc(),
-            ns: system::now_ns(),
-        },
-        |(_, c)| c,
-    )
+    best.unwrap_or_else(|| {
+        (
+            u64::MAX,
+            Calibration {
+                ticks: tsc(),
+                ns: system::now_ns(),
+            },
+        )
+    })
 }
 
 /// A reading of [`ticks`] and of [`now_ns`] for the same instant (ticks, ns): the
 /// midpoint of two TSC readings around the clock's, as the collector calibrates.
 pub fn tick_pair() -> (u64, u64) {
     if source() == Source::Tsc {
-        let pair = calibration_now();
+        let (_, pair) = calibration_now();
         (pair.ticks, pair.ns)
     } else {
         let now = now_ns();
@@ -233,6 +237,21 @@ pub struct TickConverter {
     /// The segment the last conversion used: records come in time order, so most
     /// conversions fall into the same segment as the one before.
     segment: Option<Segment>,
+    /// The narrowest calibration reading so far, in ticks.
+    narrowest: u64,
+}
+
+/// A calibration reading wider than this many times the narrowest (and than
+/// [`WIDE_READING_TICKS`]) was preempted: its pair can be off by half its width, which
+/// would shift every time of its segment. It is left out; the neighbouring calibrations
+/// span the gap (the two clocks run at a steady rate).
+const WIDE_READING_FACTOR: u64 = 8;
+/// Readings narrower than this (about 0.3 µs at 3 GHz) are always taken.
+const WIDE_READING_TICKS: u64 = 1_000;
+
+/// Whether a calibration reading `width` ticks wide was preempted, by the narrowest one.
+fn preempted(width: u64, narrowest: u64) -> bool {
+    width > WIDE_READING_TICKS && width / WIDE_READING_FACTOR > narrowest
 }
 
 /// The line between two consecutive calibrations, for ticks in `(after, until]`, with its
@@ -299,6 +318,7 @@ impl TickConverter {
             anchors: Vec::new(),
             recent: VecDeque::new(),
             segment: None,
+            narrowest: u64::MAX,
         };
         converter.calibrate();
         converter
@@ -310,9 +330,13 @@ impl TickConverter {
         if self.source != Source::Tsc {
             return;
         }
+        let (width, now) = calibration_now();
+        self.narrowest = self.narrowest.min(width);
+        if preempted(width, self.narrowest) && !self.recent.is_empty() {
+            return;
+        }
         // Segments change when calibrations are added or thinned out.
         self.segment = None;
-        let now = calibration_now();
         if self
             .recent
             .back()
@@ -438,6 +462,20 @@ impl ClockPair {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_preempted_calibration_reading_is_left_out() {
+        // Typical readings: 60–100 ticks wide.
+        assert!(!preempted(100, 60));
+        assert!(
+            !preempted(WIDE_READING_TICKS, 60),
+            "narrow enough whatever the rest"
+        );
+        // A reading preempted for 10 µs (30 000 ticks) would shift its segment by 5 µs.
+        assert!(preempted(30_000, 60));
+        // Where every reading is slow (a virtual machine trapping the TSC), none is.
+        assert!(!preempted(30_000, 20_000));
+    }
+
     use super::*;
 
     #[test]

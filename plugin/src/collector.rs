@@ -102,11 +102,10 @@ struct HeldGpuEvent {
     gpu_rejected: Option<Rejection>,
 }
 
-/// A GPU interval as NCCL gave it: the GPU's timestamps, and when the host saw each.
+/// A GPU interval as NCCL gave it: the GPU's start and stop timestamps.
 #[derive(Clone, Copy)]
 struct RawGpuInterval {
     ptimers: (u64, u64),
-    seen_ns: (u64, u64),
 }
 
 /// What the checks of a GPU interval decided.
@@ -1034,7 +1033,6 @@ impl State {
             context,
             gpu: RawGpuInterval {
                 ptimers: (start_ptimer, stop_ptimer_value),
-                seen_ns: (open.start_ns, seen_end_ns),
             },
         }
     }
@@ -1189,21 +1187,15 @@ fn count_ring_drops(shared: &Shared, ring: &RingConsumer) {
 }
 
 /// A context's description, looked up once (`None` for a context not ours).
-/// A GPU interval on the host clock. Each end takes the estimate of the moment the GPU
-/// stamped it: first where the host saw it (later by the host's delay, which can be
-/// milliseconds on a busy machine, long enough for the drift to matter), then again where
-/// that places it.
+/// A GPU interval on the host clock, each end with the estimate of its own moment.
 fn convert(clock: &GpuClockEstimator, raw: RawGpuInterval) -> Option<GpuInterval> {
-    let at = |ptimer: u64, seen_ns: u64| {
-        let rough = clock.estimate_at(seen_ns)?.to_host(ptimer);
-        clock.estimate_at(rough)
-    };
-    let at_start = at(raw.ptimers.0, raw.seen_ns.0)?;
-    let at_stop = at(raw.ptimers.1, raw.seen_ns.1)?;
-    let start_ns = at_start.to_host(raw.ptimers.0);
+    let (start, stop) = raw.ptimers;
+    let at_start = clock.estimate_at(start)?;
+    let at_stop = clock.estimate_at(stop)?;
+    let start_ns = at_start.to_host(start);
     Some(GpuInterval {
         start_ns,
-        stop_ns: at_stop.to_host(raw.ptimers.1).max(start_ns),
+        stop_ns: at_stop.to_host(stop).max(start_ns),
         error_ns: at_start
             .error_ns
             .zip(at_stop.error_ns)

@@ -19,24 +19,24 @@
 //! before 2.28, or no API events asked for) the error is reported as unknown.
 //!
 //! The two clocks also drift apart (a few ppm), so the offset is a line over time, not a
-//! constant. Every upper bound is a point (host time, bound) above that line; the tightest
-//! bound at a moment that still holds for any line under all the points is the **lower
-//! convex hull** of the points there (between two hull points, the segment joining them).
-//! At the hull's ends, though, it is only the end point's own bound: a loose first
-//! detection would stay loose whatever came later. A clock that drifts by at most
-//! [`MAX_DRIFT_PPB`] adds a second bound: each hull point `(t, b)` bounds the offset at
-//! any moment `m` by `b + drift × |m − t|`. The estimate at a moment is the least of the
-//! hull and those cones there, from the upper bounds of the last [`HULL_SPAN_NS`]; it uses
-//! the bounds that came *after* the moment too (the collector converts an interval a
-//! while after it saw it). It holds for a drift that is constant over the span (within a
-//! fraction of a microsecond when it changes by a ppm over seconds) and below the
-//! maximum. The lower bounds and the bounds the sanity checks compare with are gathered
-//! in windows of [`WINDOW_NS`] of host time (the current window together with the
-//! previous one).
+//! constant. Each bound holds at a moment the GPU's own clock names exactly (the
+//! timestamp it concerns), so the bounds are kept as points (GPU time, bound). The
+//! tightest upper bound at a moment that every line under all the upper points obeys is
+//! their **lower convex hull** there; at the hull's ends, though, that is only the end
+//! point's own bound (a loose first detection would stay loose whatever came later).
+//! Lines are therefore also limited to the most a clock drifts, [`MAX_DRIFT_PPB`]: the
+//! estimate at a moment is the highest line of at most that slope under every upper
+//! bound of the last [`HULL_SPAN_NS`], the lower bound the lowest such line over every
+//! lower bound. It holds for a drift that is constant over the span (within a fraction
+//! of a microsecond when it changes by a ppm over seconds) and below the maximum, and it
+//! uses the bounds that came *after* the moment too: the collector converts an interval a
+//! while after it saw it. The bounds the sanity checks compare with are gathered in
+//! windows of [`WINDOW_NS`] of host time (the current window together with the previous
+//! one).
 
 /// Length of one window of bounds (host time).
 pub const WINDOW_NS: u64 = 2_000_000_000;
-/// How far back (host time, from the latest one) upper bounds stay in the hull.
+/// How far back (GPU time, from the latest one) bounds stay in the hulls.
 pub const HULL_SPAN_NS: u64 = 2 * WINDOW_NS;
 /// The most a GPU's timer is taken to drift against the host's clock, in parts per
 /// billion: 100 ppm, twice a common quartz's tolerance.
@@ -105,9 +105,18 @@ pub struct GpuClockEstimator {
     window_start: u64,
     current: Bounds,
     previous: Bounds,
-    /// Upper bounds (host time, offset bound): the vertices of their lower convex hull,
-    /// in time order.
-    hull: Vec<(u64, i64)>,
+    /// The upper bounds.
+    upper: BoundHull,
+    /// The lower bounds, negated (a lower bound `l` is an upper bound `-l` of the negated
+    /// offset, which drifts as fast the other way).
+    negated_lower: BoundHull,
+}
+
+/// Upper bounds (GPU time, bound) on a quantity that drifts by at most [`MAX_DRIFT_PPB`]:
+/// the vertices of their lower convex hull, in time order, from the last [`HULL_SPAN_NS`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct BoundHull {
+    points: Vec<(u64, i64)>,
 }
 
 /// Twice the signed area of the triangle `a, b, c`: positive when `a → b → c` turns left
@@ -131,20 +140,12 @@ impl DivCeilPositive for i128 {
     }
 }
 
-impl GpuClockEstimator {
-    /// The host saw, at `host_ns`, something the GPU had stamped `gpu_ns` before.
-    pub fn observed_after(&mut self, host_ns: u64, gpu_ns: u64) {
-        self.roll(host_ns);
-        let bound = offset_bound(host_ns, gpu_ns);
-        self.current.upper = min_opt(self.current.upper, Some(bound));
-        self.add_to_hull((host_ns, bound));
-    }
-
+impl BoundHull {
     /// Adds an upper bound to the hull (points come nearly in time order: a binary search
     /// finds their place, usually the end). A point on or above the hull is no tighter
     /// anywhere and is dropped for good: more points only lower the hull.
-    fn add_to_hull(&mut self, point: (u64, i64)) {
-        let hull = &mut self.hull;
+    fn add(&mut self, point: (u64, i64)) {
+        let hull = &mut self.points;
         let mut at = hull.partition_point(|&(t, _)| t < point.0);
         if let Some(&(t, bound)) = hull.get(at) {
             if t == point.0 {
@@ -175,15 +176,14 @@ impl GpuClockEstimator {
         }
     }
 
-    /// The tightest upper bound on the offset at `host_ns` that every line with a slope
-    /// of at most [`MAX_DRIFT_PPB`] under all the upper bounds obeys; `None` before any
-    /// upper bound. For a slope `b`, the highest such line at `host_ns` is the least of
+    /// The tightest upper bound at `host_ns` that every line with a slope of at most
+    /// [`MAX_DRIFT_PPB`] under all the bounds obeys; `None` before any bound. For a slope `b`, the highest such line at `host_ns` is the least of
     /// `bound + b × (host_ns − t)` over the hull's points; it is highest for the slope of
     /// the hull's segment at `host_ns` (the hull itself), or, where that segment is
     /// steeper than any drift (or beyond the hull's ends), for the steepest drift.
-    fn upper_at(&self, host_ns: u64) -> Option<i64> {
-        let hull = &self.hull;
-        let at = hull.partition_point(|&(t, _)| t < host_ns);
+    fn at(&self, moment: u64) -> Option<i64> {
+        let hull = &self.points;
+        let at = hull.partition_point(|&(t, _)| t < moment);
         let max = i128::from(MAX_DRIFT_PPB);
         let billion = 1_000_000_000_i128;
         // The segment's slope in parts per billion, clamped to the drift.
@@ -198,7 +198,7 @@ impl GpuClockEstimator {
                 } else {
                     // Within the drift: the hull there, b0 + (b1 - b0) × (host - t0) /
                     // (t1 - t0), rounded up.
-                    let step = (i128::from(b1) - i128::from(b0)) * i128::from(host_ns - t0);
+                    let step = (i128::from(b1) - i128::from(b0)) * i128::from(moment - t0);
                     let value = i128::from(b0) + step.div_ceil_positive(run);
                     return Some(value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
                 }
@@ -209,11 +209,21 @@ impl GpuClockEstimator {
         let value = hull
             .iter()
             .map(|&(t, bound)| {
-                let since = i128::from(host_ns) - i128::from(t);
+                let since = i128::from(moment) - i128::from(t);
                 i128::from(bound) + (slope * since).div_ceil_positive(billion)
             })
             .min()?;
         Some(value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+    }
+}
+
+impl GpuClockEstimator {
+    /// The host saw, at `host_ns`, something the GPU had stamped `gpu_ns` before.
+    pub fn observed_after(&mut self, host_ns: u64, gpu_ns: u64) {
+        self.roll(host_ns);
+        let bound = offset_bound(host_ns, gpu_ns);
+        self.current.upper = min_opt(self.current.upper, Some(bound));
+        self.upper.add((gpu_ns, bound));
     }
 
     /// The GPU stamped `gpu_ns` after the host's moment `host_ns`.
@@ -221,6 +231,7 @@ impl GpuClockEstimator {
         self.roll(host_ns);
         let bound = offset_bound(host_ns, gpu_ns);
         self.current.lower = max_opt(self.current.lower, Some(bound));
+        self.negated_lower.add((gpu_ns, bound.saturating_neg()));
     }
 
     fn roll(&mut self, host_ns: u64) {
@@ -243,12 +254,12 @@ impl GpuClockEstimator {
         self.current.merge(self.previous)
     }
 
-    /// The estimate for a GPU timestamp the host saw at `host_ns` (the hull there);
-    /// `None` before any upper bound.
-    pub fn estimate_at(&self, host_ns: u64) -> Option<Estimate> {
-        let upper = self.upper_at(host_ns)?;
-        Some(match self.bounds().lower {
-            // Inconsistent bounds (the clocks drifted within the windows, or a wrapped
+    /// The estimate for the GPU timestamp `gpu_ns`; `None` before any upper bound.
+    pub fn estimate_at(&self, gpu_ns: u64) -> Option<Estimate> {
+        let upper = self.upper.at(gpu_ns)?;
+        let lower = self.negated_lower.at(gpu_ns).map(i64::saturating_neg);
+        Some(match lower {
+            // Inconsistent bounds (a clock drifting faster than assumed, or a wrapped
             // kernel ring reported a later work's times): trust the upper bound.
             Some(lower) if lower <= upper => Estimate {
                 offset_ns: upper,
@@ -278,7 +289,7 @@ mod tests {
             clock.happened_before(host_start - 3_000 - (i % 10) * 3_000, gpu_start);
             clock.observed_after(host_start + 1_000 + (i % 7) * 3_000, gpu_start);
         }
-        let estimate = clock.estimate_at(6_001_000).unwrap();
+        let estimate = clock.estimate_at(5_000_000).unwrap();
         let error = estimate.error_ns.unwrap();
         // Tightest detection 1 µs late, tightest API call 3 µs early: [offset-3µs, offset+1µs].
         assert_eq!(error, 4_000);
@@ -292,14 +303,14 @@ mod tests {
         let mut clock = GpuClockEstimator::default();
         clock.observed_after(2_000, 500);
         clock.observed_after(3_000, 1_800);
-        let estimate = clock.estimate_at(3_000).unwrap();
+        let estimate = clock.estimate_at(1_800).unwrap();
         assert_eq!(estimate.offset_ns, 1_200);
         assert_eq!(estimate.error_ns, None);
-        // The segment joining the two bounds (1 350 at 2 500) falls faster than any clock
-        // drifts: the later bound plus the most drift (100 ppm of 0.5, 2 and 6 µs,
+        // The segment joining the two bounds (1 350 halfway) falls faster than any clock
+        // drifts: the later bound plus the most drift (100 ppm of 0.65, 1.8 and 7.2 µs,
         // rounded up) is tighter, between them and beyond.
-        assert_eq!(clock.estimate_at(2_500).unwrap().offset_ns, 1_201);
-        assert_eq!(clock.estimate_at(1_000).unwrap().offset_ns, 1_201);
+        assert_eq!(clock.estimate_at(1_150).unwrap().offset_ns, 1_201);
+        assert_eq!(clock.estimate_at(0).unwrap().offset_ns, 1_201);
         assert_eq!(clock.estimate_at(9_000).unwrap().offset_ns, 1_201);
     }
 
@@ -309,19 +320,27 @@ mod tests {
         let mut clock = GpuClockEstimator::default();
         clock.happened_before(10, u64::MAX);
         clock.observed_after(20, 1 << 63);
-        let estimate = clock.estimate_at(20).unwrap();
+        let estimate = clock.estimate_at(1 << 63).unwrap();
         assert_eq!(estimate.offset_ns, i64::MAX, "saturated");
-        assert_eq!(estimate.error_ns, Some(i64::MAX as u64 - 11));
+        // The lower bound 11 at GPU time 2^64 - 1, less the most drift over 2^63 ns.
+        let drift = ((1u64 << 63) - 1) / 10_000 + 1;
+        assert_eq!(estimate.error_ns, Some(i64::MAX as u64 - 11 + drift));
         assert_eq!(estimate.to_host(5), i64::MAX as u64);
         let mut clock = GpuClockEstimator::default();
         clock.observed_after(1 << 62, u64::MAX - 5);
-        assert_eq!(clock.estimate_at(1 << 62).unwrap().offset_ns, (1 << 62) + 6);
+        assert_eq!(
+            clock.estimate_at(u64::MAX - 5).unwrap().offset_ns,
+            (1 << 62) + 6
+        );
         // Bounds from both ends of the 64-bit ranges on one hull: no overflow either.
         let mut clock = GpuClockEstimator::default();
         clock.observed_after(0, u64::MAX);
         clock.observed_after(1, 1 << 63);
         clock.observed_after(2, 0);
-        assert_eq!(clock.estimate_at(1).unwrap().offset_ns, 2, "1.5 rounded up");
+        // Only the latest bound is within the span (1 at GPU time 2^64 - 1): at 2^62, it
+        // plus the most drift over the distance.
+        let drift = (u64::MAX - (1 << 62)).div_ceil(10_000) as i64;
+        assert_eq!(clock.estimate_at(1 << 62).unwrap().offset_ns, 1 + drift);
     }
 
     #[test]
@@ -333,9 +352,14 @@ mod tests {
         let later = 3 * WINDOW_NS;
         clock.observed_after(later + 1_050, later);
         clock.happened_before(later + 950, later);
-        let estimate = clock.estimate_at(later + 1_050).unwrap();
+        let estimate = clock.estimate_at(later).unwrap();
         assert_eq!(estimate.offset_ns, 1_050);
         assert_eq!(estimate.error_ns, Some(100));
+        assert_eq!(
+            clock.upper.points.len(),
+            1,
+            "the old upper bound left the hull"
+        );
     }
 
     /// Host times, offsets and detection delays of a GPU whose clock drifts against the
@@ -366,14 +390,18 @@ mod tests {
                 clock.observed_after(host, gpu);
             }
             for &(host, gpu, offset) in &seen[..seen.len() - 13] {
-                let estimate = clock.estimate_at(host).unwrap();
+                let estimate = clock.estimate_at(gpu).unwrap();
                 let late = estimate.to_host(gpu) as i64 - (gpu as i64 + offset);
                 // Never early; late by about the quick detections' delay (0.5 µs) plus
                 // the drift between two of them (1.3 ms × 50 ppm = 65 ns).
                 assert!((0..=600).contains(&late), "{ppm} ppm: {late} ns at {host}");
             }
             // The hull keeps few points.
-            assert!(clock.hull.len() < 64, "{}", clock.hull.len());
+            assert!(
+                clock.upper.points.len() < 64,
+                "{}",
+                clock.upper.points.len()
+            );
         }
     }
 
@@ -397,11 +425,13 @@ mod tests {
         // conversion, made after them, uses theirs.
         let mut clock = GpuClockEstimator::default();
         clock.observed_after(1_080_000, 0);
-        assert_eq!(clock.estimate_at(1_080_000).unwrap().offset_ns, 1_080_000);
+        assert_eq!(clock.estimate_at(0).unwrap().offset_ns, 1_080_000);
         for i in 1..10u64 {
             clock.observed_after(1_000_000 + i * 50_000 + 1_000, i * 50_000);
         }
-        assert_eq!(clock.estimate_at(1_080_000).unwrap().offset_ns, 1_001_000);
+        // The next bound, 50 µs later, plus the most drift over them (5 ns).
+        assert_eq!(clock.estimate_at(0).unwrap().offset_ns, 1_001_005);
+        assert_eq!(clock.estimate_at(75_000).unwrap().offset_ns, 1_001_000);
     }
 
     #[test]
@@ -418,6 +448,48 @@ mod tests {
                 shuffled.observed_after(host, gpu);
             }
         }
-        assert_eq!(in_order.hull, shuffled.hull);
+        assert_eq!(in_order.upper, shuffled.upper);
+    }
+
+    #[test]
+    fn the_truth_lies_between_the_bounds_whatever_the_drift_and_delays() {
+        // Random runs: a drift within the maximum, kernels every 0.1–3 ms, detections
+        // 0.2–60 µs late, API calls 5–100 µs early, bounds given in kernel pairs.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for _ in 0..50 {
+            let ppb = next(180_001) as i64 - 90_000;
+            let truth =
+                |gpu: u64| 7_000_000_000 + (gpu as i64 - 1_000_000_000) * ppb / 1_000_000_000;
+            let mut clock = GpuClockEstimator::default();
+            let mut kernels = Vec::new();
+            let mut gpu = 1_000_000_000u64;
+            for _ in 0..300 {
+                gpu += 100_000 + next(2_900_000);
+                let stop = gpu + 1_000 + next(50_000);
+                let host = |g: u64| (g as i64 + truth(g)) as u64;
+                clock.happened_before(host(gpu) - 5_000 - next(95_000), gpu);
+                clock.observed_after(host(gpu) + 200 + next(60_000), gpu);
+                clock.observed_after(host(stop) + 200 + next(60_000), stop);
+                kernels.push((gpu, stop));
+            }
+            for &(start, stop) in &kernels {
+                for g in [start, stop] {
+                    let estimate = clock.estimate_at(g).unwrap();
+                    let upper = estimate.offset_ns;
+                    let lower = upper - estimate.error_ns.unwrap() as i64;
+                    let t = truth(g);
+                    assert!(
+                        lower <= t && t <= upper,
+                        "{ppb} ppb at {g}: {lower} {t} {upper}"
+                    );
+                }
+            }
+        }
     }
 }
