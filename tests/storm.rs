@@ -1,0 +1,355 @@
+//! The storm: four threads call the plugin as fast as they can for `STORM_SECONDS`
+//! (10 s) each, every event level and the steps' wait states on, into a 4 KiB ring, so
+//! that its collector cannot keep up. With `NCCL_SCOREP_ON_FULL=drop` the trace, read back
+//! with `otf2-print`, holds exactly the events whose start was kept, and its
+//! `NCCL_SCOREP::LOST::*` properties (and `nccl-scorep summary`) account for every other
+//! one; with `wait` every event the threads started is in it. Both traces validate.
+
+#[path = "../plugin/tests/support/mod.rs"]
+mod support;
+mod otf2_properties;
+mod validate_json;
+
+use nccl_profiler_abi::{event_type as t, state};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use support::*;
+
+const THREADS: u64 = 4;
+/// Proxy steps per proxy operation, each with NCCL's three send states.
+const STEPS: i32 = 2;
+const STEP_STATES: [i32; 3] = [
+    state::PROXY_STEP_SEND_GPU_WAIT,
+    state::PROXY_STEP_SEND_PEER_WAIT_V4,
+    state::PROXY_STEP_SEND_WAIT,
+];
+
+/// What the threads did, by event kind: starts made, and handles the plugin gave back
+/// (a start a full ring dropped gets NULL, as does NCCL's).
+#[derive(Default, Debug, Clone)]
+struct Tally {
+    started: BTreeMap<&'static str, u64>,
+    issued: BTreeMap<&'static str, u64>,
+    /// States recorded on events the plugin issued, by state name.
+    states: BTreeMap<&'static str, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        for (mine, theirs) in [
+            (&mut self.started, &other.started),
+            (&mut self.issued, &other.issued),
+            (&mut self.states, &other.states),
+        ] {
+            for (name, n) in theirs {
+                *mine.entry(name).or_default() += n;
+            }
+        }
+    }
+
+}
+
+/// One thread's calls: NCCL's order for an `ncclAllReduce` outside a group, its proxy
+/// operation with its steps, and its kernel channel, over and over until `stop`. Stops and
+/// states are not called for a NULL handle (NCCL does not either).
+fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
+    let table = plugin.v7();
+    let (ctx, _) = plugin.init_v7(0x5707_0000 + thread, Some(c"storm"), 0, 1);
+    let mut tally = Tally::default();
+    let mut start = |kind: &'static str, descr: &mut nccl_profiler_abi::v7::ncclProfilerEventDescr_v7_t| {
+        *tally.started.entry(kind).or_default() += 1;
+        let handle = start_in(table, ctx, descr);
+        if !handle.is_null() {
+            *tally.issued.entry(kind).or_default() += 1;
+        }
+        handle
+    };
+    let mut states: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut record = |handle: Handle, name: &'static str, value: i32, args| {
+        if !handle.is_null() {
+            *states.entry(name).or_default() += 1;
+            record_in(table, handle, value, args);
+        }
+    };
+    let end = |handle: Handle| {
+        if !handle.is_null() {
+            stop_in(table, handle);
+        }
+    };
+    let mut seq = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let group_api = start("GroupApi", &mut group_api7(1));
+        record(group_api, "GroupStartApiStop", state::GROUP_START_API_STOP, None);
+        let coll_api = start(
+            "CollApi",
+            &mut coll_api7(group_api, c"AllReduce", 1024, c"ncclFloat32"),
+        );
+        end(coll_api);
+        record(group_api, "GroupEndApiStart", state::GROUP_END_API_START, None);
+        let launch = start("KernelLaunch", &mut plain7(t::KERNEL_LAUNCH, group_api));
+        end(launch);
+        let group = start("Group", &mut plain7(t::GROUP, Handle::NULL));
+        let coll = start(
+            "Coll",
+            &mut coll7(coll_api, group, 0, seq, c"AllReduce", 1024, c"ncclFloat32", 1),
+        );
+        end(coll);
+        end(group);
+        end(group_api);
+        let op = start("ProxyOp", &mut proxy_op7(coll, 0, pid(), 0, 0, true));
+        for step in 0..STEPS {
+            let s = start("ProxyStep", &mut proxy_step7(op, 0, step));
+            for (name, value) in ["SendGpuWait", "SendPeerWait", "SendWait"]
+                .into_iter()
+                .zip(STEP_STATES)
+            {
+                record(s, name, value, Some(trans_size(4096)));
+            }
+            end(s);
+        }
+        end(op);
+        let gpu_start = monotonic_ns();
+        let kernel = start("KernelCh", &mut kernel_ch7(coll, 0, gpu_start));
+        record(kernel, "KernelChStop", state::KERNEL_CH_STOP, Some(ptimer(monotonic_ns())));
+        end(kernel);
+        seq += 1;
+    }
+    finalize_in(table, ctx);
+    tally.states = states;
+    tally
+}
+
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+fn storm_seconds() -> u64 {
+    match std::env::var("STORM_SECONDS") {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("STORM_SECONDS={text}: not a number of seconds")),
+        Err(_) => 10,
+    }
+}
+
+/// Runs the storm with `NCCL_SCOREP_ON_FULL=on_full`; returns what the threads did and
+/// the trace part's anchor.
+fn storm(on_full: &str, seconds: u64) -> (Plugin, Tally, PathBuf) {
+    let plugin = Plugin::load(&[
+        ("NCCL_SCOREP_MODE", "otf2"),
+        ("NCCL_SCOREP_JSONL", "0"),
+        ("NCCL_SCOREP_EVENTS", "all"),
+        ("NCCL_SCOREP_STEP_STATES", "1"),
+        ("NCCL_SCOREP_BUFFER_SIZE", "4K"),
+        ("NCCL_SCOREP_ON_FULL", on_full),
+    ]);
+    let stop = AtomicBool::new(false);
+    let began = Instant::now();
+    let mut tally = Tally::default();
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let (plugin, stop) = (&plugin, &stop);
+                scope.spawn(move || storm_thread(plugin, thread, stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(seconds));
+        stop.store(true, Ordering::Relaxed);
+        for thread in threads {
+            tally.add(&thread.join().expect("a storm thread"));
+        }
+    });
+    println!(
+        "{on_full}: {:.1} s of storm, trace finished after {:.1} s",
+        seconds as f64,
+        began.elapsed().as_secs_f64()
+    );
+    let anchor = only_part_anchor(&plugin.out_dir());
+    (plugin, tally, anchor)
+}
+
+fn only_part_anchor(out: &Path) -> PathBuf {
+    let parts: Vec<PathBuf> = std::fs::read_dir(out.join("parts"))
+        .expect("a parts directory")
+        .map(|e| e.unwrap().path().join("traces.otf2"))
+        .collect();
+    assert_eq!(parts.len(), 1, "one part: {parts:?}");
+    assert!(parts[0].is_file(), "{} was written", parts[0].display());
+    parts[0].clone()
+}
+
+/// `Enter` records per region name, every location: `otf2-print`'s lines read as they
+/// come (a 10 s trace is far too large to hold its text).
+fn enters_by_region(anchor: &Path) -> BTreeMap<String, u64> {
+    let mut child = Command::new("otf2-print")
+        .arg(anchor)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("otf2-print (Debian package otf2-tools) must be installed");
+    let mut enters = BTreeMap::new();
+    let mut line = String::new();
+    let mut reader = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if !line.starts_with("ENTER ") {
+            continue;
+        }
+        // ENTER  <location>  <time>  Region: "<name>" <<id>>
+        let name = line
+            .split_once("Region: \"")
+            .and_then(|(_, rest)| rest.rsplit_once('"'))
+            .map(|(name, _)| name)
+            .unwrap_or_else(|| panic!("an Enter without a region: {line}"));
+        *enters.entry(name.to_owned()).or_default() += 1;
+    }
+    assert!(child.wait().unwrap().success(), "otf2-print failed");
+    enters
+}
+
+/// The trace's regions that show an event of each kind the threads start (a kernel
+/// channel whose operation is not known any more is `NCCL kernel`; a step whose operation
+/// and states were all dropped is `proxy step`).
+const REGIONS_OF_KIND: [(&str, &[&str]); 8] = [
+    ("GroupApi", &["ncclGroup"]),
+    ("CollApi", &["ncclAllReduce"]),
+    ("KernelLaunch", &["NCCL kernel launch"]),
+    ("Group", &["NCCL plan enqueue"]),
+    ("Coll", &["AllReduce enqueue"]),
+    ("ProxyOp", &["proxy send"]),
+    ("ProxyStep", &["send step", "proxy step"]),
+    ("KernelCh", &["AllReduce kernel", "NCCL kernel"]),
+];
+
+/// The wait-state regions of the step states.
+const REGIONS_OF_STATE: [(&str, &str); 3] = [
+    ("SendGpuWait", "send: GPU wait"),
+    ("SendPeerWait", "send: peer wait"),
+    ("SendWait", "send: network wait"),
+];
+
+fn count(map: &BTreeMap<String, u64>, name: &str) -> u64 {
+    map.get(name).copied().unwrap_or(0)
+}
+
+/// The trace's events of each kind: Enter records of its regions.
+fn events_in_trace(enters: &BTreeMap<String, u64>) -> BTreeMap<&'static str, u64> {
+    REGIONS_OF_KIND
+        .iter()
+        .map(|(kind, regions)| (*kind, regions.iter().map(|r| count(enters, r)).sum()))
+        .collect()
+}
+
+/// A `NCCL_SCOREP::LOST::<COUNTER>` property (absent: 0).
+fn lost(properties: &BTreeMap<String, String>, counter: &str) -> u64 {
+    properties
+        .get(&format!("LOST::{}", counter.to_ascii_uppercase()))
+        .map_or(0, |v| v.parse().expect("a number"))
+}
+
+/// Checks one storm's trace; returns (events started, in the trace, lost) for the report.
+fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> (u64, u64, u64) {
+    let (_, properties) = otf2_properties::nccl_scorep_properties(anchor);
+    let read = Instant::now();
+    let enters = enters_by_region(anchor);
+    let in_trace = events_in_trace(&enters);
+    let started: u64 = tally.started.values().sum();
+    let written: u64 = in_trace.values().sum();
+    let lost_starts = lost(&properties, "lost_starts");
+    println!(
+        "{on_full}: {started} events started, {written} in the trace, {lost_starts} lost \
+         (read in {:.1} s)\n  started {:?}\n  issued  {:?}\n  trace   {in_trace:?}\n  \
+         states  {:?}\n  regions {enters:?}\n  lost    {:?}",
+        read.elapsed().as_secs_f64(),
+        tally.started,
+        tally.issued,
+        tally.states,
+        properties
+            .iter()
+            .filter(|(name, _)| name.starts_with("LOST::"))
+            .collect::<BTreeMap<_, _>>(),
+    );
+    // Every event the plugin gave a handle for is in the trace, once, under its kind.
+    for (kind, _) in REGIONS_OF_KIND {
+        assert_eq!(
+            in_trace[kind],
+            tally.issued.get(kind).copied().unwrap_or(0),
+            "{on_full}: {kind} events in the trace"
+        );
+    }
+    assert_eq!(count(&enters, "recv step"), 0, "{on_full}: only send steps were made");
+    assert_eq!(
+        count(&enters, "AllReduce"),
+        tally.issued["Coll"],
+        "{on_full}: an operation on the ops stream for every Coll"
+    );
+    // Every other start was refused, and the trace's properties say how many and why.
+    assert_eq!(
+        started - written,
+        lost_starts + lost(&properties, "memory_limit_events") + lost(&properties, "slab_full"),
+        "{on_full}: events started = events in the trace + events counted as lost"
+    );
+    // The records a full ring dropped: lost starts, stops and states, nothing else.
+    assert_eq!(
+        lost(&properties, "ring_full"),
+        lost_starts + lost(&properties, "lost_stops") + lost(&properties, "lost_states"),
+        "{on_full}: ring_full"
+    );
+    // A step's wait states: an interval for each state that arrived (the three differ).
+    let mut states_missing = 0;
+    for (state, region) in REGIONS_OF_STATE {
+        let issued = tally.states[state];
+        let shown = count(&enters, region);
+        assert!(shown <= issued, "{on_full}: {region}: {shown} of {issued}");
+        states_missing += issued - shown;
+    }
+    let lost_states = lost(&properties, "lost_states") + lost(&properties, "memory_limit_states");
+    // The states that show no interval (GroupStartApiStop, KernelChStop) may be among the
+    // lost ones too.
+    let unseen = tally.states["GroupStartApiStop"] + tally.states["KernelChStop"];
+    assert!(
+        states_missing <= lost_states && lost_states <= states_missing + unseen + tally.states["GroupEndApiStart"],
+        "{on_full}: {states_missing} step states missing from the trace, {lost_states} states \
+         counted as lost"
+    );
+    let report = validate_json::assert_validates(anchor.parent().unwrap(), true);
+    println!("{on_full}: validate: {}", report["counts"]);
+    (started, written, lost_starts)
+}
+
+#[test]
+fn a_storm_drops_events_and_says_how_many_or_waits_and_loses_none() {
+    let seconds = storm_seconds();
+
+    let (_plugin, tally, anchor) = storm("drop", seconds);
+    let (started, written, lost_starts) = check_storm("drop", &tally, &anchor);
+    assert!(
+        lost_starts > written,
+        "a 4 KiB ring under four threads loses most events: {lost_starts} lost, {written} kept"
+    );
+    let enters = enters_by_region(&anchor);
+    assert!(count(&enters, "NCCL records lost") > 0, "the gaps are shown");
+    println!("drop: {started} started, {written} in the trace, {lost_starts} lost");
+
+    let (_plugin, tally, anchor) = storm("wait", seconds);
+    let (started, written, lost_starts) = check_storm("wait", &tally, &anchor);
+    assert_eq!((written, lost_starts), (started, 0), "wait: nothing lost");
+    let (_, properties) = otf2_properties::nccl_scorep_properties(&anchor);
+    assert!(
+        !properties.keys().any(|name| name.starts_with("LOST::")),
+        "wait: every loss counter is 0: {properties:?}"
+    );
+    println!("wait: {started} started, {written} in the trace");
+}
