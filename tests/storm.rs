@@ -170,8 +170,7 @@ fn storm(on_full: &str, seconds: u64) -> (Plugin, Tally, PathBuf) {
         }
     });
     println!(
-        "{on_full}: {:.1} s of storm, trace finished after {:.1} s",
-        seconds as f64,
+        "{on_full}: {seconds} s of storm, the trace finished {:.1} s after its start",
         began.elapsed().as_secs_f64()
     );
     let anchor = only_part_anchor(&plugin.out_dir());
@@ -259,8 +258,18 @@ fn lost(properties: &BTreeMap<String, String>, counter: &str) -> u64 {
         .map_or(0, |v| v.parse().expect("a number"))
 }
 
-/// Checks one storm's trace; returns (events started, in the trace, lost) for the report.
-fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> (u64, u64, u64) {
+/// What one storm's trace holds, next to what its threads did.
+struct Checked {
+    started: u64,
+    written: u64,
+    lost_starts: u64,
+    enters: BTreeMap<String, u64>,
+    properties: BTreeMap<String, String>,
+}
+
+/// Checks one storm's trace against what its threads did: the same events of every
+/// kind, the rest counted as lost, the trace valid.
+fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> Checked {
     let (_, properties) = otf2_properties::nccl_scorep_properties(anchor);
     let read = Instant::now();
     let enters = enters_by_region(anchor);
@@ -270,8 +279,8 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> (u64, u64, u64) {
     let lost_starts = lost(&properties, "lost_starts");
     println!(
         "{on_full}: {started} events started, {written} in the trace, {lost_starts} lost \
-         (read in {:.1} s)\n  started {:?}\n  issued  {:?}\n  trace   {in_trace:?}\n  \
-         states  {:?}\n  regions {enters:?}\n  lost    {:?}",
+         (otf2-print read it in {:.1} s)\n  started {:?}\n  issued  {:?}\n  trace   \
+         {in_trace:?}\n  states  {:?}\n  regions {enters:?}\n  lost    {:?}",
         read.elapsed().as_secs_f64(),
         tally.started,
         tally.issued,
@@ -289,7 +298,11 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> (u64, u64, u64) {
             "{on_full}: {kind} events in the trace"
         );
     }
-    assert_eq!(count(&enters, "recv step"), 0, "{on_full}: only send steps were made");
+    assert_eq!(
+        count(&enters, "recv step"),
+        0,
+        "{on_full}: only send steps were made"
+    );
     assert_eq!(
         count(&enters, "AllReduce"),
         tally.issued["Coll"],
@@ -316,40 +329,96 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> (u64, u64, u64) {
         states_missing += issued - shown;
     }
     let lost_states = lost(&properties, "lost_states") + lost(&properties, "memory_limit_states");
-    // The states that show no interval (GroupStartApiStop, KernelChStop) may be among the
-    // lost ones too.
-    let unseen = tally.states["GroupStartApiStop"] + tally.states["KernelChStop"];
+    // The other states may be among the lost ones too: GroupEndApiStart (which begins
+    // `ncclGroupEnd launch`), GroupStartApiStop and KernelChStop (no interval of their own).
+    let others: u64 = ["GroupEndApiStart", "GroupStartApiStop", "KernelChStop"]
+        .iter()
+        .map(|state| tally.states[state])
+        .sum();
     assert!(
-        states_missing <= lost_states && lost_states <= states_missing + unseen + tally.states["GroupEndApiStart"],
+        states_missing <= lost_states && lost_states <= states_missing + others,
         "{on_full}: {states_missing} step states missing from the trace, {lost_states} states \
          counted as lost"
     );
+    let validating = Instant::now();
     let report = validate_json::assert_validates(anchor.parent().unwrap(), true);
-    println!("{on_full}: validate: {}", report["counts"]);
-    (started, written, lost_starts)
+    println!(
+        "{on_full}: nccl-scorep validate: valid, {} records ({:.1} s)",
+        report["counts"]["events"],
+        validating.elapsed().as_secs_f64()
+    );
+    Checked {
+        started,
+        written,
+        lost_starts,
+        enters,
+        properties,
+    }
+}
+
+/// `nccl-scorep summary --json` of the run directory: its losses are the trace's.
+fn check_summary(out: &Path, properties: &BTreeMap<String, String>) {
+    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["summary", "--json"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for counter in ["lost_starts", "lost_stops", "lost_states", "ring_full"] {
+        assert_eq!(
+            summary["losses"][counter].as_u64(),
+            Some(lost(properties, counter)),
+            "summary's {counter}: {}",
+            summary["losses"]
+        );
+    }
 }
 
 #[test]
 fn a_storm_drops_events_and_says_how_many_or_waits_and_loses_none() {
     let seconds = storm_seconds();
 
-    let (_plugin, tally, anchor) = storm("drop", seconds);
-    let (started, written, lost_starts) = check_storm("drop", &tally, &anchor);
+    let (plugin, tally, anchor) = storm("drop", seconds);
+    let drop = check_storm("drop", &tally, &anchor);
     assert!(
-        lost_starts > written,
-        "a 4 KiB ring under four threads loses most events: {lost_starts} lost, {written} kept"
+        drop.lost_starts > drop.written,
+        "a 4 KiB ring under four threads loses most events: {} lost, {} kept",
+        drop.lost_starts,
+        drop.written
     );
-    let enters = enters_by_region(&anchor);
-    assert!(count(&enters, "NCCL records lost") > 0, "the gaps are shown");
-    println!("drop: {started} started, {written} in the trace, {lost_starts} lost");
+    assert!(
+        count(&drop.enters, "NCCL records lost") > 0,
+        "the gaps are shown"
+    );
+    check_summary(&plugin.out_dir(), &drop.properties);
+    drop_storm(plugin);
 
-    let (_plugin, tally, anchor) = storm("wait", seconds);
-    let (started, written, lost_starts) = check_storm("wait", &tally, &anchor);
-    assert_eq!((written, lost_starts), (started, 0), "wait: nothing lost");
-    let (_, properties) = otf2_properties::nccl_scorep_properties(&anchor);
-    assert!(
-        !properties.keys().any(|name| name.starts_with("LOST::")),
-        "wait: every loss counter is 0: {properties:?}"
+    let (plugin, tally, anchor) = storm("wait", seconds);
+    let wait = check_storm("wait", &tally, &anchor);
+    assert_eq!(
+        (wait.written, wait.lost_starts),
+        (wait.started, 0),
+        "wait: nothing lost"
     );
-    println!("wait: {started} started, {written} in the trace");
+    let losses: Vec<_> = wait
+        .properties
+        .keys()
+        .filter(|name| name.starts_with("LOST::"))
+        .collect();
+    assert!(losses.is_empty(), "wait: every loss counter is 0: {losses:?}");
+    assert_eq!(count(&wait.enters, "NCCL records lost"), 0, "wait: no gap");
+    drop_storm(plugin);
+}
+
+/// Removes a storm's trace, or keeps it with `STORM_KEEP=1` (and says where).
+fn drop_storm(plugin: Plugin) {
+    if std::env::var_os("STORM_KEEP").is_some() {
+        println!("kept {}", plugin.out_dir().display());
+        std::mem::forget(plugin);
+    }
 }
