@@ -5,9 +5,9 @@
 //! `NCCL_SCOREP::LOST::*` properties (and `nccl-scorep summary`) account for every other
 //! one; with `wait` every event the threads started is in it. Both traces validate.
 
+mod otf2_properties;
 #[path = "../plugin/tests/support/mod.rs"]
 mod support;
-mod otf2_properties;
 mod validate_json;
 
 use nccl_profiler_abi::{event_type as t, state};
@@ -50,7 +50,6 @@ impl Tally {
             }
         }
     }
-
 }
 
 /// One thread's calls: NCCL's order for an `ncclAllReduce` outside a group, its proxy
@@ -60,14 +59,15 @@ fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
     let table = plugin.v7();
     let (ctx, _) = plugin.init_v7(0x5707_0000 + thread, Some(c"storm"), 0, 1);
     let mut tally = Tally::default();
-    let mut start = |kind: &'static str, descr: &mut nccl_profiler_abi::v7::ncclProfilerEventDescr_v7_t| {
-        *tally.started.entry(kind).or_default() += 1;
-        let handle = start_in(table, ctx, descr);
-        if !handle.is_null() {
-            *tally.issued.entry(kind).or_default() += 1;
-        }
-        handle
-    };
+    let mut start =
+        |kind: &'static str, descr: &mut nccl_profiler_abi::v7::ncclProfilerEventDescr_v7_t| {
+            *tally.started.entry(kind).or_default() += 1;
+            let handle = start_in(table, ctx, descr);
+            if !handle.is_null() {
+                *tally.issued.entry(kind).or_default() += 1;
+            }
+            handle
+        };
     let mut states: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut record = |handle: Handle, name: &'static str, value: i32, args| {
         if !handle.is_null() {
@@ -83,19 +83,38 @@ fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
     let mut seq = 0;
     while !stop.load(Ordering::Relaxed) {
         let group_api = start("GroupApi", &mut group_api7(1));
-        record(group_api, "GroupStartApiStop", state::GROUP_START_API_STOP, None);
+        record(
+            group_api,
+            "GroupStartApiStop",
+            state::GROUP_START_API_STOP,
+            None,
+        );
         let coll_api = start(
             "CollApi",
             &mut coll_api7(group_api, c"AllReduce", 1024, c"ncclFloat32"),
         );
         end(coll_api);
-        record(group_api, "GroupEndApiStart", state::GROUP_END_API_START, None);
+        record(
+            group_api,
+            "GroupEndApiStart",
+            state::GROUP_END_API_START,
+            None,
+        );
         let launch = start("KernelLaunch", &mut plain7(t::KERNEL_LAUNCH, group_api));
         end(launch);
         let group = start("Group", &mut plain7(t::GROUP, Handle::NULL));
         let coll = start(
             "Coll",
-            &mut coll7(coll_api, group, 0, seq, c"AllReduce", 1024, c"ncclFloat32", 1),
+            &mut coll7(
+                coll_api,
+                group,
+                0,
+                seq,
+                c"AllReduce",
+                1024,
+                c"ncclFloat32",
+                1,
+            ),
         );
         end(coll);
         end(group);
@@ -114,7 +133,12 @@ fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
         end(op);
         let gpu_start = monotonic_ns();
         let kernel = start("KernelCh", &mut kernel_ch7(coll, 0, gpu_start));
-        record(kernel, "KernelChStop", state::KERNEL_CH_STOP, Some(ptimer(monotonic_ns())));
+        record(
+            kernel,
+            "KernelChStop",
+            state::KERNEL_CH_STOP,
+            Some(ptimer(monotonic_ns())),
+        );
         end(kernel);
         seq += 1;
     }
@@ -341,7 +365,7 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> Checked {
          counted as lost"
     );
     let validating = Instant::now();
-    let report = validate_json::assert_validates(anchor.parent().unwrap(), true);
+    let report = validate_json::assert_validates(anchor.parent().unwrap(), false);
     println!(
         "{on_full}: nccl-scorep validate: valid, {} records ({:.1} s)",
         report["counts"]["events"],
@@ -410,7 +434,10 @@ fn a_storm_drops_events_and_says_how_many_or_waits_and_loses_none() {
         .keys()
         .filter(|name| name.starts_with("LOST::"))
         .collect();
-    assert!(losses.is_empty(), "wait: every loss counter is 0: {losses:?}");
+    assert!(
+        losses.is_empty(),
+        "wait: every loss counter is 0: {losses:?}"
+    );
     assert_eq!(count(&wait.enters, "NCCL records lost"), 0, "wait: no gap");
     drop_storm(plugin);
 }

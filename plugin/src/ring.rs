@@ -278,7 +278,12 @@ mod tests {
     fn drops_are_counted_by_what_they_were_and_taken_once() {
         let (_producer, consumer) = ring(16 * std::mem::size_of::<Record>(), 0);
         let shared = &consumer.shared;
-        for what in [Dropped::Start, Dropped::Start, Dropped::Stop, Dropped::State] {
+        for what in [
+            Dropped::Start,
+            Dropped::Start,
+            Dropped::Stop,
+            Dropped::State,
+        ] {
             shared.note_drop(1, what);
         }
         assert_eq!(

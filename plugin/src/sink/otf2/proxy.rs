@@ -467,7 +467,10 @@ mod tests {
         assert_eq!(step_direction(Some(false), &send), Some(false));
         assert_eq!(step_direction(None, &send), Some(true));
         assert_eq!(step_direction(None, &recv), Some(false));
-        assert_eq!(step_direction(None, &states(&[state::PROXY_STEP_SEND_PEER_WAIT_V4])), Some(true));
+        assert_eq!(
+            step_direction(None, &states(&[state::PROXY_STEP_SEND_PEER_WAIT_V4])),
+            Some(true)
+        );
         assert_eq!(step_direction(None, &[]), None);
     }
 }
