@@ -20,12 +20,25 @@ use std::time::{Duration, Instant};
 use support::*;
 
 const THREADS: u64 = 4;
-/// Proxy steps per proxy operation, each with NCCL's three send states.
+/// Proxy steps per proxy operation.
 const STEPS: i32 = 2;
-const STEP_STATES: [i32; 3] = [
-    state::PROXY_STEP_SEND_GPU_WAIT,
-    state::PROXY_STEP_SEND_PEER_WAIT_V4,
-    state::PROXY_STEP_SEND_WAIT,
+/// NCCL's three states of a send step, and the wait-state region each becomes.
+const SEND_STEP_STATES: [(&str, i32, &str); 3] = [
+    (
+        "SendGpuWait",
+        state::PROXY_STEP_SEND_GPU_WAIT,
+        "send: GPU wait",
+    ),
+    (
+        "SendPeerWait",
+        state::PROXY_STEP_SEND_PEER_WAIT_V4,
+        "send: peer wait",
+    ),
+    (
+        "SendWait",
+        state::PROXY_STEP_SEND_WAIT,
+        "send: network wait",
+    ),
 ];
 
 /// What the threads did, by event kind: starts made, and handles the plugin gave back
@@ -36,6 +49,8 @@ struct Tally {
     issued: BTreeMap<&'static str, u64>,
     /// States recorded on events the plugin issued, by state name.
     states: BTreeMap<&'static str, u64>,
+    /// Steps issued whose ProxyOp's start was dropped: NCCL records no state on them.
+    steps_without_op: u64,
 }
 
 impl Tally {
@@ -49,12 +64,14 @@ impl Tally {
                 *mine.entry(name).or_default() += n;
             }
         }
+        self.steps_without_op += other.steps_without_op;
     }
 }
 
 /// One thread's calls: NCCL's order for an `ncclAllReduce` outside a group, its proxy
-/// operation with its steps, and its kernel channel, over and over until `stop`. Stops and
-/// states are not called for a NULL handle (NCCL does not either).
+/// operation with its steps, and its kernel channel, over and over until `stop`. As NCCL
+/// does, nothing more is called for a NULL handle, and no step state when the step's
+/// ProxyOp handle is NULL.
 fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
     let table = plugin.v7();
     let (ctx, _) = plugin.init_v7(0x5707_0000 + thread, Some(c"storm"), 0, 1);
@@ -80,6 +97,7 @@ fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
             stop_in(table, handle);
         }
     };
+    let mut steps_without_op = 0;
     let mut seq = 0;
     while !stop.load(Ordering::Relaxed) {
         let group_api = start("GroupApi", &mut group_api7(1));
@@ -122,11 +140,12 @@ fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
         let op = start("ProxyOp", &mut proxy_op7(coll, 0, pid(), 0, 0, true));
         for step in 0..STEPS {
             let s = start("ProxyStep", &mut proxy_step7(op, 0, step));
-            for (name, value) in ["SendGpuWait", "SendPeerWait", "SendWait"]
-                .into_iter()
-                .zip(STEP_STATES)
-            {
-                record(s, name, value, Some(trans_size(4096)));
+            if op.is_null() {
+                steps_without_op += u64::from(!s.is_null());
+            } else {
+                for (name, value, _) in SEND_STEP_STATES {
+                    record(s, name, value, Some(trans_size(4096)));
+                }
             }
             end(s);
         }
@@ -144,6 +163,7 @@ fn storm_thread(plugin: &Plugin, thread: u64, stop: &AtomicBool) -> Tally {
     }
     finalize_in(table, ctx);
     tally.states = states;
+    tally.steps_without_op = steps_without_op;
     tally
 }
 
@@ -256,13 +276,6 @@ const REGIONS_OF_KIND: [(&str, &[&str]); 8] = [
     ("KernelCh", &["AllReduce kernel", "NCCL kernel"]),
 ];
 
-/// The wait-state regions of the step states.
-const REGIONS_OF_STATE: [(&str, &str); 3] = [
-    ("SendGpuWait", "send: GPU wait"),
-    ("SendPeerWait", "send: peer wait"),
-    ("SendWait", "send: network wait"),
-];
-
 fn count(map: &BTreeMap<String, u64>, name: &str) -> u64 {
     map.get(name).copied().unwrap_or(0)
 }
@@ -322,10 +335,18 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> Checked {
             "{on_full}: {kind} events in the trace"
         );
     }
+    // A step is named by its operation, else by its states: a step without either says
+    // no direction, and none is called a receive step.
     assert_eq!(
         count(&enters, "recv step"),
         0,
         "{on_full}: only send steps were made"
+    );
+    assert!(
+        count(&enters, "proxy step") >= tally.steps_without_op,
+        "{on_full}: {} steps without their operation and states, {} `proxy step`",
+        tally.steps_without_op,
+        count(&enters, "proxy step")
     );
     assert_eq!(
         count(&enters, "AllReduce"),
@@ -346,8 +367,8 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> Checked {
     );
     // A step's wait states: an interval for each state that arrived (the three differ).
     let mut states_missing = 0;
-    for (state, region) in REGIONS_OF_STATE {
-        let issued = tally.states[state];
+    for (state, _, region) in SEND_STEP_STATES {
+        let issued = tally.states.get(state).copied().unwrap_or(0);
         let shown = count(&enters, region);
         assert!(shown <= issued, "{on_full}: {region}: {shown} of {issued}");
         states_missing += issued - shown;
@@ -357,12 +378,17 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> Checked {
     // `ncclGroupEnd launch`), GroupStartApiStop and KernelChStop (no interval of their own).
     let others: u64 = ["GroupEndApiStart", "GroupStartApiStop", "KernelChStop"]
         .iter()
-        .map(|state| tally.states[state])
+        .map(|state| tally.states.get(state).copied().unwrap_or(0))
         .sum();
     assert!(
         states_missing <= lost_states && lost_states <= states_missing + others,
         "{on_full}: {states_missing} step states missing from the trace, {lost_states} states \
          counted as lost"
+    );
+    println!(
+        "{on_full}: {} steps without their operation; the part is {} bytes",
+        tally.steps_without_op,
+        bytes_under(anchor.parent().unwrap())
     );
     let validating = Instant::now();
     let report = validate_json::assert_validates(anchor.parent().unwrap(), false);
@@ -448,4 +474,20 @@ fn drop_storm(plugin: Plugin) {
         println!("kept {}", plugin.out_dir().display());
         std::mem::forget(plugin);
     }
+}
+
+/// The bytes of the files under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let metadata = entry.metadata().unwrap();
+            if metadata.is_dir() {
+                bytes_under(&entry.path())
+            } else {
+                metadata.len()
+            }
+        })
+        .sum()
 }
