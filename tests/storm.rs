@@ -3,7 +3,8 @@
 //! that its collector cannot keep up. With `NCCL_SCOREP_ON_FULL=drop` the trace, read back
 //! with `otf2-print`, holds exactly the events whose start was kept, and its
 //! `NCCL_SCOREP::LOST::*` properties (and `nccl-scorep summary`) account for every other
-//! one; with `wait` every event the threads started is in it. Both traces validate.
+//! one; with `wait` every event the threads started is in it. Both traces validate. And a
+//! finalize on a full ring is not dropped.
 
 mod otf2_properties;
 #[path = "../plugin/tests/support/mod.rs"]
@@ -490,4 +491,75 @@ fn bytes_under(dir: &Path) -> u64 {
             }
         })
         .sum()
+}
+
+/// A communicator finalized by a thread whose ring is full (`drop`): its finalize record
+/// waits for room instead of being dropped, so the flight recorder (`nccl-scorep status`)
+/// shows the communicator finalized while another one still runs.
+#[test]
+fn a_finalize_on_a_full_ring_is_not_dropped() {
+    let plugin = Plugin::load(&[
+        ("NCCL_SCOREP_MODE", "otf2"),
+        ("NCCL_SCOREP_JSONL", "0"),
+        ("NCCL_SCOREP_BUFFER_SIZE", "4K"),
+        ("NCCL_SCOREP_ON_FULL", "drop"),
+    ]);
+    let table = plugin.v7();
+    let (finalized, _) = plugin.init_v7(0x5707_f1, Some(c"finalized"), 0, 1);
+    let (running, _) = plugin.init_v7(0x5707_f2, Some(c"running"), 0, 1);
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // Far more records than a 4 KiB ring holds, as fast as possible: the ring
+                // is full when the finalize comes.
+                for seq in 0..20_000 {
+                    let coll = start_in(
+                        table,
+                        finalized,
+                        &mut coll7(
+                            Handle::NULL,
+                            Handle::NULL,
+                            0,
+                            seq,
+                            c"AllReduce",
+                            1024,
+                            c"ncclFloat32",
+                            1,
+                        ),
+                    );
+                    if !coll.is_null() {
+                        stop_in(table, coll);
+                    }
+                }
+                finalize_in(table, finalized);
+            })
+            .join()
+            .unwrap();
+    });
+    // The collector looks at the rings every 2 ms.
+    std::thread::sleep(Duration::from_millis(300));
+    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["status", "--json"])
+        .arg(plugin.out_dir())
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from nccl-scorep status ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let finalized_of = |hash: &str| {
+        status["communicators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["comm_hash"] == hash)
+            .unwrap_or_else(|| panic!("no communicator {hash}: {status:#}"))["ranks"][0]
+            ["finalized"]
+            .clone()
+    };
+    assert_eq!(finalized_of("0x00000000005707f1"), true, "{status:#}");
+    assert_eq!(finalized_of("0x00000000005707f2"), false, "{status:#}");
+    finalize_in(table, running);
 }
