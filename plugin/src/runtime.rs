@@ -195,8 +195,9 @@ impl Runtime {
     }
 
     /// Pushes an init or finalize record: these wait for room whatever
-    /// `NCCL_SCOREP_ON_FULL` says (they are rare, and off NCCL's hot path), so that a
-    /// communicator's events are closed at its finalize, not at the end of the part.
+    /// `NCCL_SCOREP_ON_FULL` says (they are rare, and off NCCL's hot path). A dropped
+    /// finalize left the communicator live for the collector until the end of the part:
+    /// its flight recorder slot kept, its operations waiting for their kernel channels.
     fn push_lifecycle(&self, record: Record) {
         let _ = self.with_ring(|ring| self.push_or_wait(ring, record, true));
     }
