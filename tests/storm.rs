@@ -505,8 +505,8 @@ fn a_finalize_on_a_full_ring_is_not_dropped() {
         ("NCCL_SCOREP_ON_FULL", "drop"),
     ]);
     let table = plugin.v7();
-    let (finalized, _) = plugin.init_v7(0x5707_f1, Some(c"finalized"), 0, 1);
-    let (running, _) = plugin.init_v7(0x5707_f2, Some(c"running"), 0, 1);
+    let (finalized, _) = plugin.init_v7(0x5707_00f1, Some(c"finalized"), 0, 1);
+    let (running, _) = plugin.init_v7(0x5707_00f2, Some(c"running"), 0, 1);
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -559,7 +559,7 @@ fn a_finalize_on_a_full_ring_is_not_dropped() {
             ["finalized"]
             .clone()
     };
-    assert_eq!(finalized_of("0x00000000005707f1"), true, "{status:#}");
-    assert_eq!(finalized_of("0x00000000005707f2"), false, "{status:#}");
+    assert_eq!(finalized_of("0x00000000570700f1"), true, "{status:#}");
+    assert_eq!(finalized_of("0x00000000570700f2"), false, "{status:#}");
     finalize_in(table, running);
 }
