@@ -301,6 +301,7 @@ fn assert_region_groups(sample: &str, archive: &Path) {
                     "proxy recv",
                     "send step",
                     "recv step",
+                    "proxy step",
                     "proxy append",
                 ]
                 .contains(&region.as_str()),

@@ -1153,16 +1153,17 @@ impl State {
                 .map(|(name, value)| format!("{name}={value}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let dropped = ["ring_full", "slab_full", "lost_stops"]
-                .iter()
-                .map(|name| losses.get(name).copied().unwrap_or(0))
-                .sum::<u64>();
+            let count = |name: &str| losses.get(name).copied().unwrap_or(0);
+            // `ring_full` holds the lost stops and states too.
+            let dropped = count("ring_full") + count("slab_full");
             if dropped > 0 {
                 // Gaps in the trace: the user must know, and what to change.
                 log::warn(&format!(
-                    "{} events recorded, {dropped} records dropped (the trace has gaps; \
-                     NCCL_SCOREP_BUFFER_SIZE or NCCL_SCOREP_ON_FULL=wait keep more): {listed}",
-                    counters["events_written"]
+                    "{} events recorded, {dropped} records dropped, {} of them starts of \
+                     events the trace lacks (the trace has gaps; NCCL_SCOREP_BUFFER_SIZE or \
+                     NCCL_SCOREP_ON_FULL=wait keep more): {listed}",
+                    counters["events_written"],
+                    count("lost_starts") + count("slab_full"),
                 ));
             } else {
                 log::info(&format!(
@@ -1176,14 +1177,17 @@ impl State {
     }
 }
 
-/// Adds what `ring` dropped since it was last counted to `ring_full`.
+/// Adds what `ring` dropped since it was last counted to `ring_full`, and its starts and
+/// states among them to `lost_starts` and `lost_states`.
 fn count_ring_drops(shared: &Shared, ring: &RingConsumer) {
-    let now = ring.shared.dropped.load(Ordering::Acquire);
-    let before = ring.shared.drops_counted.swap(now, Ordering::AcqRel);
-    shared
-        .counters
-        .ring_full
-        .fetch_add(now.saturating_sub(before), Ordering::Relaxed);
+    let counters = &shared.counters;
+    for (count, counter) in [
+        (&ring.shared.dropped, &counters.ring_full),
+        (&ring.shared.dropped_starts, &counters.lost_starts),
+        (&ring.shared.dropped_states, &counters.lost_states),
+    ] {
+        counter.fetch_add(count.take_new(), Ordering::Relaxed);
+    }
 }
 
 /// A context's description, looked up once (`None` for a context not ours).
@@ -1241,6 +1245,6 @@ fn take_gap(ring: &RingConsumer) -> Option<TickGap> {
         tid: ring.shared.os_tid,
         first,
         last: ring.shared.drop_last.load(Ordering::Acquire),
-        dropped_total: ring.shared.dropped.load(Ordering::Acquire),
+        dropped_total: ring.shared.dropped.total(),
     })
 }

@@ -54,10 +54,16 @@ counters! {
     memory_limit_events,
     /// State records of recorded events dropped for the same reason.
     memory_limit_states,
-    /// Records dropped because a thread's ring was full.
+    /// Records dropped because a thread's ring was full: `lost_starts + lost_stops +
+    /// lost_states`.
     ring_full,
+    /// Events whose start record a full ring dropped: NCCL got a NULL handle, and the
+    /// event is not in the trace.
+    lost_starts,
     /// Stops whose record was dropped (the event is closed at finalize).
     lost_stops,
+    /// States whose record a full ring dropped: their event is in the trace without them.
+    lost_states,
     /// stopEvent(NULL): legal for NetPlugin, otherwise a caller bug.
     stop_null,
     /// stopEvent on a value never issued by this process.

@@ -18,6 +18,7 @@ use crate::counters::Counters;
 use crate::decode::{DecodeArgs, DecodeDescr};
 use crate::event::{Action, Event, Kind, Record, Start};
 use crate::handle::{Chained, HandleError};
+use crate::ring::Dropped;
 use crate::runtime::{runtime, Runtime};
 use crate::scorep_mode;
 use std::ffi::c_void;
@@ -146,7 +147,7 @@ unsafe fn start_recorded<D: DecodeDescr>(
         // A full ring drops the start before it costs a clock read, a decode or an id
         // (the drop's time, for the gap it makes, is the only work).
         if rt.shared.config.on_full == OnFull::Drop && ring.is_full() {
-            if ring.shared.note_drop(stamp.ticks()) {
+            if ring.shared.note_drop(stamp.ticks(), Dropped::Start) {
                 rt.wake_collector();
             }
             return None;

@@ -21,10 +21,13 @@ pub struct RingShared {
     pub thread_index: u32,
     /// The OS thread id.
     pub os_tid: i32,
-    /// Records dropped because the ring was full.
-    pub dropped: AtomicU64,
-    /// How many of them the collector has added to the `ring_full` counter.
-    pub drops_counted: AtomicU64,
+    /// Records dropped because the ring was full (the collector adds them to
+    /// `ring_full`).
+    pub dropped: DropCount,
+    /// Start records among them: events lost (`lost_starts`).
+    pub dropped_starts: DropCount,
+    /// State records among them (`lost_states`).
+    pub dropped_states: DropCount,
     /// Time (clock ticks) of the first and the last drop not yet reported.
     pub drop_first: AtomicU64,
     pub drop_last: AtomicU64,
@@ -33,17 +36,58 @@ pub struct RingShared {
     waiting_for_room: AtomicBool,
 }
 
+/// What a dropped record was: the three are counted apart, so that the trace says how
+/// many events it lacks, and how many stops and states its events lack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    Start,
+    Stop,
+    State,
+}
+
+/// A count raised by the ring's producer and added now and then by the collector to a
+/// process-wide counter.
+#[derive(Debug, Default)]
+pub struct DropCount {
+    total: AtomicU64,
+    counted: AtomicU64,
+}
+
+impl DropCount {
+    fn add_one(&self) {
+        self.total.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Everything counted since the ring was made.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Acquire)
+    }
+
+    /// What was counted since the last call (the collector's share to add).
+    pub fn take_new(&self) -> u64 {
+        let now = self.total();
+        let before = self.counted.swap(now, Ordering::AcqRel);
+        now.saturating_sub(before)
+    }
+}
+
 impl RingShared {
-    /// Counts a dropped record; returns whether it is the first of a gap (the first
-    /// since the collector last reported one).
-    pub fn note_drop(&self, time: u64) -> bool {
+    /// Counts a dropped record of `what`; returns whether it is the first of a gap (the
+    /// first since the collector last reported one).
+    pub fn note_drop(&self, time: u64, what: Dropped) -> bool {
         // The collector swaps `drop_first` back to 0 when it reports a gap.
         let first = self
             .drop_first
             .compare_exchange(0, time, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok();
         self.drop_last.store(time, Ordering::Release);
-        self.dropped.fetch_add(1, Ordering::AcqRel);
+        match what {
+            Dropped::Start => self.dropped_starts.add_one(),
+            Dropped::State => self.dropped_states.add_one(),
+            // Counted by the caller, which knows the event then closed without it.
+            Dropped::Stop => {}
+        }
+        self.dropped.add_one();
         first
     }
 
@@ -122,8 +166,9 @@ pub fn ring(bytes: usize, thread_index: u32) -> (RingProducer, RingConsumer) {
         thread_index,
         // SAFETY: gettid has no preconditions.
         os_tid: unsafe { libc::gettid() },
-        dropped: AtomicU64::new(0),
-        drops_counted: AtomicU64::new(0),
+        dropped: DropCount::default(),
+        dropped_starts: DropCount::default(),
+        dropped_states: DropCount::default(),
         drop_first: AtomicU64::new(0),
         drop_last: AtomicU64::new(0),
         thread: std::thread::current(),
@@ -217,14 +262,49 @@ mod tests {
     fn only_the_first_drop_of_a_gap_is_reported_as_first() {
         let (_producer, consumer) = ring(16 * std::mem::size_of::<Record>(), 0);
         let shared = &consumer.shared;
-        assert!(shared.note_drop(10));
-        assert!(!shared.note_drop(11));
-        assert!(!shared.note_drop(12));
+        assert!(shared.note_drop(10, Dropped::Start));
+        assert!(!shared.note_drop(11, Dropped::Stop));
+        assert!(!shared.note_drop(12, Dropped::State));
         // What the collector does when it writes the gap.
         assert_eq!(shared.drop_first.swap(0, Ordering::AcqRel), 10);
-        assert!(shared.note_drop(20));
-        assert_eq!(shared.dropped.load(Ordering::Acquire), 4);
+        assert!(shared.note_drop(20, Dropped::Start));
+        assert_eq!(shared.dropped.total(), 4);
         assert_eq!(shared.drop_last.load(Ordering::Acquire), 20);
+    }
+
+    /// Drops are counted by what they were (starts: lost events; states), and the
+    /// collector takes each count once.
+    #[test]
+    fn drops_are_counted_by_what_they_were_and_taken_once() {
+        let (_producer, consumer) = ring(16 * std::mem::size_of::<Record>(), 0);
+        let shared = &consumer.shared;
+        for what in [
+            Dropped::Start,
+            Dropped::Start,
+            Dropped::Stop,
+            Dropped::State,
+        ] {
+            shared.note_drop(1, what);
+        }
+        assert_eq!(
+            (
+                shared.dropped.take_new(),
+                shared.dropped_starts.take_new(),
+                shared.dropped_states.take_new()
+            ),
+            (4, 2, 1)
+        );
+        assert_eq!(shared.dropped.take_new(), 0, "taken once");
+        shared.note_drop(2, Dropped::State);
+        assert_eq!(
+            (
+                shared.dropped.take_new(),
+                shared.dropped_starts.take_new(),
+                shared.dropped_states.take_new()
+            ),
+            (1, 0, 1)
+        );
+        assert_eq!(shared.dropped.total(), 5);
     }
 
     /// A producer that sleeps on a full ring goes on as the collector makes room, and

@@ -10,7 +10,7 @@ use crate::counters::Counters;
 use crate::event::{Action, Record};
 use crate::kinds;
 use crate::log;
-use crate::ring::RingProducer;
+use crate::ring::{Dropped, RingProducer};
 use crate::scorep_mode;
 use crate::shared::Shared;
 use crate::sink::{self, SinkContext};
@@ -149,22 +149,29 @@ impl Runtime {
     /// Pushes one record: on a full ring, drops and counts it, or waits for the collector
     /// when so configured (and a collector runs to make room).
     #[inline]
-    pub(crate) fn push(&self, ring: &mut RingProducer, mut record: Record) -> bool {
+    pub(crate) fn push(&self, ring: &mut RingProducer, record: Record) -> bool {
+        let wait = self.shared.config.on_full == OnFull::Wait;
+        self.push_or_wait(ring, record, wait)
+    }
+
+    #[inline]
+    fn push_or_wait(&self, ring: &mut RingProducer, mut record: Record, wait: bool) -> bool {
         loop {
             match ring.push(record) {
                 Ok(()) => return true,
-                Err(back)
-                    if self.shared.config.on_full == OnFull::Wait
-                        && self.collecting.load(Ordering::Relaxed) =>
-                {
+                Err(back) if wait && self.collecting.load(Ordering::Relaxed) => {
                     record = back;
                     self.wake_collector();
                     ring.wait_for_room();
                 }
                 Err(_) => {
+                    let Some(what) = dropped_as(&record.action) else {
+                        // An init or finalize record without a collector to read it.
+                        return false;
+                    };
                     // Counted per ring (no shared cache line on an overloaded path); the
                     // collector adds the rings' drops to `ring_full`.
-                    if ring.shared.note_drop(record.time) {
+                    if ring.shared.note_drop(record.time, what) {
                         self.wake_collector();
                     }
                     return false;
@@ -176,11 +183,23 @@ impl Runtime {
     /// Pushes a record that needs no new id.
     #[inline]
     pub(crate) fn push_here(&self, record: Record) -> bool {
+        let state = matches!(record.action, Action::State { .. });
         self.with_ring(|ring| self.push(ring, record))
             .unwrap_or_else(|| {
                 Counters::bump(&self.shared.counters.ring_full);
+                if state {
+                    Counters::bump(&self.shared.counters.lost_states);
+                }
                 false
             })
+    }
+
+    /// Pushes an init or finalize record: these wait for room whatever
+    /// `NCCL_SCOREP_ON_FULL` says (they are rare, and off NCCL's hot path). A dropped
+    /// finalize left the communicator live for the collector until the end of the part:
+    /// its flight recorder slot kept, its operations waiting for their kernel channels.
+    fn push_lifecycle(&self, record: Record) {
+        let _ = self.with_ring(|ring| self.push_or_wait(ring, record, true));
     }
 
     /// A ring is full: the collector drains now instead of at the end of its poll
@@ -351,7 +370,7 @@ unsafe fn init_profiling(context_out: *mut *mut c_void, mask: *mut i32, args: In
     }
     // The collector learns of the context through its first event or the finalize
     // record; tell it now so comms without events still appear in the output.
-    rt.push_here(Record {
+    rt.push_lifecycle(Record {
         time: crate::clock::ticks(),
         handle: 0,
         action: Action::Init { context },
@@ -382,7 +401,7 @@ pub fn finalize(context: *mut c_void) {
                 }
             }
             if rt.recording() {
-                rt.push_here(Record {
+                rt.push_lifecycle(Record {
                     time: crate::clock::ticks(),
                     handle: 0,
                     action: Action::Finalize { context: value },
@@ -413,5 +432,17 @@ fn on_panic() {
         if !rt.disabled.swap(true, Ordering::Relaxed) {
             log::warn("internal error (panic caught); profiling is off for the rest of the run");
         }
+    }
+}
+
+/// What a dropped record is counted as; `None` for init and finalize records, which are
+/// only dropped when no collector runs.
+#[inline]
+fn dropped_as(action: &Action) -> Option<Dropped> {
+    match action {
+        Action::Start { .. } => Some(Dropped::Start),
+        Action::Stop => Some(Dropped::Stop),
+        Action::State { .. } => Some(Dropped::State),
+        Action::Init { .. } | Action::Finalize { .. } => None,
     }
 }

@@ -633,6 +633,7 @@ fn a_full_ring_drops_counts_and_reports_gaps() {
         &[
             ("events_written", issued.len() as u64),
             ("ring_full", refused + lost_stops),
+            ("lost_starts", refused),
             ("lost_stops", lost_stops),
             ("closed_at_finalize", lost_stops),
         ],

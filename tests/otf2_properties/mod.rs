@@ -1,15 +1,17 @@
-//! The `NCCL_SCOREP::…` trace file properties of an archive, as OTF2's own `otf2-print -A`
+//! The `NCCL_SCOREP::…` trace file properties of an archive, as OTF2's own `otf2-print -I`
 //! prints them (a reader nobody here wrote), for tests that check what a trace records.
+//! `-I` prints the anchor file only: `-A` would print every event too (seconds for a
+//! trace of millions of events).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-/// `otf2-print -A`'s text, and the `NCCL_SCOREP::` properties in it by their names
+/// `otf2-print -I`'s text, and the `NCCL_SCOREP::` properties in it by their names
 /// without the namespace (`CLOCK`, `ENV::NCCL_SCOREP_EVENTS`, …).
 pub fn nccl_scorep_properties(anchor: &Path) -> (String, BTreeMap<String, String>) {
     let printed = Command::new("otf2-print")
-        .arg("-A")
+        .arg("-I")
         .arg(anchor)
         .output()
         .unwrap();

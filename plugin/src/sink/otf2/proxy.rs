@@ -17,20 +17,27 @@ use super::timelines::{thread_timeline_name, Family, Item, Timelines, Watermarks
 use super::writer::Writer;
 use crate::event::{Event, StateArg};
 use crate::kinds::Timeline as KindTimeline;
-use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent};
+use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent, StateRecord};
 use nccl_profiler_abi::state;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Proxy-step states whose wait region is cached (NCCL's are below 32).
 const WAIT_REGION_STATES: usize = 32;
 
+/// What a step needs of its open operation.
+#[derive(Clone, Copy)]
+struct OpenOp {
+    family: Family,
+    is_send: bool,
+}
+
 /// What the proxy part remembers between events.
 pub(super) struct Proxy {
     /// Write each proxy step's wait states as intervals nested in the step.
     step_states: bool,
     pid: i32,
-    /// Open ProxyOps → the proxy timeline of their steps.
-    op_family: HashMap<u64, Family>,
+    /// Open ProxyOps → the proxy timeline of their steps, and their direction.
+    op_family: HashMap<u64, OpenOp>,
     /// Proxy threads that reported Idle and not yet Active: since when.
     idle_since: HashMap<i32, u64>,
     /// Region ids of proxy-step wait states by state number, once looked up.
@@ -50,14 +57,20 @@ impl Proxy {
 
     /// A ProxyOp started: its steps will go to its owner's lanes.
     pub(super) fn op_started(&mut self, handle: u64, owner: Owner, event: &Event) {
-        if let Event::ProxyOp(_) = event {
-            self.op_family.insert(handle, Family::Proxy(owner));
+        if let Event::ProxyOp(op) = event {
+            self.op_family.insert(
+                handle,
+                OpenOp {
+                    family: Family::Proxy(owner),
+                    is_send: op.is_send,
+                },
+            );
         }
     }
 
     /// A ProxyOp finished: its steps are done, and its own interval goes to this timeline.
     pub(super) fn op_finished(&mut self, handle: u64) -> Option<Family> {
-        self.op_family.remove(&handle)
+        self.op_family.remove(&handle).map(|op| op.family)
     }
 
     /// The timeline an open event's interval will go to, when it goes through lanes.
@@ -77,7 +90,7 @@ impl Proxy {
     /// the step's.
     fn steps_family(&self, parent: Parent, owner: Owner) -> Family {
         match parent {
-            Parent::Local { handle, .. } => self.op_family.get(&handle).copied(),
+            Parent::Local { handle, .. } => self.op_family.get(&handle).map(|op| op.family),
             _ => None,
         }
         .unwrap_or(Family::Proxy(owner))
@@ -113,12 +126,14 @@ impl Proxy {
         e: &FinishedEvent,
     ) {
         let family = self.steps_family(e.parent, e.owner);
-        let mut item = self.step_item(w, timelines, e);
+        let op = match e.parent {
+            Parent::Local { handle, .. } => self.op_family.get(&handle).map(|op| (handle, *op)),
+            _ => None,
+        };
+        let mut item = self.step_item(w, timelines, e, op.map(|(_, op)| op.is_send));
         // Inside its operation when that one is known (it is open on one of the lanes).
-        if let Parent::Local { handle, .. } = e.parent {
-            if self.op_family.contains_key(&handle) {
-                item.nesting = Nesting::Inside(handle);
-            }
+        if let Some((handle, _)) = op {
+            item.nesting = Nesting::Inside(handle);
         }
         timelines.push(w, family, item, |w| timeline_name(w, ops, family));
     }
@@ -185,20 +200,23 @@ impl Proxy {
         }
     }
 
-    fn step_item(&mut self, w: &mut Writer, timelines: &mut Timelines, e: &FinishedEvent) -> Item {
+    /// A step's interval; `op_is_send` is its open operation's direction, if known.
+    fn step_item(
+        &mut self,
+        w: &mut Writer,
+        timelines: &mut Timelines,
+        e: &FinishedEvent,
+        op_is_send: Option<bool>,
+    ) -> Item {
         let Event::ProxyStep { step } = e.event else {
             unreachable!("called for ProxySteps only")
         };
-        let send = e.states.iter().any(|s| {
-            matches!(
-                s.state,
-                state::PROXY_STEP_SEND_GPU_WAIT
-                    | state::PROXY_STEP_SEND_WAIT
-                    | state::PROXY_STEP_SEND_PEER_WAIT_V4
-            )
-        });
         let region = w.defs.static_region_in(
-            if send { "send step" } else { "recv step" },
+            match step_direction(op_is_send, &e.states) {
+                Some(true) => "send step",
+                Some(false) => "recv step",
+                None => "proxy step",
+            },
             Role::DataTransfer,
             "one proxy step (a slice of a proxy operation through the network)",
             RegionGroup::ProxyOperations,
@@ -350,6 +368,23 @@ fn push_idle(w: &mut Writer, timelines: &mut Timelines, tid: i32, since: u64, un
     );
 }
 
+/// Whether a step sends (`Some(true)`), receives, or cannot say: its operation's
+/// direction when the operation is known, else what its states say. A step whose operation
+/// and states were all lost (dropped records, or NCCL's NULL ProxyOp handle) says nothing.
+fn step_direction(op_is_send: Option<bool>, states: &[StateRecord]) -> Option<bool> {
+    op_is_send.or_else(|| {
+        states.iter().find_map(|s| match s.state {
+            state::PROXY_STEP_SEND_GPU_WAIT
+            | state::PROXY_STEP_SEND_WAIT
+            | state::PROXY_STEP_SEND_PEER_WAIT_V4 => Some(true),
+            state::PROXY_STEP_RECV_WAIT
+            | state::PROXY_STEP_RECV_FLUSH_WAIT
+            | state::PROXY_STEP_RECV_GPU_WAIT => Some(false),
+            _ => None,
+        })
+    })
+}
+
 fn define_wait_region(defs: &mut Definitions, step_state: i32) -> Option<u32> {
     let (name, description) = match step_state {
         state::PROXY_STEP_SEND_GPU_WAIT => {
@@ -401,5 +436,41 @@ fn owner_prefix(w: &mut Writer, ops: &mut OpsStreams, owner: Owner) -> (String, 
             Definitions::PROCESS_GROUP,
         ),
         Owner::Unknown => ("unknown comm".to_owned(), Definitions::PROCESS_GROUP),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn states(values: &[i32]) -> Vec<StateRecord> {
+        values
+            .iter()
+            .map(|&state| StateRecord {
+                state,
+                time_ns: 0,
+                thread: 0,
+                arg: StateArg::None,
+            })
+            .collect()
+    }
+
+    /// A step's direction is its operation's; without one, its states'; with neither (a
+    /// send step whose operation and states a full ring dropped), unknown: it used to be
+    /// called a receive step.
+    #[test]
+    fn a_step_is_named_by_its_operation_then_its_states_else_unknown() {
+        let send = states(&[state::PROXY_STEP_SEND_GPU_WAIT, state::PROXY_STEP_SEND_WAIT]);
+        let recv = states(&[state::PROXY_STEP_RECV_WAIT]);
+        assert_eq!(step_direction(Some(true), &[]), Some(true));
+        assert_eq!(step_direction(Some(false), &[]), Some(false));
+        assert_eq!(step_direction(Some(false), &send), Some(false));
+        assert_eq!(step_direction(None, &send), Some(true));
+        assert_eq!(step_direction(None, &recv), Some(false));
+        assert_eq!(
+            step_direction(None, &states(&[state::PROXY_STEP_SEND_PEER_WAIT_V4])),
+            Some(true)
+        );
+        assert_eq!(step_direction(None, &[]), None);
     }
 }
