@@ -399,6 +399,7 @@ pub fn finalize(context: *mut c_void) {
                 // communicator: a later message goes to stderr instead.
                 log::clear_logger();
                 crate::c_string::forget_readable_memory();
+                crate::decode::forget_names();
             }
         }
         Err(_) => Counters::bump(&shared.counters.bad_finalize),
