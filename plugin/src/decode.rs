@@ -395,6 +395,7 @@ macro_rules! decode_v5_family {
                             })
                         }
                         Kind::KernelLaunch => Event::KernelLaunch,
+                        Kind::Group => Event::Group,
                         Kind::Coll => {
                             let c = &self.u.coll;
                             let coll = Coll {

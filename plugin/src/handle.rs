@@ -80,6 +80,7 @@ pub fn encode(salt: u8, kind: Kind, generation: u32, slot: u32) -> u64 {
 }
 
 /// Decodes the bits of a handle issued with `salt`; `None` if it cannot be ours.
+#[inline]
 pub fn decode(salt: u8, value: u64) -> Option<HandleBits> {
     if value >> MAGIC_SHIFT != MAGIC || (value >> SALT_SHIFT) & SALT_MASK != u64::from(salt) {
         return None;
@@ -451,6 +452,7 @@ impl Slab {
         self.bits(value).ok()
     }
 
+    #[inline]
     fn bits(&self, value: u64) -> Result<HandleBits, HandleError> {
         if value == 0 {
             return Err(HandleError::Null);
