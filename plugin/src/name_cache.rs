@@ -1,9 +1,10 @@
 //! NCCL's names (operation, type, algorithm, protocol) resolved by their address, so that
-//! the callback path reads no string it has seen before.
+//! the callback path does not read again a name it has seen in read-only memory.
 //!
 //! NCCL passes its names as string literals: the same address for the same name, in a
 //! segment of `libnccl.so` mapped without write permission. Each set of names has a small
-//! table of `address → value` that the callback path looks up before it reads the string.
+//! table of `address → value` (the tables are in [`crate::decode`]) that the callback path
+//! looks up before it reads the string.
 //! A hit reads nothing at the address, so nothing NCCL passes is dereferenced on a hit,
 //! whatever it points to. A miss reads the string as before ([`crate::c_string::bounded`])
 //! and offers the address to the collector, which fills the table off the callback path:
@@ -23,6 +24,10 @@ const ENTRIES: usize = 64;
 const PROBES: usize = 4;
 /// Addresses a table holds for the collector to look at (a power of two).
 const OFFERS: usize = 8;
+/// Addresses the collector remembers as not to be entered (direct-mapped), so that a name
+/// in writable memory, offered at every call, is not looked up in the loader's list at
+/// every pass.
+const REFUSED: usize = 16;
 /// Addresses at or above this do not fit beside a value in one entry (none on the
 /// platforms NCCL runs on; such an address is simply never entered).
 const ADDRESS_LIMIT: usize = 1 << 56;
@@ -34,6 +39,8 @@ pub struct NameCache {
     /// once, so an empty entry ends a probe.
     entries: [AtomicU64; ENTRIES],
     offered: [AtomicUsize; OFFERS],
+    /// Written and read by the collector only.
+    refused: [AtomicUsize; REFUSED],
     /// The value of a name's bytes (the same mapping the callback path applies on a miss).
     value_of: fn(&[u8]) -> u8,
 }
@@ -43,6 +50,7 @@ impl NameCache {
         NameCache {
             entries: [const { AtomicU64::new(0) }; ENTRIES],
             offered: [const { AtomicUsize::new(0) }; OFFERS],
+            refused: [const { AtomicUsize::new(0) }; REFUSED],
             value_of,
         }
     }
@@ -103,6 +111,10 @@ impl NameCache {
             if address == 0 || address >= ADDRESS_LIMIT || self.cached(address).is_some() {
                 continue;
             }
+            let refused = &self.refused[home(address) % REFUSED];
+            if refused.load(Ordering::Relaxed) == address {
+                continue;
+            }
             // SAFETY: read within bounds, and only from memory found readable.
             let Some(bytes) = (unsafe {
                 crate::c_string::bounded(address as *const c_char, crate::c_string::MAX_NAME)
@@ -111,6 +123,7 @@ impl NameCache {
             };
             // The name and its NUL.
             if !in_read_only_segment(address, bytes.len() + 1) {
+                refused.store(address, Ordering::Relaxed);
                 continue;
             }
             let entry = (address as u64) << 8 | u64::from((self.value_of)(bytes));
@@ -132,7 +145,7 @@ impl NameCache {
         for entry in &self.entries {
             entry.store(0, Ordering::Relaxed);
         }
-        for offer in &self.offered {
+        for offer in self.offered.iter().chain(&self.refused) {
             offer.store(0, Ordering::Relaxed);
         }
     }
@@ -247,6 +260,12 @@ mod tests {
             assert_eq!(NAMES.resolve(heap.as_ptr().cast()), Some(2));
             NAMES.enter_offered();
             assert_eq!(NAMES.len(), 1, "writable memory is never entered");
+            let heap_address = heap.as_ptr() as usize;
+            assert_eq!(
+                NAMES.refused[home(heap_address) % REFUSED].load(Ordering::Relaxed),
+                heap_address,
+                "and not looked up again"
+            );
             heap[..5].copy_from_slice(b"Recv\0");
             assert_eq!(NAMES.resolve(heap.as_ptr().cast()), Some(3));
 
