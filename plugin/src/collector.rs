@@ -328,6 +328,9 @@ impl State {
         } else {
             crate::clock::ticks()
         };
+        // Names the callbacks read since the last pass: those in read-only memory are
+        // resolved by their address from now on.
+        crate::decode::enter_offered_names();
         for ring in self.shared.take_new_rings() {
             let index = ring.shared.thread_index as usize;
             if self.tids.len() <= index {

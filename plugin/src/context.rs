@@ -9,7 +9,13 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 const MAGIC: u64 = 0xC7;
-const GEN_MASK: u32 = (1 << 24) - 1;
+/// A context value: magic (8 bits) | salt (24) | generation (16) | slot (16). The salt is
+/// wide so that two processes of one node, whose contexts reach each other through PXN,
+/// practically never share it (with 8 bits, one pair in 256 did).
+const SALT_BITS: u32 = 24;
+const SALT_MASK: u32 = (1 << SALT_BITS) - 1;
+const GEN_MASK: u32 = (1 << 16) - 1;
+const SLOT_BITS: u32 = 16;
 /// How many communicator ranks one process can profile at once.
 pub const MAX_CONTEXTS: usize = 4096;
 
@@ -59,7 +65,7 @@ pub struct Finalized {
 }
 
 pub struct Contexts {
-    salt: u8,
+    salt: u32,
     /// Per slot: generation << 2 | state.
     states: Box<[AtomicU32]>,
     infos: Mutex<Vec<Option<ContextInfo>>>,
@@ -67,9 +73,10 @@ pub struct Contexts {
 }
 
 impl Contexts {
-    pub fn new(salt: u8) -> Contexts {
+    /// A table whose values carry the low 24 bits of `salt`.
+    pub fn new(salt: u32) -> Contexts {
         Contexts {
-            salt,
+            salt: salt & SALT_MASK,
             states: (0..MAX_CONTEXTS).map(|_| AtomicU32::new(FREE)).collect(),
             infos: Mutex::new(vec![None; MAX_CONTEXTS]),
             live: AtomicUsize::new(0),
@@ -154,21 +161,24 @@ impl Contexts {
     }
 
     fn encode(&self, generation: u32, slot: usize) -> u64 {
-        MAGIC << 56 | u64::from(self.salt) << 48 | u64::from(generation) << 24 | slot as u64
+        MAGIC << 56
+            | u64::from(self.salt) << (SLOT_BITS + 16)
+            | u64::from(generation & GEN_MASK) << SLOT_BITS
+            | slot as u64
     }
 
     fn decode(&self, value: u64) -> Result<(u32, usize), ContextError> {
         if value == 0 {
             return Err(ContextError::Null);
         }
-        let slot = (value & ((1 << 24) - 1)) as usize;
+        let slot = (value & ((1 << SLOT_BITS) - 1)) as usize;
         if value >> 56 != MAGIC
-            || (value >> 48) & 0xFF != u64::from(self.salt)
+            || (value >> (SLOT_BITS + 16)) & u64::from(SALT_MASK) != u64::from(self.salt)
             || slot >= MAX_CONTEXTS
         {
             return Err(ContextError::Foreign);
         }
-        Ok((((value >> 24) as u32) & GEN_MASK, slot))
+        Ok((((value >> SLOT_BITS) as u32) & GEN_MASK, slot))
     }
 }
 

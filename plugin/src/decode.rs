@@ -3,6 +3,7 @@
 //! versions are the per-version `match` arms below, everything after is shared.
 
 use crate::event::*;
+use crate::name_cache::NameCache;
 use nccl_profiler_abi::{
     net, state, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1,
     NetPluginDescr, NetSockDescrV1, ProxyOpDescr, StateArgsV1, StateArgsV4,
@@ -41,29 +42,66 @@ fn ptr_value<T>(ptr: *const T) -> u64 {
     ptr as usize as u64
 }
 
-/// # Safety
-/// NULL or a C string.
-unsafe fn func(ptr: *const c_char) -> Func {
-    // SAFETY: forwarded from the caller.
-    unsafe { Func::from_c(ptr) }
+/// The operation names (`func`), resolved by address where they can be.
+pub static FUNC_NAMES: NameCache = NameCache::new(|bytes| Func::from_bytes(bytes) as u8);
+/// The element type names (`datatype`), with NCCL's "Unknown" for `ncclUint8`.
+pub static DATATYPE_NAMES: NameCache =
+    NameCache::new(|bytes| DataType::from_nccl_bytes(bytes) as u8);
+/// The algorithm names.
+pub static ALGO_NAMES: NameCache = NameCache::new(|bytes| Algo::from_bytes(bytes) as u8);
+/// The protocol names.
+pub static PROTO_NAMES: NameCache = NameCache::new(|bytes| Proto::from_bytes(bytes) as u8);
+
+const NAME_CACHES: [&NameCache; 4] = [&FUNC_NAMES, &DATATYPE_NAMES, &ALGO_NAMES, &PROTO_NAMES];
+
+/// On the collector, once per pass: enters the names' addresses the callbacks offered
+/// (see [`crate::name_cache`]).
+pub fn enter_offered_names() {
+    for cache in NAME_CACHES {
+        cache.enter_offered();
+    }
 }
 
-/// NCCL (2.24–2.32) has no string for `ncclUint8` and passes its literal "Unknown"
-/// instead; every other type has a name. So "Unknown" from NCCL means one-byte unsigned,
-/// while NULL or an unlisted name stays `Unknown`.
+/// Forgets every name's address (after the last finalize).
+pub fn forget_names() {
+    for cache in NAME_CACHES {
+        cache.clear();
+    }
+}
+
+/// # Safety
+/// NULL or a C string.
+#[inline(always)]
+unsafe fn func(ptr: *const c_char) -> Func {
+    // SAFETY: forwarded from the caller.
+    unsafe { Func::from_c(&FUNC_NAMES, ptr) }
+}
+
+/// NULL or an unlisted name is `Unknown`; NCCL's "Unknown" is `Uint8`
+/// ([`DataType::from_nccl_bytes`]).
 ///
 /// # Safety
 /// NULL or a C string.
+#[inline(always)]
 unsafe fn dtype(ptr: *const c_char) -> DataType {
     // SAFETY: forwarded from the caller.
-    let Some(bytes) = (unsafe { crate::c_string::bounded(ptr, crate::c_string::MAX_NAME) }) else {
-        return DataType::Unknown;
-    };
-    if bytes == b"Unknown" {
-        DataType::Uint8
-    } else {
-        DataType::from_bytes(bytes)
-    }
+    unsafe { DataType::from_c(&DATATYPE_NAMES, ptr) }
+}
+
+/// # Safety
+/// NULL or a C string.
+#[inline(always)]
+unsafe fn algo(ptr: *const c_char) -> Algo {
+    // SAFETY: forwarded from the caller.
+    unsafe { Algo::from_c(&ALGO_NAMES, ptr) }
+}
+
+/// # Safety
+/// NULL or a C string.
+#[inline(always)]
+unsafe fn proto(ptr: *const c_char) -> Proto {
+    // SAFETY: forwarded from the caller.
+    unsafe { Proto::from_c(&PROTO_NAMES, ptr) }
 }
 
 fn proxy_op(op: &ProxyOpDescr) -> Event {
@@ -213,8 +251,8 @@ macro_rules! decode_v2_v3 {
                                 datatype: dtype(c.datatype),
                                 n_channels: c.nMaxChannels,
                                 n_warps: c.nWarps,
-                                algo: Algo::from_c(c.algo),
-                                proto: Proto::from_c(c.proto),
+                                algo: algo(c.algo),
+                                proto: proto(c.proto),
                                 parent_group: self.parent(),
                                 comm_hash: c.commHash,
                                 ..Coll::default()
@@ -286,8 +324,8 @@ impl DecodeDescr for v4::ncclProfilerEventDescr_v4_t {
                         datatype: dtype(c.datatype),
                         n_channels: c.nChannels,
                         n_warps: c.nWarps,
-                        algo: Algo::from_c(c.algo),
-                        proto: Proto::from_c(c.proto),
+                        algo: algo(c.algo),
+                        proto: proto(c.proto),
                         parent_group: self.parent(),
                         ..Coll::default()
                     })
@@ -357,6 +395,7 @@ macro_rules! decode_v5_family {
                             })
                         }
                         Kind::KernelLaunch => Event::KernelLaunch,
+                        Kind::Group => Event::Group,
                         Kind::Coll => {
                             let c = &self.u.coll;
                             let coll = Coll {
@@ -367,8 +406,8 @@ macro_rules! decode_v5_family {
                                 datatype: dtype(c.datatype),
                                 n_channels: c.nChannels,
                                 n_warps: c.nWarps,
-                                algo: Algo::from_c(c.algo),
-                                proto: Proto::from_c(c.proto),
+                                algo: algo(c.algo),
+                                proto: proto(c.proto),
                                 parent_group: ptr_value(c.parentGroup),
                                 ..Coll::default()
                             };

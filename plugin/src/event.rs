@@ -51,15 +51,22 @@ macro_rules! nccl_names {
                 }
             }
 
-            /// Reads a C string NCCL passed; NULL, unreadable or overlong becomes
-            /// `Unknown` (see [`crate::c_string`]).
+            /// The value a [`crate::name_cache::NameCache`] holds for a name.
+            pub fn from_value(value: u8) -> Self {
+                const VARIANTS: &[$name] = &[$name::Unknown, $( $name::$variant, )*];
+                VARIANTS.get(usize::from(value)).copied().unwrap_or($name::Unknown)
+            }
+
+            /// Reads a C string NCCL passed, by its address where that is known (see
+            /// [`crate::name_cache`]); NULL, unreadable or overlong becomes `Unknown`.
             ///
             /// # Safety
             /// `ptr` is NULL or points to memory that stays as it is during the call.
-            pub unsafe fn from_c(ptr: *const c_char) -> Self {
+            #[inline]
+            pub unsafe fn from_c(cache: &crate::name_cache::NameCache, ptr: *const c_char) -> Self {
                 // SAFETY: forwarded from the caller.
-                match unsafe { crate::c_string::bounded(ptr, crate::c_string::MAX_NAME) } {
-                    Some(bytes) => Self::from_bytes(bytes),
+                match unsafe { cache.resolve(ptr) } {
+                    Some(value) => Self::from_value(value),
                     None => $name::Unknown,
                 }
             }
@@ -130,6 +137,17 @@ nccl_names! {
 }
 
 impl DataType {
+    /// The type of a name NCCL passed. NCCL (2.24–2.32) has no string for `ncclUint8` and
+    /// passes its literal "Unknown" instead; every other type has a name. So "Unknown"
+    /// from NCCL means one-byte unsigned, while an unlisted name stays `Unknown`.
+    pub fn from_nccl_bytes(bytes: &[u8]) -> Self {
+        if bytes == b"Unknown" {
+            DataType::Uint8
+        } else {
+            DataType::from_bytes(bytes)
+        }
+    }
+
     /// Size of one element in bytes; `None` when unknown.
     pub fn size(self) -> Option<u64> {
         Some(match self {
@@ -476,8 +494,17 @@ mod tests {
         assert_eq!(DataType::from_bytes(b"Unknown"), DataType::Unknown);
         assert_eq!(Algo::from_bytes(b"NVLS_TREE"), Algo::NvlsTree);
         assert_eq!(Proto::from_bytes(b""), Proto::Unknown);
-        // SAFETY: NULL is allowed.
-        assert_eq!(unsafe { Func::from_c(std::ptr::null()) }, Func::Unknown);
+        assert_eq!(
+            // SAFETY: NULL is allowed.
+            unsafe { Func::from_c(&crate::decode::FUNC_NAMES, std::ptr::null()) },
+            Func::Unknown
+        );
+        assert_eq!(DataType::from_nccl_bytes(b"Unknown"), DataType::Uint8);
+        for value in 0..=u8::MAX {
+            let algo = Algo::from_value(value);
+            assert!(algo == Algo::Unknown || algo as u8 == value);
+        }
+        assert_eq!(Proto::from_value(Proto::Simple as u8), Proto::Simple);
     }
 
     #[test]

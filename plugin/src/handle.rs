@@ -25,7 +25,9 @@
 //! far beyond any job; after that, new events would be refused and counted (`slab_full`).
 //!
 //! The slab is split into shards, one per group of threads, each a lock-free stack of free
-//! slots. Events mostly start and stop on one thread, so shards are rarely contended.
+//! slots. Events mostly start and stop on one thread, so shards are rarely contended. On
+//! the callback path each thread also keeps the last few slots its stops freed
+//! ([`ThreadSlots`]) for its next starts, which then touch no shared free list at all.
 
 use crate::event::Kind;
 use crossbeam_utils::CachePadded;
@@ -78,6 +80,7 @@ pub fn encode(salt: u8, kind: Kind, generation: u32, slot: u32) -> u64 {
 }
 
 /// Decodes the bits of a handle issued with `salt`; `None` if it cannot be ours.
+#[inline]
 pub fn decode(salt: u8, value: u64) -> Option<HandleBits> {
     if value >> MAGIC_SHIFT != MAGIC || (value >> SALT_SHIFT) & SALT_MASK != u64::from(salt) {
         return None;
@@ -129,6 +132,59 @@ impl Chained {
         recorded: true,
         states: false,
     };
+}
+
+/// How many free slots one thread keeps for itself.
+pub const THREAD_FREE_SLOTS: usize = 16;
+
+/// The slots a thread freed with its last stops, kept for its next starts: an event
+/// mostly starts and stops on one thread, so its id comes back to the thread that takes
+/// the next one, without the compare-and-swaps of the shared free lists. Owned by one
+/// thread; [`Slab::give_back`] returns what it holds when the thread ends.
+pub struct ThreadSlots {
+    free: [u32; THREAD_FREE_SLOTS],
+    len: usize,
+}
+
+impl ThreadSlots {
+    pub const fn new() -> ThreadSlots {
+        ThreadSlots {
+            free: [NIL; THREAD_FREE_SLOTS],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn take(&mut self) -> Option<u32> {
+        self.len = self.len.checked_sub(1)?;
+        Some(self.free[self.len])
+    }
+
+    /// Keeps `slot`; false when full.
+    #[inline]
+    fn keep(&mut self, slot: u32) -> bool {
+        let Some(free) = self.free.get_mut(self.len) else {
+            return false;
+        };
+        *free = slot;
+        self.len += 1;
+        true
+    }
+
+    /// Free slots held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Default for ThreadSlots {
+    fn default() -> Self {
+        ThreadSlots::new()
+    }
 }
 
 struct Shard {
@@ -287,20 +343,49 @@ impl Slab {
     /// Takes a free slot from `shard_hint`'s shard (or any other when that one is empty)
     /// and returns the new event's handle; `None` when the slab is full.
     pub fn acquire(&self, kind: Kind, shard_hint: usize) -> Option<u64> {
+        let slot = self.pop_near(shard_hint)?;
+        Some(self.issue(kind, slot))
+    }
+
+    /// [`Slab::acquire`], taking the slot from the thread's own free slots first.
+    #[inline]
+    pub fn acquire_for_thread(
+        &self,
+        kind: Kind,
+        shard_hint: usize,
+        own: &mut ThreadSlots,
+    ) -> Option<u64> {
+        let slot = match own.take() {
+            Some(slot) => slot,
+            None => self.pop_near(shard_hint)?,
+        };
+        Some(self.issue(kind, slot))
+    }
+
+    /// Gives every slot a thread kept back to the shared free lists (its end).
+    pub fn give_back(&self, own: &mut ThreadSlots) {
+        while let Some(slot) = own.take() {
+            self.push(slot);
+        }
+    }
+
+    /// A free slot from `shard_hint`'s shard or, when that one is empty, a neighbour's.
+    fn pop_near(&self, shard_hint: usize) -> Option<u32> {
         let n = self.shards.len();
         let first = shard_hint % n;
         // Try the thread's own shard, then at most a few neighbours, so a full slab costs
         // a bounded number of loads.
-        for offset in 0..n.min(4) {
-            if let Some(slot) = self.pop((first + offset) % n) {
-                let generation = self.slots[slot as usize]
-                    .generation
-                    .fetch_add(1, Ordering::AcqRel)
-                    .wrapping_add(1);
-                return Some(encode(self.salt, kind, generation, slot));
-            }
-        }
-        None
+        (0..n.min(4)).find_map(|offset| self.pop((first + offset) % n))
+    }
+
+    /// The handle of a new event in the free slot `slot`, now live.
+    #[inline]
+    fn issue(&self, kind: Kind, slot: u32) -> u64 {
+        let generation = self.slots[slot as usize]
+            .generation
+            .fetch_add(1, Ordering::AcqRel)
+            .wrapping_add(1);
+        encode(self.salt, kind, generation, slot)
     }
 
     /// Checks that `value` names a live event.
@@ -315,6 +400,31 @@ impl Slab {
     /// Ends a live event and frees its slot; the second release of a handle fails.
     pub fn release(&self, value: u64) -> Result<HandleBits, HandleError> {
         let bits = self.bits(value)?;
+        if self.end_live(bits)? {
+            self.push(bits.slot);
+        }
+        Ok(bits)
+    }
+
+    /// [`Slab::release`], keeping the freed slot among the thread's own free slots while
+    /// they have room.
+    #[inline]
+    pub fn release_for_thread(
+        &self,
+        value: u64,
+        own: &mut ThreadSlots,
+    ) -> Result<HandleBits, HandleError> {
+        let bits = self.bits(value)?;
+        if self.end_live(bits)? && !own.keep(bits.slot) {
+            self.push(bits.slot);
+        }
+        Ok(bits)
+    }
+
+    /// Ends the live event with bits `bits`: whether its slot may be used again (false
+    /// when it is retired).
+    #[inline]
+    fn end_live(&self, bits: HandleBits) -> Result<bool, HandleError> {
         let slot = &self.slots[bits.slot as usize];
         let mut current = slot.generation.load(Ordering::Acquire);
         loop {
@@ -332,10 +442,9 @@ impl Slab {
         if current.wrapping_add(1) & self.wrap_mask == 0 {
             // Its next event would carry a generation an earlier one had.
             self.retired.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.push(bits.slot);
+            return Ok(false);
         }
-        Ok(bits)
+        Ok(true)
     }
 
     /// The bits of a value this slab could have issued, live or not.
@@ -343,6 +452,7 @@ impl Slab {
         self.bits(value).ok()
     }
 
+    #[inline]
     fn bits(&self, value: u64) -> Result<HandleBits, HandleError> {
         if value == 0 {
             return Err(HandleError::Null);
@@ -456,6 +566,51 @@ mod tests {
         assert_eq!(slab.check(future), Err(HandleError::NeverIssued));
         let out_of_range = encode(3, Kind::Coll, 1, 999);
         assert_eq!(slab.check(out_of_range), Err(HandleError::NeverIssued));
+    }
+
+    /// A thread's own free slots: a slot its stop freed is the next one it takes, a
+    /// double stop is still caught, slots beyond its room go to the shared lists, and
+    /// everything comes back when the thread gives its slots back.
+    #[test]
+    fn a_thread_reuses_the_slots_it_freed_and_gives_them_back() {
+        let slab = Slab::new(4, 64, 1);
+        let mut own = ThreadSlots::new();
+        let first = slab.acquire_for_thread(Kind::Coll, 0, &mut own).unwrap();
+        assert_eq!(
+            slab.release_for_thread(first, &mut own).unwrap().kind,
+            Kind::Coll
+        );
+        assert_eq!(own.len(), 1);
+        assert_eq!(
+            slab.release_for_thread(first, &mut own),
+            Err(HandleError::AlreadyStopped)
+        );
+        assert_eq!(own.len(), 1, "a failed stop frees nothing");
+        let second = slab.acquire_for_thread(Kind::Group, 0, &mut own).unwrap();
+        assert!(own.is_empty());
+        let (a, b) = (slab.bits_of(first).unwrap(), slab.bits_of(second).unwrap());
+        assert_eq!(a.slot, b.slot, "the freed slot is taken again");
+        assert_eq!(slab.check(first), Err(HandleError::Stale));
+        slab.release_for_thread(second, &mut own).unwrap();
+
+        // More stops than the thread keeps: the rest goes to the shared free list.
+        let live: Vec<u64> = (0..THREAD_FREE_SLOTS + 8)
+            .map(|_| {
+                slab.acquire_for_thread(Kind::ProxyStep, 0, &mut own)
+                    .unwrap()
+            })
+            .collect();
+        for &handle in &live {
+            slab.release_for_thread(handle, &mut own).unwrap();
+        }
+        assert_eq!(own.len(), THREAD_FREE_SLOTS);
+        slab.give_back(&mut own);
+        assert!(own.is_empty());
+        let all: HashSet<u64> = (0..64)
+            .filter_map(|_| slab.acquire(Kind::Coll, 0))
+            .collect();
+        assert_eq!(all.len(), 64, "every slot is free again");
+        assert_eq!(slab.acquire(Kind::Coll, 0), None);
     }
 
     #[test]

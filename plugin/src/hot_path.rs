@@ -143,7 +143,7 @@ unsafe fn start_recorded<D: DecodeDescr>(
     stamp: impl Stamp,
     chained: Option<Chained>,
 ) -> u64 {
-    let issued = rt.with_ring(|ring| {
+    let issued = rt.with_thread(|ring, slots| {
         // A full ring drops the start before it costs a clock read, a decode or an id
         // (the drop's time, for the gap it makes, is the only work).
         if rt.shared.config.on_full == OnFull::Drop && ring.is_full() {
@@ -158,42 +158,46 @@ unsafe fn start_recorded<D: DecodeDescr>(
         if !context_accepted(rt, kind, &event, context_value) {
             return None;
         }
-        let start = Start {
-            parent: d.parent(),
-            rank: d.rank(),
-            event,
-        };
-        let Some(handle) = rt
-            .shared
-            .slab
-            .acquire(kind, ring.shared.thread_index as usize)
+        let Some(handle) =
+            rt.shared
+                .slab
+                .acquire_for_thread(kind, ring.shared.thread_index as usize, slots)
         else {
             Counters::bump(&rt.shared.counters.slab_full);
             return None;
         };
+        // The event goes straight into the record: only the handle comes out.
         let record = Record {
             time,
             handle,
             action: Action::Start {
                 context: context_value,
-                start,
+                start: Start {
+                    parent: d.parent(),
+                    rank: d.rank(),
+                    event,
+                },
             },
         };
         if rt.push(ring, record) {
-            Some((handle, event))
+            Some(handle)
         } else {
             // Nobody will hear of this event: free its id so NCCL gets NULL.
-            let _ = rt.shared.slab.release(handle);
+            let _ = rt.shared.slab.release_for_thread(handle, slots);
             None
         }
     });
-    let Some((handle, event)) = issued.flatten() else {
+    let Some(handle) = issued.flatten() else {
         return 0;
     };
     if let Some(chained) = chained {
         rt.shared.slab.set_chained(handle, chained);
     }
     if scorep_mode::FORWARDING.load(Ordering::Relaxed) && kind.facts().forwarded_to_scorep {
+        // Decoded again rather than carried out of the ring's closure: only Score-P mode
+        // needs it here (NCCL's descriptor is unchanged during the call).
+        // SAFETY: as above.
+        let event = unsafe { d.decode(kind) };
         scorep_mode::entered(rt.shared, &event, handle, context_value);
     }
     handle
@@ -357,11 +361,34 @@ pub fn stop_event(handle: *mut c_void, stamp: impl Stamp) {
 fn stop_recorded(rt: &Runtime, value: u64, recorded: bool, stamp: impl Stamp) -> bool {
     let time = stamp.ticks();
     panic_probe(value);
-    match rt.shared.slab.release(value) {
-        Ok(bits) => {
-            if !recorded {
-                return true;
+    if !scorep_mode::FORWARDING.load(Ordering::Relaxed) {
+        // The id goes back to this thread's own free slots, and the stop into its ring,
+        // with one look-up of the thread's state.
+        let stopped = rt.with_thread(|ring, slots| {
+            let released = rt.shared.slab.release_for_thread(value, slots);
+            if released.is_ok()
+                && recorded
+                && rt.recording()
+                && !rt.push(
+                    ring,
+                    Record {
+                        time,
+                        handle: value,
+                        action: Action::Stop,
+                    },
+                )
+            {
+                Counters::bump(&rt.shared.counters.lost_stops);
             }
+            released
+        });
+        if let Some(released) = stopped {
+            return count_stop(rt, released);
+        }
+    }
+    let released = rt.shared.slab.release(value);
+    if let Ok(bits) = released {
+        if recorded {
             if scorep_mode::FORWARDING.load(Ordering::Relaxed)
                 && bits.kind.facts().forwarded_to_scorep
             {
@@ -380,8 +407,16 @@ fn stop_recorded(rt: &Runtime, value: u64, recorded: bool, stamp: impl Stamp) ->
             {
                 Counters::bump(&rt.shared.counters.lost_stops);
             }
-            true
         }
+    }
+    count_stop(rt, released)
+}
+
+/// Whether a stop's handle was live; a bad one is counted.
+#[inline]
+fn count_stop(rt: &Runtime, released: Result<crate::handle::HandleBits, HandleError>) -> bool {
+    match released {
+        Ok(_) => true,
         Err(error) => {
             Counters::bump(match error {
                 HandleError::Null => &rt.shared.counters.stop_null,
@@ -507,11 +542,21 @@ unsafe fn record_recorded<A: DecodeArgs>(
     }
     // SAFETY: NULL or version A's arguments (caller).
     let arg = unsafe { A::decode(args, state) };
-    rt.push_here(Record {
-        time,
-        handle: value,
-        action: Action::State { state, arg },
+    // The record is built where it is pushed (not moved into the thread's closure).
+    let pushed = rt.with_ring(|ring| {
+        rt.push(
+            ring,
+            Record {
+                time,
+                handle: value,
+                action: Action::State { state, arg },
+            },
+        )
     });
+    if pushed.is_none() {
+        // The thread's storage is gone (it is exiting): as a full ring.
+        Counters::bump(&rt.shared.counters.ring_full);
+    }
 }
 
 /// `recordEventState` with a chained plugin: it gets the state with its own handle when

@@ -28,6 +28,7 @@ pub mod kinds;
 pub mod log;
 pub mod memory;
 pub mod model;
+pub mod name_cache;
 pub mod provenance;
 pub mod record;
 pub mod ring;

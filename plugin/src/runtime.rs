@@ -8,6 +8,7 @@ use crate::config::{Config, Mode, OnFull};
 use crate::context::ContextInfo;
 use crate::counters::Counters;
 use crate::event::{Action, Record};
+use crate::handle::{Slab, ThreadSlots};
 use crate::kinds;
 use crate::log;
 use crate::ring::{Dropped, RingProducer};
@@ -72,8 +73,22 @@ extern "C" fn in_forked_child() {
     });
 }
 
+/// What a thread that calls the plugin keeps: its ring, and the event slots its stops
+/// freed, for its next starts (given back to the slab when the thread ends).
+struct CallingThread {
+    ring: RingProducer,
+    slots: ThreadSlots,
+    slab: &'static Slab,
+}
+
+impl Drop for CallingThread {
+    fn drop(&mut self) {
+        self.slab.give_back(&mut self.slots);
+    }
+}
+
 thread_local! {
-    static RING: RefCell<Option<RingProducer>> = const { RefCell::new(None) };
+    static CALLING_THREAD: RefCell<Option<CallingThread>> = const { RefCell::new(None) };
 }
 
 /// The runtime, if any `init` ran in this process.
@@ -139,43 +154,68 @@ impl Runtime {
     /// `None` when the thread is exiting and its thread-local storage is gone.
     #[inline]
     pub(crate) fn with_ring<R>(&self, f: impl FnOnce(&mut RingProducer) -> R) -> Option<R> {
-        RING.try_with(|cell| {
-            let mut slot = cell.borrow_mut();
-            f(slot.get_or_insert_with(|| self.shared.register_thread()))
-        })
-        .ok()
+        self.with_thread(|ring, _| f(ring))
+    }
+
+    /// Runs `f` with the calling thread's ring and its own free event slots, registering
+    /// the ring on first use. `None` when the thread is exiting and its thread-local
+    /// storage is gone.
+    #[inline]
+    pub(crate) fn with_thread<R>(
+        &self,
+        f: impl FnOnce(&mut RingProducer, &mut ThreadSlots) -> R,
+    ) -> Option<R> {
+        CALLING_THREAD
+            .try_with(|cell| {
+                let mut slot = cell.borrow_mut();
+                let thread = slot.get_or_insert_with(|| CallingThread {
+                    ring: self.shared.register_thread(),
+                    slots: ThreadSlots::new(),
+                    slab: &self.shared.slab,
+                });
+                f(&mut thread.ring, &mut thread.slots)
+            })
+            .ok()
     }
 
     /// Pushes one record: on a full ring, drops and counts it, or waits for the collector
     /// when so configured (and a collector runs to make room).
     #[inline]
     pub(crate) fn push(&self, ring: &mut RingProducer, record: Record) -> bool {
-        let wait = self.shared.config.on_full == OnFull::Wait;
-        self.push_or_wait(ring, record, wait)
+        match ring.push(record) {
+            Ok(()) => true,
+            Err(back) => {
+                let wait = self.shared.config.on_full == OnFull::Wait;
+                self.push_to_full_ring(ring, back, wait)
+            }
+        }
     }
 
-    #[inline]
-    fn push_or_wait(&self, ring: &mut RingProducer, mut record: Record, wait: bool) -> bool {
+    /// [`Runtime::push`] on a full ring, out of line: the common path keeps the record
+    /// where it was built. With `wait` (and a collector to make room), waits for room;
+    /// else drops and counts it.
+    #[cold]
+    #[inline(never)]
+    fn push_to_full_ring(&self, ring: &mut RingProducer, mut record: Record, wait: bool) -> bool {
         loop {
-            match ring.push(record) {
-                Ok(()) => return true,
-                Err(back) if wait && self.collecting.load(Ordering::Relaxed) => {
-                    record = back;
-                    self.wake_collector();
-                    ring.wait_for_room();
+            if wait && self.collecting.load(Ordering::Relaxed) {
+                self.wake_collector();
+                ring.wait_for_room();
+                match ring.push(record) {
+                    Ok(()) => return true,
+                    Err(back) => record = back,
                 }
-                Err(_) => {
-                    let Some(what) = dropped_as(&record.action) else {
-                        // An init or finalize record without a collector to read it.
-                        return false;
-                    };
-                    // Counted per ring (no shared cache line on an overloaded path); the
-                    // collector adds the rings' drops to `ring_full`.
-                    if ring.shared.note_drop(record.time, what) {
-                        self.wake_collector();
-                    }
+            } else {
+                let Some(what) = dropped_as(&record.action) else {
+                    // An init or finalize record without a collector to read it.
                     return false;
+                };
+                // Counted per ring (no shared cache line on an overloaded path); the
+                // collector adds the rings' drops to `ring_full`.
+                if ring.shared.note_drop(record.time, what) {
+                    self.wake_collector();
                 }
+                return false;
             }
         }
     }
@@ -199,7 +239,10 @@ impl Runtime {
     /// finalize left the communicator live for the collector until the end of the part:
     /// its flight recorder slot kept, its operations waiting for their kernel channels.
     fn push_lifecycle(&self, record: Record) {
-        let _ = self.with_ring(|ring| self.push_or_wait(ring, record, true));
+        let _ = self.with_ring(|ring| match ring.push(record) {
+            Ok(()) => true,
+            Err(back) => self.push_to_full_ring(ring, back, true),
+        });
     }
 
     /// A ring is full: the collector drains now instead of at the end of its poll
@@ -418,6 +461,7 @@ pub fn finalize(context: *mut c_void) {
                 // communicator: a later message goes to stderr instead.
                 log::clear_logger();
                 crate::c_string::forget_readable_memory();
+                crate::decode::forget_names();
             }
         }
         Err(_) => Counters::bump(&shared.counters.bad_finalize),

@@ -42,8 +42,9 @@ impl Shared {
         let pid = unsafe { libc::getpid() };
         // The salt keeps our ids apart from those of other processes running this plugin
         // (their handles reach us as PXN parents and contexts).
-        let salt = (pid as u64 ^ clock::realtime_ns() >> 10).wrapping_mul(0x9E37_79B9) >> 24;
-        let salt = salt as u8;
+        let mixed = (pid as u64 ^ clock::realtime_ns() >> 10).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let salt = (mixed >> 24) as u8;
+        let context_salt = (mixed >> 32) as u32;
         let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 2);
         clock::select(match config.clock {
             ClockChoice::Tsc => clock::Source::Tsc,
@@ -66,7 +67,7 @@ impl Shared {
             host,
             run_dir,
             slab,
-            contexts: Contexts::new(salt),
+            contexts: Contexts::new(context_salt),
             counters: Counters::default(),
             idle_rings: Mutex::new(Vec::new()),
             next_thread: AtomicU32::new(0),

@@ -14,9 +14,9 @@ use support::*;
 const HASH: u64 = 0x0bad_cafe_0000_0001;
 const NULL: Handle = Handle(null_mut());
 
-/// The per-process salt a context value carries (bits 48..56).
+/// The per-process salt a context value carries (bits 32..56).
 fn context_salt(ctx: Ctx) -> u64 {
-    (ctx.0 as u64 >> 48) & 0xFF
+    (ctx.0 as u64 >> 32) & 0xFF_FFFF
 }
 
 /// The salt bits of a handle (bits 47..55), and its generation (20..47) and slot (0..20).

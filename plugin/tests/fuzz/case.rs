@@ -228,7 +228,7 @@ pub fn run_case(seed: u64, callbacks: u64, out: &Path, unterminated: bool) -> Re
 /// A second plugin instance whose salt differs from ours, with a live, a stopped and a
 /// never-stopped handle.
 fn foreign_instance(ours: Ctx) -> (Plugin, Foreign) {
-    let salt = |ctx: Ctx| (ctx.0 as u64 >> 48) & 0xFF;
+    let salt = |ctx: Ctx| (ctx.0 as u64 >> 32) & 0xFF_FFFF;
     for _ in 0..16 {
         let other = Plugin::load(&[("NCCL_SCOREP_MODE", "jsonl")]);
         let (ctx, _) = other.init_v7(0xF0E1, Some(c"other"), 1, 2);
