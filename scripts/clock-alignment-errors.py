@@ -6,9 +6,11 @@ Run by scripts/measure-clock-alignment.sh, or by hand:
     /usr/bin/python3 scripts/clock-alignment-errors.py RUN/traces.otf2 TRUTH_DIR [--json]
 
 Every operation on an ops stream is matched to its truth by communicator rank, function and
-sequence number. The trace is in real time and the truth in the machine's CLOCK_MONOTONIC:
-one offset C between the two is taken out, the median of (trace end - truth completion)
-over all operations. Then, in microseconds:
+sequence number; its completion is the moment the GPU finished it where its kernel
+channels are in the trace (the trace ends it there), the moment the host knew it complete
+otherwise. The trace is in real time and the truth in the machine's CLOCK_MONOTONIC: one
+offset C between the two is taken out, the median of (trace end - truth completion) over
+all operations. Then, in microseconds:
 
 - completion error: an operation's end - its completion - C;
 - alignment error: per process, the median completion error of its operations (how far
@@ -64,12 +66,22 @@ def main(anchor, truth_dir, as_json):
         if i["loc"].endswith(" ops") and "nccl.complete_ns" in i["attrs"]
     ]
     process_of = {l["name"]: l["group"] for l in dump["locations"]}
+
+    def key(i):
+        a = i["attrs"]
+        return (a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq"))
+
+    gpu_timed = {
+        key(i)
+        for i in dump["intervals"]
+        if i["region"].endswith(" kernel") and "nccl.gpu_time_rejected" not in i["attrs"]
+    }
     raw = []
     for op in ops:
-        a = op["attrs"]
-        t = truth.get((a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq")))
+        t = truth.get(key(op))
         if t is not None:
-            raw.append((process_of.get(op["loc"], op["loc"]), op["end"] - t["completion_ns"]))
+            done = t["gpu_stop_ns"] if key(op) in gpu_timed else t["completion_ns"]
+            raw.append((process_of.get(op["loc"], op["loc"]), op["end"] - done))
     if not raw:
         sys.exit("no operation of the trace matches the truth")
     common = sorted(r for _, r in raw)[len(raw) // 2]

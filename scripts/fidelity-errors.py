@@ -4,10 +4,13 @@ docs/fidelity.md. Run by scripts/measure-fidelity.sh, or by hand:
 
     /usr/bin/python3 scripts/fidelity-errors.py RUN/traces.otf2 TRUTH_DIR
 
-TRUTH_DIR holds the `truth-<pid>.jsonl` files of `nccl-sim run --truth-dir` (one process;
-its operations are matched by communicator rank, function and sequence number). Prints,
-per kind of time, the error (trace − truth) in microseconds as percentiles, and for GPU
-kernel times how many lie within the error bound the trace states with them.
+TRUTH_DIR holds the `truth-<pid>.jsonl` files of `nccl-sim run --truth-dir` (one host:
+one or more processes of one communicator; operations are matched by communicator rank,
+function and sequence number). Each operation's time is taken back to CLOCK_MONOTONIC
+exactly, by its own `nccl.complete_ns`. Prints, per kind of time, the error (trace −
+truth) in microseconds as percentiles; an operation's end is compared with the moment the
+GPU finished it where its kernel channels are in the trace, with the moment the host knew
+it complete otherwise; and how many ended before the GPU finished.
 """
 
 import glob
@@ -41,37 +44,51 @@ def main(anchor, truth_dir):
         for line in open(path):
             t = json.loads(line)
             truth[(t["rank"], t["func"], t["seq"])] = t
+
+    def key(i):
+        a = i["attrs"]
+        return (a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq"))
+
     intervals = dump["intervals"]
     ops = [
         i
         for i in intervals
         if i["loc"].endswith(" ops") and "nccl.complete_ns" in i["attrs"]
     ]
-    # Trace time = CLOCK_MONOTONIC + the clock offset (one process: one offset, which
-    # moves by NTP's slewing only).
-    offsets = sorted(i["end"] - i["attrs"]["nccl.complete_ns"] for i in ops)
-    offset = offsets[len(offsets) // 2]
-
-    def key(i):
-        a = i["attrs"]
-        return (a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq"))
+    # Trace time = CLOCK_MONOTONIC + its location's clock offset: per operation, exact.
+    offset_of = {key(op): op["end"] - op["attrs"]["nccl.complete_ns"] for op in ops}
+    median_offsets = sorted(offset_of.values())
+    offset = median_offsets[len(median_offsets) // 2]
+    gpu_timed = {
+        key(i)
+        for i in intervals
+        if i["region"].endswith(" kernel") and "nccl.gpu_time_rejected" not in i["attrs"]
+    }
 
     errors = {
         "API call start (ncclAllReduce) - API call": [],
         "op begin - GPU start": [],
-        "op end - completion": [],
+        "op end - GPU end (kernel channels in the trace)": [],
+        "op end - host completion (without them)": [],
         "kernel channel start - GPU start": [],
         "kernel channel end - GPU end": [],
         "stated GPU clock error bound": [],
     }
     within = 0
     kernels = 0
+    early = 0
     for op in ops:
         t = truth.get(key(op))
         if t is None:
             continue
-        errors["op begin - GPU start"].append(op["start"] - offset - t["gpu_start_ns"])
-        errors["op end - completion"].append(op["end"] - offset - t["completion_ns"])
+        off = offset_of[key(op)]
+        errors["op begin - GPU start"].append(op["start"] - off - t["gpu_start_ns"])
+        end = op["end"] - off
+        if key(op) in gpu_timed:
+            errors["op end - GPU end (kernel channels in the trace)"].append(end - t["gpu_stop_ns"])
+        else:
+            errors["op end - host completion (without them)"].append(end - t["completion_ns"])
+        early += end < t["gpu_stop_ns"]
     for i in intervals:
         if not i["region"].endswith(" kernel"):
             continue
@@ -82,8 +99,9 @@ def main(anchor, truth_dir):
         # nccl-sim's channels start 150 ns apart and end 100 ns apart.
         start = t["gpu_start_ns"] + channel * 150
         stop = max(t["gpu_stop_ns"] - channel * 100, start + 1)
-        e_start = i["start"] - offset - start
-        e_stop = i["end"] - offset - stop
+        off = offset_of.get(key(i), offset)
+        e_start = i["start"] - off - start
+        e_stop = i["end"] - off - stop
         errors["kernel channel start - GPU start"].append(e_start)
         errors["kernel channel end - GPU end"].append(e_stop)
         bound = i["attrs"].get("nccl.gpu_clock_error_ns")
@@ -105,12 +123,14 @@ def main(anchor, truth_dir):
         )
         for i, t in zip(calls, truths):
             errors["API call start (ncclAllReduce) - API call"].append(
-                i["start"] - offset - t["enqueue_start_ns"]
+                i["start"] - offset_of.get((rank, "AllReduce", t["seq"]), offset)
+                - t["enqueue_start_ns"]
             )
     print("error = trace - truth, microseconds")
     for name, values in errors.items():
-        print(f"{name:<45} {percentiles(values)}")
+        print(f"{name:<49} {percentiles(values)}")
     print(f"kernel channel times within their stated bound: {within} of {kernels}")
+    print(f"operations ending before the GPU finished them: {early} of {len(ops)}")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Measures how far the trace's times lie from the truth, on nccl-sim's ground truth: one
-# process, 4 ranks (one thread each), the `single` scenario (one AllReduce per
-# iteration), the default events (API calls, enqueues, kernel channels, proxy
-# operations), simulated time as fast as real time. One run; prints the errors of each
-# kind of time (scripts/fidelity-errors.py) and the plugin's log.
+# Measures how far the trace's times lie from the truth, on nccl-sim's ground truth, on
+# one host: 1 process (4 ranks, one thread each), 2 and 4 processes (one rank each), and 4
+# processes whose rank 3 arrives 400 µs late at every collective; the `single` scenario (one
+# AllReduce per iteration), the default events (API calls, enqueues, kernel channels, proxy
+# operations), simulated time as fast as real time. One run each; prints the errors of each
+# kind of time (scripts/fidelity-errors.py).
 #
 #   scripts/measure-fidelity.sh [ITERATIONS] [NCCL_SIM_ARGS...]   (default: 200)
 #
-# Figures: docs/fidelity.md.
+# Extra arguments go to every run (e.g. `--interval-us 2000` to pace the iterations,
+# `--gpu-clock-drift 50`). Figures: docs/fidelity.md.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +26,18 @@ release="$target_root/release"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-NCCL_SCOREP_OUTPUT_DIR="$work/run" NCCL_SCOREP_TOOL="$release/nccl-scorep" \
-    "$release/nccl-sim" run --scenario single --ranks 4 --iterations "$iterations" \
-    --truth-dir "$work/truth" --plugin "$release/libnccl-profiler-scorep.so" "$@"
-/usr/bin/python3 scripts/fidelity-errors.py "$work/run/traces.otf2" "$work/truth"
+run() {
+    local name="$1"
+    shift
+    echo "== $name"
+    NCCL_SCOREP_OUTPUT_DIR="$work/$name/run" NCCL_SCOREP_TOOL="$release/nccl-scorep" \
+        "$release/nccl-sim" run --scenario single --iterations "$iterations" \
+        --truth-dir "$work/$name/truth" --plugin "$release/libnccl-profiler-scorep.so" \
+        "$@" >/dev/null 2>&1
+    /usr/bin/python3 scripts/fidelity-errors.py "$work/$name/run/traces.otf2" "$work/$name/truth"
+}
+
+run "1-process-4-ranks" --ranks 4 "$@"
+run "2-processes" --procs 2 "$@"
+run "4-processes" --procs 4 "$@"
+run "4-processes-rank-3-late-400us" --procs 4 --late-rank 3 --late-us 400 "$@"

@@ -124,11 +124,19 @@ pub fn host_ns() -> u64 {
     nccl_scorep_common::clock::now_ns()
 }
 
-/// Sleeps until host time `until_ns`.
+/// The last stretch before a simulated moment that [`sleep_until`] spins instead of
+/// sleeping: a thread woken from sleep runs microseconds late, while NCCL's threads poll
+/// the GPU and the network and notice within a fraction of one.
+const SPIN_NS: u64 = 20_000;
+
+/// Waits until host time `until_ns`: sleeps, then polls for the last [`SPIN_NS`].
 pub fn sleep_until(until_ns: u64) {
     let now = host_ns();
-    if until_ns > now {
-        std::thread::sleep(Duration::from_nanos(until_ns - now));
+    if until_ns > now + SPIN_NS {
+        std::thread::sleep(Duration::from_nanos(until_ns - now - SPIN_NS));
+    }
+    while host_ns() < until_ns {
+        std::hint::spin_loop();
     }
 }
 
