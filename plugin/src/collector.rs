@@ -86,15 +86,21 @@ impl OpenEvent {
     }
 }
 
-/// A KernelCh or KernelPhase whose GPU interval passed the checks and waits for the GPU
-/// clock estimate to tighten before it is converted and handed to the sinks.
-struct HeldGpuEvent {
+/// An event that closed, with what the sinks need of it beside its GPU times.
+struct ClosedEvent {
     handle: u64,
     open: OpenEvent,
     stop_ns: u64,
     stop_thread: Option<u32>,
     closed: Closed,
+    /// KernelCh and ProxyOp: their task's event when the task was still open.
     parent_event: Option<Event>,
+}
+
+/// A KernelCh or KernelPhase whose GPU interval passed the checks and waits for the GPU
+/// clock estimate to tighten before it is converted and handed to the sinks.
+struct HeldGpuEvent {
+    event: ClosedEvent,
     context: u64,
     /// What to convert; `None`: a kernel event without GPU times (or rejected ones), held
     /// only to keep its place behind the held ones.
@@ -515,7 +521,7 @@ impl State {
                 .chain(
                     self.held_gpu
                         .iter()
-                        .map(|held| held.open.view(held.handle, &self.tids)),
+                        .map(|held| held.event.open.view(held.event.handle, &self.tids)),
                 );
             // Operations are judged quiet by the time the records processed have reached,
             // not by the wall clock: a collector that lags must not close them early.
@@ -836,35 +842,30 @@ impl State {
             GpuCheck::Convert { gpu, .. } => (Some(gpu), None),
         };
         let is_kernel = matches!(open.kind, Kind::KernelCh | Kind::KernelPhase);
+        let context = match (check, open.owner) {
+            (GpuCheck::Convert { context, .. }, _) | (_, Owner::Local(context)) => context,
+            _ => 0,
+        };
+        let event = ClosedEvent {
+            handle,
+            open,
+            stop_ns,
+            stop_thread,
+            closed,
+            parent_event,
+        };
         if raw.is_some() || (is_kernel && !self.held_gpu.is_empty()) {
             // Kernel events leave in the order they closed: one written ahead of held
             // ones would push them later on their channel's stream.
-            let context = match (check, open.owner) {
-                (GpuCheck::Convert { context, .. }, _) | (_, Owner::Local(context)) => context,
-                _ => 0,
-            };
             self.held_gpu.push_back(HeldGpuEvent {
-                handle,
-                open,
-                stop_ns,
-                stop_thread,
-                closed,
-                parent_event,
+                event,
                 context,
                 gpu: raw,
                 gpu_rejected,
             });
             return;
         }
-        self.hand_to_sinks(
-            handle,
-            open,
-            stop_ns,
-            stop_thread,
-            closed,
-            (None, gpu_rejected),
-            parent_event,
-        );
+        self.hand_to_sinks(event, None, gpu_rejected);
     }
 
     /// Converts and hands to the sinks the held GPU intervals that closed before
@@ -872,7 +873,7 @@ impl State {
     /// its communicator rank's estimate as it stands now.
     fn release_held_gpu_events(&mut self, until_ns: u64) {
         while let Some(front) = self.held_gpu.front() {
-            let due = front.stop_ns.saturating_add(GPU_HOLD_NS) <= until_ns;
+            let due = front.event.stop_ns.saturating_add(GPU_HOLD_NS) <= until_ns;
             if !due && self.held_gpu.len() <= MAX_HELD_GPU_EVENTS {
                 break;
             }
@@ -882,30 +883,26 @@ impl State {
                 .get(&held.context)
                 .zip(held.gpu)
                 .and_then(|(clock, raw)| convert(clock, raw));
-            self.hand_to_sinks(
-                held.handle,
-                held.open,
-                held.stop_ns,
-                held.stop_thread,
-                held.closed,
-                (gpu, held.gpu_rejected),
-                held.parent_event,
-            );
+            self.hand_to_sinks(held.event, gpu, held.gpu_rejected);
         }
     }
 
-    /// Hands a closed event to every sink.
-    #[allow(clippy::too_many_arguments)]
+    /// Hands a closed event to every sink, with its GPU interval on the host clock (or
+    /// why NCCL's was rejected).
     fn hand_to_sinks(
         &mut self,
-        handle: u64,
-        open: OpenEvent,
-        stop_ns: u64,
-        stop_thread: Option<u32>,
-        closed: Closed,
-        (gpu, gpu_rejected): (Option<GpuInterval>, Option<Rejection>),
-        parent_event: Option<Event>,
+        event: ClosedEvent,
+        gpu: Option<GpuInterval>,
+        gpu_rejected: Option<Rejection>,
     ) {
+        let ClosedEvent {
+            handle,
+            open,
+            stop_ns,
+            stop_thread,
+            closed,
+            parent_event,
+        } = event;
         let comm = match open.owner {
             // A borrow of the cache, not a clone of the `Arc`: no atomic operations.
             Owner::Local(context) => {
