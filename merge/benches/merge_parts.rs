@@ -192,7 +192,7 @@ fn run(settings: &Settings) -> Result<(), String> {
     let makers = Makers {
         nccl_sim: nccl_sim::binary_for_tests(),
         plugin: nccl_sim::our_plugin_for_tests(),
-        at_once: 2 * cpus,
+        at_once: 4 * cpus,
     };
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let (_, baseline_kib) = child_run(&exe, &[IDLE_ARG.as_ref()])?;
