@@ -248,7 +248,14 @@ fn measure(
         let _ = std::fs::remove_dir_all(&case_dir);
         std::fs::create_dir_all(&case_dir).map_err(|e| format!("{}: {e}", case_dir.display()))?;
         let started = Instant::now();
-        make_parts(makers, &case_dir, &run_dir, procs, iterations, settings.channels)?;
+        make_parts(
+            makers,
+            &case_dir,
+            &run_dir,
+            procs,
+            iterations,
+            settings.channels,
+        )?;
         let took = started.elapsed();
         std::fs::write(case_dir.join(GENERATED_FILE), &description)
             .map_err(|e| format!("{}: {e}", case_dir.display()))?;
