@@ -5,8 +5,9 @@
 //! `libnccl_profiler_scorep.so` and runs the `single` scenario (AllReduce calls on one
 //! communicator spanning every process, 8 channels), as rank `r` of one job of `N`
 //! processes (`NCCL_SIM_RANK`, `NCCL_SIM_SIZE`, `NCCL_SIM_JOB`), 8 processes per simulated
-//! host (`--hosts`); a job of one process drives two ranks. The processes run a few at a time, not all at once, so their
-//! collectives do not wait for the ranks of other processes (`--peer-patience-ms 0`):
+//! host (`--hosts`); a job of one process drives two ranks. The processes run 4 per CPU at
+//! a time, not all at once, so their collectives do not wait for the ranks of other
+//! processes (`--peer-patience-ms 0`):
 //! the parts are the plugin's, the timings in them are not a real job's. The merge ledger
 //! must name one job for all the parts, as `nccl-scorep merge <run-dir>` needs.
 //!
@@ -25,10 +26,10 @@
 //! |---|---|---|
 //! | `MERGE_BENCH_PROCS` | `1,64,1024,16384` | job sizes (processes, one part each) |
 //! | `MERGE_BENCH_ITERATIONS` | `1,100` | AllReduce calls per process (the event volume) |
-//! | `MERGE_BENCH_CHANNELS` | `8` | channels per collective (locations per part: 11 + 2 per channel, at most 16 proxy lanes) |
+//! | `MERGE_BENCH_CHANNELS` | `8` | channels per collective (locations per part: 3, one per channel, and 2 proxy lanes per channel, at most 16) |
 //! | `MERGE_BENCH_RUNS` | `3` | merges timed per case (the median is reported) |
 //! | `MERGE_BENCH_DIR` | a temporary directory | where the parts and merged archives go |
-//! | `MERGE_BENCH_KEEP` | unset | `1`: leave each case's parts and merged archive there, and use parts left there by an earlier run with the same settings instead of making them again (to profile a merge: `merge_parts --merge-child <run-dir> <output-dir> <parts>`) |
+//! | `MERGE_BENCH_KEEP` | unset | `1`: leave each case's parts and merged archive there, and use parts left there by an earlier run with the same settings instead of making them again (to profile a merge: `merge_parts --merge-child <run-dir> <output-dir> <processes>`) |
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::collections::VecDeque;
