@@ -79,7 +79,7 @@ HOT_PATH_BATCHES=5 HOT_PATH_BATCH=200 HOT_PATH_THREADS=2 \
     cargo bench -p nccl-profiler-scorep --bench hot_path >/dev/null
 TRACE_BENCH_COLLECTIVES=2000 TRACE_BENCH_COMMS=1 \
     cargo bench -p nccl-profiler-scorep --bench trace_throughput >/dev/null
-MERGE_BENCH_PROCS=4 MERGE_BENCH_EVENTS=100 MERGE_BENCH_RUNS=1 \
+MERGE_BENCH_PROCS=4 MERGE_BENCH_ITERATIONS=10 MERGE_BENCH_RUNS=1 \
     cargo bench -p nccl-scorep-merge --bench merge_parts >/dev/null
 echo "benchmarks ran"
 

@@ -3,7 +3,8 @@
 //! tools accept, with every communicator's ranks, collectives and messages together.
 
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -99,6 +100,24 @@ fn merge_joins_the_parts_of_a_two_process_job() {
         .map(|l| (l["group"].as_str().unwrap(), ()))
         .collect();
     assert_eq!(processes.len(), 2, "{processes:?}");
+
+    // The locations of a part share one local definition file (its mapping tables and
+    // clock offsets are the same for all of them), linked; each part has its own.
+    let mut definition_files = BTreeSet::new();
+    for part in parts(&run) {
+        let inodes: BTreeSet<u64> = std::fs::read_dir(part.join("traces"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter_map(|name| name.strip_suffix(".evt").map(str::to_owned))
+            .map(|id| {
+                let merged = run.join("traces").join(format!("{id}.def"));
+                std::fs::metadata(&merged).unwrap().ino()
+            })
+            .collect();
+        assert_eq!(inodes.len(), 1, "{}: {inodes:?}", part.display());
+        definition_files.extend(inodes);
+    }
+    assert_eq!(definition_files.len(), 4, "one file per part");
     let process_of: BTreeMap<&str, u64> = locations
         .iter()
         .map(|l| {

@@ -308,54 +308,54 @@ pub(crate) fn bounds(
         by_comm.entry(&s.comm).or_default().push(s);
     }
     for members in by_comm.values() {
-        let others: Vec<usize> = {
-            let mut h: Vec<usize> = members
-                .iter()
-                .map(|s| s.host)
-                .filter(|&h| h != reference)
-                .collect();
-            h.sort_unstable();
-            h.dedup();
-            h
-        };
-        if others.is_empty() || !members.iter().any(|s| s.host == reference) {
-            continue;
+        // The communicator's streams by host: each host's side of a collective is read
+        // from its own streams only (a scan of every member per host and collective was
+        // quadratic in the job's size: 2048 hosts × 16 384 ranks).
+        let mut by_host: BTreeMap<usize, Vec<&Stream>> = BTreeMap::new();
+        for s in members {
+            by_host.entry(s.host).or_default().push(s);
         }
+        let Some(reference_side) = by_host.get(&reference) else {
+            continue;
+        };
         let count = members
             .iter()
             .map(|s| s.times.collectives.len())
             .min()
             .unwrap_or(0);
-        for &other in &others {
+        // A host's side of collective k: its ranks' latest begin and earliest end.
+        let side = |streams: &[&Stream], k: usize| {
+            streams
+                .iter()
+                .map(|s| s.times.collectives[k])
+                .fold((f64::MIN, f64::MAX), |(begin, end), c| {
+                    (begin.max(c.0), end.min(c.1))
+                })
+        };
+        let reference_sides: Vec<(f64, f64)> =
+            (0..count).map(|k| side(reference_side, k)).collect();
+        for (&other, other_side) in by_host.iter().filter(|(&h, _)| h != reference) {
             let list = out.entry(other).or_default();
-            for k in 0..count {
-                let mut bound = Bound {
-                    at_ns: f64::NAN,
-                    lower: None,
-                    upper: None,
-                };
-                let side = |host: usize| {
-                    members
-                        .iter()
-                        .filter(move |s| s.host == host)
-                        .map(move |s| s.times.collectives[k])
-                };
-                let latest_begin_ref = side(reference).map(|c| c.0).fold(f64::MIN, f64::max);
-                let earliest_end_ref = side(reference).map(|c| c.1).fold(f64::MAX, f64::min);
-                let latest_begin_other = side(other).map(|c| c.0).fold(f64::MIN, f64::max);
-                let earliest_end_other = side(other).map(|c| c.1).fold(f64::MAX, f64::min);
+            for (k, &(latest_begin_ref, earliest_end_ref)) in reference_sides.iter().enumerate() {
+                let (latest_begin_other, earliest_end_other) = side(other_side, k);
                 // The other host's ranks end after the reference's last begin, and the
                 // reference's ranks end after the other's last begin.
-                bound.lower = Some(latest_begin_ref - earliest_end_other);
-                bound.upper = Some(earliest_end_ref - latest_begin_other);
-                bound.at_ns = earliest_end_other;
-                list.push(bound);
+                list.push(Bound {
+                    at_ns: earliest_end_other,
+                    lower: Some(latest_begin_ref - earliest_end_other),
+                    upper: Some(earliest_end_ref - latest_begin_other),
+                });
             }
+        }
+        // The first stream of each rank, for the senders of messages.
+        let mut by_rank: HashMap<u32, &Stream> = HashMap::new();
+        for s in members {
+            by_rank.entry(s.rank).or_insert(s);
         }
         // Messages: a receive ends after its send began.
         for receiver in members.iter() {
             for (&peer, receives) in &receiver.times.receives {
-                let Some(sender) = members.iter().find(|s| s.rank == peer) else {
+                let Some(&sender) = by_rank.get(&peer) else {
                     continue;
                 };
                 if sender.host == receiver.host {
@@ -511,7 +511,8 @@ pub(crate) fn align(
     if hosts.len() < 2 {
         return Ok(None);
     }
-    let host_index = |h: &str| hosts.iter().position(|x| *x == h).unwrap_or(0);
+    // `hosts` is sorted.
+    let host_index = |h: &str| hosts.binary_search(&h).unwrap_or(0);
     // Times are handled after the job's first real time (doubles keep nanoseconds).
     let base = parts
         .iter()

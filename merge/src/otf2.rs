@@ -246,41 +246,70 @@ pub(crate) fn close(archive: Archive, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes every location's local definitions: the mapping tables of its part (`maps`)
-/// and the clock offsets `clock_offsets(part index, location id)`. Returns the number of
-/// mapping tables written.
+/// Writes every location's local definitions into the archive `archive` created in `dir`:
+/// the mapping tables of its part (`maps`) and the clock offsets
+/// `clock_offsets(part index, location id)`. Returns the number of mapping tables written.
+///
+/// The locations of one part with the same clock offsets (as a process's locations have)
+/// get the same file: OTF2 writes it for the first of them, and the others get a hard link
+/// to it (a copy where the file system has none). OTF2 looks a location up in a list of
+/// every location it wrote before, so one OTF2 writer per location made a merge of 16 384
+/// parts (442 368 locations) quadratic; and a file system creates a link faster than a
+/// file.
 pub(crate) fn write_local_definitions<'o>(
     archive: &Archive,
+    dir: &Path,
     parts: &[PartDefs],
     maps: &[IdMaps],
     clock_offsets: impl Fn(usize, u64) -> &'o [ClockOffset],
     empty: &[u64],
 ) -> Result<u64, String> {
     let mut written_tables = 0u64;
+    // (the location whose file OTF2 wrote, a location that shares it)
+    let mut shared: Vec<(u64, u64)> = Vec::new();
     let files = archive.open_definition_files().map_err(message)?;
     // Locations of no part (ranks without one): nothing to map or offset.
-    for &location in empty {
+    if let Some((&first, others)) = empty.split_first() {
         files
-            .writer(location)
+            .writer(first)
             .and_then(|writer| writer.close())
             .map_err(message)?;
+        shared.extend(others.iter().map(|&other| (first, other)));
     }
     for (part_index, part) in parts.iter().enumerate() {
         let tables = part_tables(&maps[part_index])?;
+        // The locations written so far in this part, by their clock offsets.
+        let mut written: Vec<(&[ClockOffset], u64)> = Vec::new();
         for location in part.defs.locations.iter() {
             let global = maps[part_index].location(location.id);
+            let offsets = clock_offsets(part_index, location.id);
+            written_tables += tables.len() as u64;
+            if let Some(&(_, first)) = written.iter().find(|(known, _)| *known == offsets) {
+                shared.push((first, global));
+                continue;
+            }
             let writer = files.writer(global).map_err(message)?;
             for (kind, map) in &tables {
                 writer.mapping_table(*kind, map).map_err(message)?;
-                written_tables += 1;
             }
-            for offset in clock_offsets(part_index, location.id) {
+            for offset in offsets {
                 writer.clock_offset(offset).map_err(message)?;
             }
             writer.close().map_err(message)?;
+            written.push((offsets, global));
         }
     }
     files.close().map_err(message)?;
+    let file = |id: u64| {
+        dir.join(nccl_scorep_common::run_dir::EVENT_FILES_DIR)
+            .join(format!("{id}.def"))
+    };
+    for (first, other) in shared {
+        let (from, to) = (file(first), file(other));
+        std::fs::hard_link(&from, &to)
+            .or_else(|_| std::fs::copy(&from, &to).map(|_| ()))
+            .map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+    }
     Ok(written_tables)
 }
 
@@ -357,6 +386,7 @@ pub(super) fn write_archive(
     }
     let tables = write_local_definitions(
         &archive,
+        dir,
         parts,
         maps,
         |part, location| {

@@ -1423,7 +1423,14 @@ fn write_combined(
         machine: None,
     };
     let archive = create(dir, scorep.event_chunk, scorep.definition_chunk, &info)?;
-    write_local_definitions(&archive, parts, &plan.maps, |part, _| offsets[part], &[])?;
+    write_local_definitions(
+        &archive,
+        dir,
+        parts,
+        &plan.maps,
+        |part, _| offsets[part],
+        &[],
+    )?;
     let global = archive.global_def_writer().map_err(message)?;
     let clock = scorep.defs.clock.unwrap_or_default();
     for record in &scorep.records {
