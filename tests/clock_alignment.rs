@@ -33,7 +33,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Per process (location group), the median of (op end − truth completion), and how many
+/// Per process (location group), the median of (op end − the moment the GPU finished it:
+/// the default events record kernel channels, so an operation ends there), and how many
 /// of the job's collectives end on some rank before another rank's op began.
 fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, usize) {
     let mut truth = BTreeMap::new();
@@ -47,7 +48,7 @@ fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, 
                 record["rank"].as_i64().unwrap(),
                 record["seq"].as_u64().unwrap(),
             );
-            truth.insert(key, record["completion_ns"].as_i64().unwrap());
+            truth.insert(key, record["gpu_stop_ns"].as_i64().unwrap());
         }
     }
     let trace = dump(anchor);
