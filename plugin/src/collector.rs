@@ -50,8 +50,7 @@ const TRIM_AFTER_FREEING: usize = 8 << 20;
 /// How long (in processed time) a GPU interval waits before it is converted to host time:
 /// the GPU clock estimate only gets tighter as kernels come, and the first kernels of a
 /// run would otherwise be placed with its loosest bound (tens of microseconds late on a
-/// busy machine). The clocks' drift over it is a few microseconds at most (20 ppm), and
-/// the bounds it adds are checked like any other.
+/// busy machine). The estimate allows for the clocks' drift over it (see `gpu_clock`).
 const GPU_HOLD_NS: u64 = 200_000_000;
 /// GPU intervals waiting for their conversion at most; the oldest goes first beyond.
 const MAX_HELD_GPU_EVENTS: usize = 8192;
@@ -120,11 +119,8 @@ enum GpuCheck {
     /// No GPU interval (not a kernel event, or no timestamps).
     None,
     Rejected(Rejection),
-    /// Plausible: to be converted with the estimate of communicator rank `context`.
-    Convert {
-        context: u64,
-        gpu: RawGpuInterval,
-    },
+    /// Plausible: to be converted with the estimate of its communicator rank.
+    Convert(RawGpuInterval),
 }
 
 /// What is remembered of an event after it closed.
@@ -839,11 +835,11 @@ impl State {
         let (raw, gpu_rejected) = match check {
             GpuCheck::None => (None, None),
             GpuCheck::Rejected(rejection) => (None, Some(rejection)),
-            GpuCheck::Convert { gpu, .. } => (Some(gpu), None),
+            GpuCheck::Convert(gpu) => (Some(gpu), None),
         };
         let is_kernel = matches!(open.kind, Kind::KernelCh | Kind::KernelPhase);
-        let context = match (check, open.owner) {
-            (GpuCheck::Convert { context, .. }, _) | (_, Owner::Local(context)) => context,
+        let context = match open.owner {
+            Owner::Local(context) => context,
             _ => 0,
         };
         let event = ClosedEvent {
@@ -1029,12 +1025,9 @@ impl State {
             // A KernelPhase before any kernel of its rank: nothing to convert it with.
             return GpuCheck::None;
         }
-        GpuCheck::Convert {
-            context,
-            gpu: RawGpuInterval {
-                ptimers: (start_ptimer, stop_ptimer_value),
-            },
-        }
+        GpuCheck::Convert(RawGpuInterval {
+            ptimers: (start_ptimer, stop_ptimer_value),
+        })
     }
 
     /// What is known of an event, open or closed.
