@@ -38,6 +38,10 @@
 pub const WINDOW_NS: u64 = 2_000_000_000;
 /// How far back (GPU time, from the latest one) bounds stay in the hulls.
 pub const HULL_SPAN_NS: u64 = 2 * WINDOW_NS;
+/// Points a hull keeps at most (noisy bounds leave a few dozen; bounds that keep
+/// tightening along a curve could leave one per kernel): the oldest go first, which only
+/// loosens the bound.
+const MAX_HULL_POINTS: usize = 256;
 /// The most a GPU's timer is taken to drift against the host's clock, in parts per
 /// billion: 100 ppm, twice a common quartz's tolerance.
 pub const MAX_DRIFT_PPB: u64 = 100_000;
@@ -170,7 +174,9 @@ impl BoundHull {
         // Bounds older than the span go (the hull of the others is higher, never lower:
         // still a bound).
         let newest = hull.last().map_or(0, |&(t, _)| t);
-        let old = hull.partition_point(|&(t, _)| t.saturating_add(HULL_SPAN_NS) < newest);
+        let old = hull
+            .partition_point(|&(t, _)| t.saturating_add(HULL_SPAN_NS) < newest)
+            .max(hull.len().saturating_sub(MAX_HULL_POINTS));
         if old > 0 {
             hull.drain(..old);
         }
@@ -490,6 +496,24 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn bounds_on_a_curve_keep_the_hull_bounded_and_valid() {
+        // Detections that keep getting quicker along a convex curve: every bound is a
+        // vertex of the hull, which keeps only the newest.
+        let mut clock = GpuClockEstimator::default();
+        let offset = 5_000_000_i64;
+        for i in 0..1_000u64 {
+            let gpu = 1_000_000 + i * 100_000;
+            let delay = 1_000 + (1_000 - i) * (1_000 - i);
+            clock.observed_after((gpu as i64 + offset) as u64 + delay, gpu);
+        }
+        assert_eq!(clock.upper.points.len(), MAX_HULL_POINTS);
+        for i in (0..1_000u64).step_by(7) {
+            let estimate = clock.estimate_at(1_000_000 + i * 100_000).unwrap();
+            assert!(estimate.offset_ns >= offset, "early at {i}");
         }
     }
 }
