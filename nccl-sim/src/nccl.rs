@@ -1470,10 +1470,10 @@ fn schedule(nccl: &Nccl, batch: &mut [Work]) {
 }
 
 /// NCCL's proxy and profiler threads poll the GPU and the network: they notice within
-/// microseconds. nccl-sim's sleep until the simulated moment instead, and Linux lets a
-/// sleeping thread wake up to 50 µs late by default (its timer slack). The least slack for
-/// this thread and every thread it starts from now on keeps nccl-sim's noticing close to
-/// NCCL's (only the scheduler's own delays are left).
+/// microseconds. nccl-sim's sleep until shortly before the simulated moment (then poll,
+/// [`sleep_until`]), and Linux lets a sleeping thread wake up to 50 µs late by default (its
+/// timer slack). The least slack for this thread and every thread it starts from now on
+/// keeps nccl-sim's noticing close to NCCL's.
 fn quick_wake_ups() {
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and changes only this thread's
     // (and its future children's) timer slack.
