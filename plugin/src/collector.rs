@@ -405,7 +405,7 @@ impl State {
         for context in finalizing {
             self.close_owned_by(Owner::Local(context), Closed::Finalize);
             // Its kernels before its end: nothing of it comes after this.
-            self.release_held_gpu_events(u64::MAX);
+            self.release_held_gpu_events_of(context);
             for sink in &mut self.sinks {
                 sink.comm_finalized(context);
             }
@@ -874,13 +874,34 @@ impl State {
                 break;
             }
             let held = self.held_gpu.pop_front().expect("a front");
-            let gpu = self
-                .gpu_clocks
-                .get(&held.context)
-                .zip(held.gpu)
-                .and_then(|(clock, raw)| convert(clock, raw));
-            self.hand_to_sinks(held.event, gpu, held.gpu_rejected);
+            self.hand_held_to_sinks(held);
         }
+    }
+
+    /// Converts and hands to the sinks every held event of communicator rank `context`, in
+    /// the order they closed; the others keep waiting (each rank's kernels have streams
+    /// of their own, and a rank's estimate does not depend on when another one ended).
+    fn release_held_gpu_events_of(&mut self, context: u64) {
+        if !self.held_gpu.iter().any(|held| held.context == context) {
+            return;
+        }
+        let (mine, others): (VecDeque<HeldGpuEvent>, VecDeque<HeldGpuEvent>) = self
+            .held_gpu
+            .drain(..)
+            .partition(|held| held.context == context);
+        self.held_gpu = others;
+        for held in mine {
+            self.hand_held_to_sinks(held);
+        }
+    }
+
+    fn hand_held_to_sinks(&mut self, held: HeldGpuEvent) {
+        let gpu = self
+            .gpu_clocks
+            .get(&held.context)
+            .zip(held.gpu)
+            .and_then(|(clock, raw)| convert(clock, raw));
+        self.hand_to_sinks(held.event, gpu, held.gpu_rejected);
     }
 
     /// Hands a closed event to every sink, with its GPU interval on the host clock (or
