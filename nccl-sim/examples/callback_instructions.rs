@@ -13,8 +13,8 @@
 //! N` (starts that got no handle) on stderr.
 
 use nccl_profiler_abi::state as st;
-use nccl_sim::event::{CollTask, CommInfo, CoreEvent, Descr, Raw, StateArgs, NULL};
-use nccl_sim::names::{Algo, DataType, Func, Proto};
+use nccl_sim::bench::{allreduce_call, allreduce_task};
+use nccl_sim::event::{CommInfo, CoreEvent, Descr, Raw, StateArgs, NULL};
 use nccl_sim::profiler::{Profiler, Session};
 use nccl_sim::release;
 use std::process::ExitCode;
@@ -89,37 +89,12 @@ impl Caller<'_> {
     }
 
     fn coll_api(&mut self, parent: Raw) -> Raw {
-        self.start(
-            parent,
-            CoreEvent::CollApi {
-                func: Func::AllReduce,
-                count: 1 << 20,
-                datatype: DataType::Float32,
-                root: 0,
-                graph_captured: false,
-                user_tag: 0,
-            },
-        )
+        self.start(parent, allreduce_call())
     }
 
     fn coll(&mut self, parent: Raw, group: Raw) -> Raw {
         self.seq += 1;
-        let task = CollTask {
-            seq: self.seq,
-            func: Func::AllReduce,
-            count: 1 << 20,
-            root: 0,
-            datatype: DataType::Float32,
-            n_channels: 1,
-            n_warps: 16,
-            algo: Algo::Ring,
-            proto: Proto::Simple,
-            symmetric_variant: None,
-            parent_group: group,
-            user_tag: 0,
-            comm_name: c"callback-instructions".as_ptr(),
-            comm_hash: 7,
-        };
+        let task = allreduce_task(self.seq, group, c"callback-instructions", 7);
         self.start(parent, CoreEvent::Coll(task))
     }
 

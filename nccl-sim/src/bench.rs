@@ -36,7 +36,7 @@ use crate::release::{self, Release};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use nccl_profiler_abi::loader::ApiVersion;
 use nccl_profiler_abi::{event_type as t, state as st};
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -544,19 +544,7 @@ impl<'a> Rank<'a> {
             self.group_api = group_api;
             self.record(group_api, st::GROUP_START_API_STOP, StateArgs::Null);
             let mut coll_api = self.coll_api;
-            self.start(
-                &mut coll_api,
-                group_api,
-                0,
-                CoreEvent::CollApi {
-                    func: Func::AllReduce,
-                    count: 1 << 20,
-                    datatype: DataType::Float32,
-                    root: 0,
-                    graph_captured: false,
-                    user_tag: 0,
-                },
-            );
+            self.start(&mut coll_api, group_api, 0, allreduce_call());
             self.coll_api = coll_api;
             self.stop(coll_api);
             self.record(group_api, st::GROUP_END_API_START, StateArgs::Null);
@@ -571,22 +559,7 @@ impl<'a> Rank<'a> {
         // Up to 2.27 a Coll needs a Group handle.
         if !(self.release.children_need_parent_handle() && group.is_null()) {
             self.seq += 1;
-            let task = CollTask {
-                seq: self.seq,
-                func: Func::AllReduce,
-                count: 1 << 20,
-                root: 0,
-                datatype: DataType::Float32,
-                n_channels: 1,
-                n_warps: 16,
-                algo: Algo::Ring,
-                proto: Proto::Simple,
-                symmetric_variant: None,
-                parent_group: group,
-                user_tag: 0,
-                comm_name: c"nccl-sim-bench".as_ptr(),
-                comm_hash: self.comm_hash,
-            };
+            let task = allreduce_task(self.seq, group, c"nccl-sim-bench", self.comm_hash);
             let parent = if api { self.coll_api } else { group };
             self.start(&mut coll, parent, self.rank, CoreEvent::Coll(task));
             self.stop(coll);
@@ -679,6 +652,43 @@ impl<'a> Rank<'a> {
             }
             self.stop(kernel);
         }
+    }
+}
+
+/// The `ncclAllReduce` call of the bench's application stream (CollApi).
+pub fn allreduce_call() -> CoreEvent {
+    CoreEvent::CollApi {
+        func: Func::AllReduce,
+        count: 1 << 20,
+        datatype: DataType::Float32,
+        root: 0,
+        graph_captured: false,
+        user_tag: 0,
+    }
+}
+
+/// The task of that call (Coll, number `seq` of its communicator `comm_name`).
+pub fn allreduce_task(
+    seq: u64,
+    parent_group: Raw,
+    comm_name: &'static CStr,
+    comm_hash: u64,
+) -> CollTask {
+    CollTask {
+        seq,
+        func: Func::AllReduce,
+        count: 1 << 20,
+        root: 0,
+        datatype: DataType::Float32,
+        n_channels: 1,
+        n_warps: 16,
+        algo: Algo::Ring,
+        proto: Proto::Simple,
+        symmetric_variant: None,
+        parent_group,
+        user_tag: 0,
+        comm_name: comm_name.as_ptr(),
+        comm_hash,
     }
 }
 
