@@ -130,13 +130,21 @@ impl Caller<'_> {
     }
 
     fn kernel_ch(&mut self, coll: Raw) {
-        let handle = self.start(
+        let handle = self.start_kernel_ch(coll);
+        self.stop_kernel_ch(handle);
+    }
+
+    fn start_kernel_ch(&mut self, coll: Raw) -> Raw {
+        self.start(
             coll,
             CoreEvent::KernelCh {
                 channel: 0,
                 ptimer: 1_000_000,
             },
-        );
+        )
+    }
+
+    fn stop_kernel_ch(&mut self, handle: Raw) {
         self.record(handle, st::KERNEL_CH_STOP, StateArgs::PTimer(1_010_000));
         self.stop(handle);
     }
@@ -161,11 +169,12 @@ impl Caller<'_> {
     /// What the proxy thread calls for that collective (as `nccl-sim bench`).
     fn proxy_stream(&mut self, coll: Raw) {
         let op = self.proxy_op(coll);
+        let kernel = self.start_kernel_ch(coll);
         for step in 0..4 {
             self.proxy_step(op, step);
         }
+        self.stop_kernel_ch(kernel);
         self.stop(op);
-        self.kernel_ch(coll);
     }
 }
 

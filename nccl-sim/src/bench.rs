@@ -11,9 +11,11 @@
 //!   start, Coll start (parent the CollApi, `parentGroup` the Group), Coll stop, Group
 //!   stop, GroupApi stop; up to 2.27 only Group and Coll (parent the Group);
 //! - the proxy thread: ProxyOp start (parent the Coll), record ProxyOpInProgress (19;
-//!   SendPosted (0) up to 2.26), four ProxySteps each with start, record SendGPUWait (8,
-//!   stale size), record SendWait (9, the step's size), stop; ProxyOp stop; KernelCh
-//!   start, record KernelChStop (22, from 2.27), stop (from 2.26).
+//!   SendPosted (0) up to 2.26), KernelCh start (parent the Coll; from 2.26), four
+//!   ProxySteps each with start, record SendGPUWait (8, stale size), record SendWait (9,
+//!   the step's size), stop; record KernelChStop (22, from 2.27), KernelCh stop; ProxyOp
+//!   stop. As on NCCL, the kernel channel starts and ends while the proxy operation is
+//!   open (its GPU work feeds the network).
 //!
 //! As NCCL does, nothing more is called for an event whose handle came back NULL. Each
 //! thread plays both streams of its rank. Iterations are timed in batches, plugins taking
@@ -605,6 +607,9 @@ impl<'a> Rank<'a> {
                 },
             );
         }
+        // The GPU starts its work while the proxy operation waits for it, and ends it
+        // before the network does: the kernel channel lies inside the operation.
+        let kernel = self.start_kernel_ch(coll);
         // Up to 2.27 steps need a ProxyOp handle; later, steps start anyway but their
         // states are only recorded under a non-NULL ProxyOp.
         if !(self.release.children_need_parent_handle() && op.is_null()) {
@@ -628,12 +633,16 @@ impl<'a> Rank<'a> {
                 self.stop(handle);
             }
         }
+        self.stop_kernel_ch(kernel);
         self.stop(op);
+    }
+
+    /// KernelCh start (from 2.26), parent the Coll, with the GPU's start time (from 2.27).
+    fn start_kernel_ch(&mut self, coll: Raw) -> Raw {
+        let mut kernel = NULL;
         if self.release.has_kernel_ch() {
             let timestamps = self.release.kernel_ch_has_timestamps();
             let begin = self.gpu_timer;
-            self.gpu_timer += 10_000;
-            let mut kernel = NULL;
             self.start(
                 &mut kernel,
                 coll,
@@ -643,15 +652,24 @@ impl<'a> Rank<'a> {
                     ptimer: if timestamps { begin } else { 0 },
                 },
             );
-            if timestamps {
-                self.record(
-                    kernel,
-                    st::KERNEL_CH_STOP,
-                    StateArgs::PTimer(self.gpu_timer),
-                );
-            }
-            self.stop(kernel);
         }
+        kernel
+    }
+
+    /// Record KernelChStop (from 2.27, with the GPU's end time), then KernelCh stop.
+    fn stop_kernel_ch(&mut self, kernel: Raw) {
+        if !self.release.has_kernel_ch() {
+            return;
+        }
+        self.gpu_timer += 10_000;
+        if self.release.kernel_ch_has_timestamps() {
+            self.record(
+                kernel,
+                st::KERNEL_CH_STOP,
+                StateArgs::PTimer(self.gpu_timer),
+            );
+        }
+        self.stop(kernel);
     }
 }
 
