@@ -17,10 +17,15 @@
 //!   stop. As on NCCL, the kernel channel starts and ends while the proxy operation is
 //!   open (its GPU work feeds the network).
 //!
-//! As NCCL does, nothing more is called for an event whose handle came back NULL. Each
-//! thread plays both streams of its rank. Iterations are timed in batches, plugins taking
-//! turns batch by batch, each batch in thread CPU time (`CLOCK_THREAD_CPUTIME_ID`) and wall
-//! time; a batch gives one figure, its time divided by the callbacks it made. Reported:
+//! As NCCL does, a plugin is called only for the event types its activation mask enables
+//! (and their ancestors), and nothing more for an event whose handle came back NULL. A
+//! plugin that returns NULL for every start of an event type does not record that type
+//! (NVIDIA's Inspector keeps only Coll and KernelCh): those NULLs are reported apart;
+//! NULLs among the types it does record are refusals (full pools or buffers), and more
+//! than 0.1 % of them cost it its figure. Each thread plays both streams of its rank.
+//! Iterations are timed in batches, plugins taking turns batch by batch, each batch in
+//! thread CPU time (`CLOCK_THREAD_CPUTIME_ID`) and wall time; a batch gives one figure,
+//! its time divided by the callbacks it made. Reported:
 //! median, 10th and 90th percentile over all batches of all threads. Nothing is subtracted:
 //! the empty plugin's row is the floor (the emulation's own cost and the calls).
 //!
@@ -141,8 +146,8 @@ pub struct BenchRow {
     pub api_version: ApiVersion,
     /// The activation mask it left after the last `init`.
     pub mask: u64,
-    /// Event types of the streams that this mask would not make NCCL emit (the bench
-    /// calls them anyway, so every plugin gets the same stream).
+    /// Event types of the streams that this mask would not make NCCL emit: as NCCL, the
+    /// bench does not call the plugin for them.
     pub unrequested: u64,
     /// Per callback, over every timed batch (app and proxy stream together).
     pub cpu: Spread,
@@ -157,6 +162,14 @@ pub struct BenchRow {
     /// `startEvent` calls in the timed batches, and how many of them left a NULL handle.
     pub starts: u64,
     pub null_handles: u64,
+    /// Event types it was called for and refused every time (it records none of them,
+    /// by design): their NULL handles are not counted as refusals.
+    pub not_recorded: u64,
+    /// NULL handles of the event types it records (some starts accepted): events it
+    /// dropped, which make it look cheaper than it is.
+    pub refused: u64,
+    /// Starts of the event types it records.
+    pub recorded_starts: u64,
 }
 
 /// Why a bench could not run.
@@ -193,8 +206,36 @@ struct Samples {
     proxy_cpu: Vec<f64>,
     proxy_wall: Vec<f64>,
     callbacks: u64,
-    starts: u64,
-    null_handles: u64,
+    starts: TypeCounts,
+    nulls: TypeCounts,
+}
+
+/// A count per event type bit (index: the bit's position).
+type TypeCounts = [u64; 16];
+
+fn add_counts(total: &mut TypeCounts, more: &TypeCounts) {
+    total.iter_mut().zip(more).for_each(|(t, m)| *t += m);
+}
+
+fn sub_counts(now: &TypeCounts, before: &TypeCounts) -> TypeCounts {
+    std::array::from_fn(|i| now[i] - before[i])
+}
+
+/// The event types of which every start returned NULL; the NULLs and the starts of the
+/// others.
+fn classify_nulls(starts: &TypeCounts, nulls: &TypeCounts) -> (u64, u64, u64) {
+    let mut not_recorded = 0;
+    let mut refused = 0;
+    let mut recorded_starts = 0;
+    for bit in 0..16 {
+        if starts[bit] > 0 && nulls[bit] == starts[bit] {
+            not_recorded |= 1 << bit;
+        } else {
+            refused += nulls[bit];
+            recorded_starts += starts[bit];
+        }
+    }
+    (not_recorded, refused, recorded_starts)
 }
 
 impl Samples {
@@ -206,8 +247,8 @@ impl Samples {
         self.proxy_cpu.extend(other.proxy_cpu);
         self.proxy_wall.extend(other.proxy_wall);
         self.callbacks += other.callbacks;
-        self.starts += other.starts;
-        self.null_handles += other.null_handles;
+        add_counts(&mut self.starts, &other.starts);
+        add_counts(&mut self.nulls, &other.nulls);
     }
 }
 
@@ -272,6 +313,7 @@ pub fn run(config: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
         .map(|(target, mut s)| {
             let report = target.profiler.report();
             let mask = target.profiler.mask();
+            let (not_recorded, refused, recorded_starts) = classify_nulls(&s.starts, &s.nulls);
             BenchRow {
                 floor: target.floor,
                 setting: target.setting.clone(),
@@ -287,8 +329,11 @@ pub fn run(config: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 app_wall: Spread::of(&mut s.app_wall),
                 proxy_wall: Spread::of(&mut s.proxy_wall),
                 callbacks: s.callbacks,
-                starts: s.starts,
-                null_handles: s.null_handles,
+                starts: s.starts.iter().sum(),
+                null_handles: s.nulls.iter().sum(),
+                not_recorded,
+                refused,
+                recorded_starts,
             }
         })
         .collect())
@@ -387,8 +432,8 @@ fn worker(
 struct Batch {
     app: (u64, u64, u64),
     proxy: (u64, u64, u64),
-    starts: u64,
-    nulls: u64,
+    starts: TypeCounts,
+    nulls: TypeCounts,
 }
 
 impl Batch {
@@ -409,8 +454,8 @@ impl Batch {
             s.wall.push(per(app.1 + proxy.1, calls));
         }
         s.callbacks += calls;
-        s.starts += self.starts;
-        s.null_handles += self.nulls;
+        add_counts(&mut s.starts, &self.starts);
+        add_counts(&mut s.nulls, &self.nulls);
     }
 }
 
@@ -438,9 +483,11 @@ struct Rank<'a> {
     coll: Raw,
     /// The Coll handles of the current batch: the parents of its proxy work.
     colls: Vec<Raw>,
+    /// Event types NCCL would not emit with the plugin's activation mask.
+    unrequested: u64,
     calls: u64,
-    starts: u64,
-    nulls: u64,
+    starts: TypeCounts,
+    nulls: TypeCounts,
 }
 
 impl<'a> Rank<'a> {
@@ -461,14 +508,21 @@ impl<'a> Rank<'a> {
             group: NULL,
             coll: NULL,
             colls: Vec::with_capacity(config.batch),
+            unrequested: unrequested(stream_events(config.release), target.profiler.mask()),
             calls: 0,
-            starts: 0,
-            nulls: 0,
+            starts: [0; 16],
+            nulls: [0; 16],
         }
     }
 
+    /// NCCL makes no call for an event type the activation mask does not enable.
     #[inline]
     fn start(&mut self, handle: &mut Raw, parent: Raw, rank: i32, event: CoreEvent) {
+        let bit = event.type_bit();
+        if bit & self.unrequested != 0 {
+            *handle = NULL;
+            return;
+        }
         let descr = Descr {
             parent,
             rank,
@@ -476,8 +530,9 @@ impl<'a> Rank<'a> {
         };
         self.profiler.start(&self.session, handle, &descr);
         self.calls += 1;
-        self.starts += 1;
-        self.nulls += u64::from(handle.is_null());
+        let index = (bit.trailing_zeros() as usize).min(15);
+        self.starts[index] += 1;
+        self.nulls[index] += u64::from(handle.is_null());
     }
 
     /// NCCL makes no call for a NULL handle.
@@ -524,8 +579,8 @@ impl<'a> Rank<'a> {
                 (wall2 - wall1).as_nanos() as u64,
                 self.calls - calls1,
             ),
-            starts: self.starts - starts0,
-            nulls: self.nulls - nulls0,
+            starts: sub_counts(&self.starts, &starts0),
+            nulls: sub_counts(&self.nulls, &nulls0),
         }
     }
 
@@ -804,8 +859,9 @@ pub const MAX_REFUSED_SHARE: f64 = 0.001;
 
 impl BenchRow {
     /// Whether the plugin refused too many starts to be compared.
+    /// Starts of event types it records NULL-ed count; types it never records do not.
     pub fn refused_too_many(&self) -> bool {
-        self.null_handles as f64 > MAX_REFUSED_SHARE * self.starts as f64
+        self.refused as f64 > MAX_REFUSED_SHARE * self.recorded_starts as f64
     }
 }
 
@@ -868,7 +924,8 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
     );
     let _ = writeln!(
         out,
-        "an iteration: app stream {app} callbacks ({}), proxy stream {proxy} ({})",
+        "an iteration, every event asked for: app stream {app} callbacks ({}), proxy stream \
+         {proxy} ({})",
         if config.release.has_api_events() {
             "GroupApi, CollApi, KernelLaunch, Group, Coll"
         } else {
@@ -945,13 +1002,22 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
             row.name,
             OsStr::new(&row.library).to_string_lossy()
         );
-        if row.null_handles > 0 {
+        if row.not_recorded != 0 {
             let _ = writeln!(
                 out,
-                "   {} of {} starts returned NULL: NCCL calls nothing more for those events, \
-                 so this plugin did less work and looks cheaper than it is{}",
-                row.null_handles,
-                row.starts,
+                "   records no {} (every start returned NULL): not counted as refusals; \
+                 its row is its cost on the stream NCCL calls it with",
+                event_names(row.not_recorded).join(", ")
+            );
+        }
+        if row.refused > 0 {
+            let _ = writeln!(
+                out,
+                "   {} of {} starts of the events it records returned NULL: NCCL calls \
+                 nothing more for those events, so this plugin did less work and looks \
+                 cheaper than it is{}",
+                row.refused,
+                row.recorded_starts,
                 if row.refused_too_many() {
                     "; more than 0.1 %: no figure (give it larger buffers or pools, or a \
                      slower pace with --pause-us)"
@@ -963,8 +1029,8 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
         if row.unrequested != 0 {
             let _ = writeln!(
                 out,
-                "   its activation mask {:#x} does not ask for {}: NCCL would not call it for \
-                 those (the bench does, so every plugin gets the same stream)",
+                "   its activation mask {:#x} does not ask for {}: NCCL does not call it for \
+                 those, nor does the bench (plugins with other masks get other streams)",
                 row.mask,
                 event_names(row.unrequested).join(", ")
             );
@@ -980,7 +1046,8 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
     let _ = writeln!(
         out,
         "NULL handles: starts that returned NULL, of all starts (a plugin that drops events \
-         looks cheaper). Each plugin reads its own settings from the environment."
+         looks cheaper; a type it never records is not a drop). Each plugin reads its own \
+         settings from the environment."
     );
     out
 }
@@ -1074,5 +1141,23 @@ mod tests {
         );
         assert_eq!(event_names(t::GROUP | t::KERNEL_CH), ["Group", "KernelCh"]);
         assert_eq!(stream_events(Release::new(23)) & t::GROUP_API, 0);
+    }
+
+    #[test]
+    fn a_type_never_accepted_is_not_recorded_and_partial_nulls_are_refusals() {
+        let (group, coll, step) = (0, 1, 4);
+        let mut starts = [0; 16];
+        let mut nulls = [0; 16];
+        starts[group] = 100;
+        nulls[group] = 100; // never accepted: not recorded by design
+        starts[coll] = 100;
+        nulls[coll] = 3; // a full pool now and then: refusals
+        starts[step] = 400; // all accepted
+        assert_eq!(
+            classify_nulls(&starts, &nulls),
+            (t::GROUP, 3, 500),
+            "(not recorded, refused, starts of recorded types)"
+        );
+        assert_eq!(classify_nulls(&[0; 16], &[0; 16]), (0, 0, 0));
     }
 }

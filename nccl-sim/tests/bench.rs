@@ -109,11 +109,63 @@ fn our_plugin_costs_more_than_the_floor_and_drops_nothing() {
     assert!(floor.iter().all(|&r| r > 0.0 && r < 1.0), "{text}");
     // The same plugin, had it refused one start in 500 (0.2 %), gets no figure.
     let mut refusing = rows.clone();
-    refusing[1].null_handles = refusing[1].starts / 500;
+    refusing[1].refused = refusing[1].recorded_starts / 500;
+    refusing[1].null_handles = refusing[1].refused;
     let text = bench::render(&config, &refusing);
     let row = text.lines().find(|l| l.starts_with("#1 ")).unwrap();
     assert!(row.contains("no figure"), "{text}");
     assert!(text.contains("more than 0.1 %: no figure"), "{text}");
+    // Had it returned NULL for every Group (a type it does not record), it keeps its
+    // figure, and the report says which types it leaves out.
+    let mut partial = rows.clone();
+    partial[1].not_recorded = 1; // Group
+    partial[1].null_handles = partial[1].starts / 10;
+    partial[1].recorded_starts = partial[1].starts - partial[1].null_handles;
+    let text = bench::render(&config, &partial);
+    let row = text.lines().find(|l| l.starts_with("#1 ")).unwrap();
+    assert!(!row.contains("no figure"), "{text}");
+    assert!(
+        text.contains("records no Group (every start returned NULL)"),
+        "{text}"
+    );
+}
+
+/// As NCCL, the bench calls a plugin only for the event types its activation mask enables
+/// and their ancestors: with Coll and KernelCh asked for (NVIDIA's Inspector's mask), our
+/// plugin gets GroupApi, CollApi, Group, Coll and KernelCh, five starts per iteration, and
+/// no KernelLaunch, ProxyOp or ProxyStep.
+#[test]
+fn a_plugin_is_called_only_for_the_events_its_mask_enables() {
+    let output_dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nccl-sim"))
+        .args([
+            "bench",
+            "--nccl",
+            "2.28",
+            "--iterations",
+            "200",
+            "--batch",
+            "20",
+        ])
+        .args(["--warmup", "2", "--plugin"])
+        .arg(our_plugin())
+        .env("NCCL_SCOREP_EVENTS", "coll,kernel_ch")
+        .env("NCCL_SCOREP_OUTPUT_DIR", output_dir.path())
+        .env("NCCL_SCOREP_AUTO_MERGE", "0")
+        .output()
+        .expect("run nccl-sim bench");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    let row = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).unwrap();
+    assert!(row("#0 ").ends_with(" 0 / 2200"), "{text}");
+    assert!(row("#1 ").ends_with(" 0 / 1000"), "{text}");
+    assert!(
+        text.contains(
+            "its activation mask 0x42 does not ask for ProxyOp, ProxyStep, KernelLaunch: \
+             NCCL does not call it for those"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
