@@ -208,6 +208,9 @@ struct Samples {
     callbacks: u64,
     starts: TypeCounts,
     nulls: TypeCounts,
+    /// The same over every batch, warm-up included: what the plugin records at all.
+    all_starts: TypeCounts,
+    all_nulls: TypeCounts,
 }
 
 /// A count per event type bit (index: the bit's position).
@@ -221,14 +224,19 @@ fn sub_counts(now: &TypeCounts, before: &TypeCounts) -> TypeCounts {
     std::array::from_fn(|i| now[i] - before[i])
 }
 
-/// The event types of which every start returned NULL; the NULLs and the starts of the
-/// others.
-fn classify_nulls(starts: &TypeCounts, nulls: &TypeCounts) -> (u64, u64, u64) {
+/// The event types of which every start of the whole run (`all_*`, warm-up included)
+/// returned NULL; the NULLs and the starts of the others in the timed batches.
+fn classify_nulls(
+    all_starts: &TypeCounts,
+    all_nulls: &TypeCounts,
+    starts: &TypeCounts,
+    nulls: &TypeCounts,
+) -> (u64, u64, u64) {
     let mut not_recorded = 0;
     let mut refused = 0;
     let mut recorded_starts = 0;
     for bit in 0..16 {
-        if starts[bit] > 0 && nulls[bit] == starts[bit] {
+        if all_starts[bit] > 0 && all_nulls[bit] == all_starts[bit] {
             not_recorded |= 1 << bit;
         } else {
             refused += nulls[bit];
@@ -249,6 +257,8 @@ impl Samples {
         self.callbacks += other.callbacks;
         add_counts(&mut self.starts, &other.starts);
         add_counts(&mut self.nulls, &other.nulls);
+        add_counts(&mut self.all_starts, &other.all_starts);
+        add_counts(&mut self.all_nulls, &other.all_nulls);
     }
 }
 
@@ -313,7 +323,8 @@ pub fn run(config: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
         .map(|(target, mut s)| {
             let report = target.profiler.report();
             let mask = target.profiler.mask();
-            let (not_recorded, refused, recorded_starts) = classify_nulls(&s.starts, &s.nulls);
+            let (not_recorded, refused, recorded_starts) =
+                classify_nulls(&s.all_starts, &s.all_nulls, &s.starts, &s.nulls);
             BenchRow {
                 floor: target.floor,
                 setting: target.setting.clone(),
@@ -419,6 +430,10 @@ fn worker(
         if !config.pause.is_zero() {
             std::thread::sleep(config.pause);
         }
+    }
+    for (rank, samples) in ranks.iter().zip(&mut samples) {
+        samples.all_starts = rank.starts;
+        samples.all_nulls = rank.nulls;
     }
     // Nobody finalizes while another thread still measures.
     barrier.wait();
@@ -859,9 +874,11 @@ pub const MAX_REFUSED_SHARE: f64 = 0.001;
 
 impl BenchRow {
     /// Whether the plugin refused too many starts to be compared.
-    /// Starts of event types it records NULL-ed count; types it never records do not.
+    /// Starts of event types it records NULL-ed count; types it never records do not. A
+    /// plugin that records nothing at all gets no figure either.
     pub fn refused_too_many(&self) -> bool {
-        self.refused as f64 > MAX_REFUSED_SHARE * self.recorded_starts as f64
+        self.recorded_starts == 0
+            || self.refused as f64 > MAX_REFUSED_SHARE * self.recorded_starts as f64
     }
 }
 
@@ -1002,7 +1019,13 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
             row.name,
             OsStr::new(&row.library).to_string_lossy()
         );
-        if row.not_recorded != 0 {
+        if row.recorded_starts == 0 && row.starts > 0 {
+            let _ = writeln!(
+                out,
+                "   every start of the whole run (warm-up included) returned NULL: it \
+                 recorded nothing, no figure"
+            );
+        } else if row.not_recorded != 0 {
             let _ = writeln!(
                 out,
                 "   records no {} (every start returned NULL): not counted as refusals; \
@@ -1154,10 +1177,26 @@ mod tests {
         nulls[coll] = 3; // a full pool now and then: refusals
         starts[step] = 400; // all accepted
         assert_eq!(
-            classify_nulls(&starts, &nulls),
+            classify_nulls(&starts, &nulls, &starts, &nulls),
             (t::GROUP, 3, 500),
             "(not recorded, refused, starts of recorded types)"
         );
-        assert_eq!(classify_nulls(&[0; 16], &[0; 16]), (0, 0, 0));
+        // A pool that ran dry in the warm-up: the Coll type was accepted then, so its
+        // NULLs of the timed batches are refusals, not a type it does not record.
+        let mut all_starts = starts;
+        all_starts[coll] += 10;
+        let timed_nulls = {
+            let mut n = nulls;
+            n[coll] = 100;
+            n
+        };
+        assert_eq!(
+            classify_nulls(&all_starts, &timed_nulls, &starts, &timed_nulls),
+            (t::GROUP, 100, 500)
+        );
+        assert_eq!(
+            classify_nulls(&[0; 16], &[0; 16], &[0; 16], &[0; 16]),
+            (0, 0, 0)
+        );
     }
 }

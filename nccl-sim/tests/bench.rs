@@ -128,6 +128,14 @@ fn our_plugin_costs_more_than_the_floor_and_drops_nothing() {
         text.contains("records no Group (every start returned NULL)"),
         "{text}"
     );
+    // Had it refused every start, it recorded nothing: no figure.
+    partial[1].not_recorded = 0xFFFF;
+    partial[1].recorded_starts = 0;
+    partial[1].null_handles = partial[1].starts;
+    let text = bench::render(&config, &partial);
+    let row = text.lines().find(|l| l.starts_with("#1 ")).unwrap();
+    assert!(row.contains("no figure"), "{text}");
+    assert!(text.contains("it recorded nothing, no figure"), "{text}");
 }
 
 /// As NCCL, the bench calls a plugin only for the event types its activation mask enables
