@@ -13,7 +13,10 @@ use crate::handle;
 use crate::kinds::{self, KindSet};
 use crate::log;
 use crate::memory;
-use crate::model::{Closed, FinishedEvent, Gap, GpuInterval, OpenView, Owner, Parent, StateRecord};
+use crate::model::{
+    task_of_child, Closed, FinishedEvent, Gap, GpuInterval, HeldTasks, OpenView, Owner, Parent,
+    StateRecord,
+};
 use crate::ring::{Available, RingConsumer};
 use crate::shared::Shared;
 use crate::sink::{CycleEnd, Sink};
@@ -284,6 +287,8 @@ struct State {
     gpu_clocks: HashMap<u64, GpuClockEstimator>,
     /// GPU intervals waiting for their conversion, in the order they closed.
     held_gpu: VecDeque<HeldGpuEvent>,
+    /// The tasks of the held kernel channels (their operations wait for them).
+    held_tasks: HeldTasks,
 }
 
 impl State {
@@ -312,6 +317,7 @@ impl State {
             clock: TickConverter::new(),
             gpu_clocks: HashMap::default(),
             held_gpu: VecDeque::new(),
+            held_tasks: HeldTasks::default(),
         }
     }
 
@@ -509,19 +515,15 @@ impl State {
     fn end_of_pass(&mut self) {
         self.give_back_freed_memory();
         for sink in &mut self.sinks {
-            // Held GPU intervals count as open: their operations wait for them.
             let mut open = self
                 .open
                 .iter()
-                .map(|(&handle, open)| open.view(handle, &self.tids))
-                .chain(
-                    self.held_gpu
-                        .iter()
-                        .map(|held| held.event.open.view(held.event.handle, &self.tids)),
-                );
-            // Operations are judged quiet by the time the records processed have reached,
-            // not by the wall clock: a collector that lags must not close them early.
-            sink.end_of_pass(&mut open, self.processed_until);
+                .map(|(&handle, open)| open.view(handle, &self.tids));
+            // Held GPU intervals count as open children of their tasks: their operations
+            // wait for them. Operations are judged quiet by the time the records processed
+            // have reached, not by the wall clock: a collector that lags must not close
+            // them early.
+            sink.end_of_pass(&mut open, &self.held_tasks, self.processed_until);
         }
     }
 
@@ -853,6 +855,9 @@ impl State {
         if raw.is_some() || (is_kernel && !self.held_gpu.is_empty()) {
             // Kernel events leave in the order they closed: one written ahead of held
             // ones would push them later on their channel's stream.
+            if let Some(task) = task_of_child(event.open.kind, &event.open.parent) {
+                self.held_tasks.add(task);
+            }
             self.held_gpu.push_back(HeldGpuEvent {
                 event,
                 context,
@@ -896,6 +901,9 @@ impl State {
     }
 
     fn hand_held_to_sinks(&mut self, held: HeldGpuEvent) {
+        if let Some(task) = task_of_child(held.event.open.kind, &held.event.open.parent) {
+            self.held_tasks.remove(task);
+        }
         let gpu = self
             .gpu_clocks
             .get(&held.context)

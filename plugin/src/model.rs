@@ -107,6 +107,43 @@ pub struct GpuInterval {
     pub error_ns: Option<u64>,
 }
 
+/// The task (Coll or P2p handle) a ProxyOp or KernelCh belongs to: while such a child is
+/// open, or held for its GPU clock conversion, its task's operation is not complete.
+pub fn task_of_child(kind: Kind, parent: &Parent) -> Option<u64> {
+    match *parent {
+        Parent::Local { handle, .. } if matches!(kind, Kind::ProxyOp | Kind::KernelCh) => {
+            Some(handle)
+        }
+        _ => None,
+    }
+}
+
+/// The tasks of the kernel channels that are closed but held for their GPU clock
+/// conversion, each with how many of them: their operations wait for them as for open
+/// children. Kept by the collector as events are held and released, so that a pass need
+/// not look at every held event.
+#[derive(Default)]
+pub struct HeldTasks(rustc_hash::FxHashMap<u64, u32>);
+
+impl HeldTasks {
+    pub fn contains(&self, task: u64) -> bool {
+        self.0.contains_key(&task)
+    }
+
+    pub(crate) fn add(&mut self, task: u64) {
+        *self.0.entry(task).or_default() += 1;
+    }
+
+    pub(crate) fn remove(&mut self, task: u64) {
+        if let Some(count) = self.0.get_mut(&task) {
+            *count -= 1;
+            if *count == 0 {
+                self.0.remove(&task);
+            }
+        }
+    }
+}
+
 /// An open event as the collector holds it (sinks judge from these what can still come).
 pub struct OpenView<'a> {
     pub handle: u64,

@@ -9,7 +9,7 @@ use crate::clock::ClockPair;
 use crate::context::ContextInfo;
 use crate::event::{Event, Kind};
 use crate::kinds::KindSet;
-use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent};
+use crate::model::{Closed, FinishedEvent, HeldTasks, OpenView, Owner, Parent};
 use nccl_scorep_common::flight::{self, FlightWriter, OpRecord, OpSlot, ProxyWait};
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
@@ -34,6 +34,8 @@ struct Pending {
     reported: bool,
     /// Its open proxy operations (their handles in [`FlightRecorder::proxies`]).
     proxies: Vec<u64>,
+    /// What it waits for in the proxy changed since the file last showed it.
+    wait_changed: bool,
 }
 
 /// An open proxy operation of a followed task, and how far its steps got.
@@ -61,6 +63,9 @@ pub struct FlightRecorder {
     proxies: FxHashMap<u64, ProxyProgress>,
     /// Per communicator rank, the p2p operations recorded (their `seq` in the file).
     p2p_counts: FxHashMap<u64, u64>,
+    /// Tasks whose proxy wait changed since it was last written (see
+    /// [`FlightRecorder::show_changed_proxy_waits`]).
+    waits_changed: Vec<u64>,
     hang_timeout: Option<Duration>,
     last_publish_ns: u64,
     reports: u32,
@@ -120,6 +125,7 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         pending: FxHashMap::default(),
         proxies: FxHashMap::default(),
         p2p_counts: FxHashMap::default(),
+        waits_changed: Vec::new(),
         hang_timeout: config.hang_timeout,
         last_publish_ns: 0,
         reports: 0,
@@ -154,6 +160,30 @@ impl FlightRecorder {
             self.pending.remove(&handle);
             self.writer.completed(op, time_ns);
         }
+    }
+
+    /// Notes that what `task` waits for in the proxy changed. Steps start and stop far
+    /// more often than the file is read: the wait is worked out when the file is
+    /// published (which a report does first), once per task however many steps moved.
+    fn proxy_wait_changed(&mut self, task: u64) {
+        if let Some(p) = self.pending.get_mut(&task) {
+            if !p.wait_changed {
+                p.wait_changed = true;
+                self.waits_changed.push(task);
+            }
+        }
+    }
+
+    /// Writes the proxy waits that changed, of the tasks still followed.
+    fn show_changed_proxy_waits(&mut self) {
+        let mut changed = std::mem::take(&mut self.waits_changed);
+        for task in changed.drain(..) {
+            if let Some(p) = self.pending.get_mut(&task) {
+                p.wait_changed = false;
+                self.show_proxy_wait(task);
+            }
+        }
+        self.waits_changed = changed;
     }
 
     /// Writes what `task` waits for in the proxy: the open proxy operation that has not
@@ -206,8 +236,10 @@ impl FlightRecorder {
 
     fn publish(&mut self, now_realtime_ns: u64) {
         if self.failed {
+            self.waits_changed.clear();
             return;
         }
+        self.show_changed_proxy_waits();
         if let Err(error) = self.writer.publish(now_realtime_ns) {
             self.failed = true;
             crate::log::warn(&format!(
@@ -333,6 +365,7 @@ impl Sink for FlightRecorder {
                         task_stopped: false,
                         reported: false,
                         proxies: Vec::new(),
+                        wait_changed: false,
                     },
                 );
             }
@@ -360,7 +393,7 @@ impl Sink for FlightRecorder {
                                 steps_open: 0,
                             },
                         );
-                        self.show_proxy_wait(task);
+                        self.proxy_wait_changed(task);
                     }
                     _ => {
                         let op = p.op;
@@ -371,7 +404,7 @@ impl Sink for FlightRecorder {
             (Kind::ProxyStep, _, _) => {
                 if let Some((task, proxy)) = self.step_task(&view.parent) {
                     proxy.steps_open += 1;
-                    self.show_proxy_wait(task);
+                    self.proxy_wait_changed(task);
                 }
             }
             _ => {}
@@ -400,7 +433,7 @@ impl Sink for FlightRecorder {
                         p.proxies.retain(|&h| h != event.handle);
                         self.proxies.remove(&event.handle);
                     }
-                    self.show_proxy_wait(task);
+                    self.proxy_wait_changed(task);
                 }
                 let end = event.gpu.map_or(event.stop_ns, |gpu| gpu.stop_ns);
                 self.settle(task, end);
@@ -410,14 +443,19 @@ impl Sink for FlightRecorder {
                     proxy.steps_open = proxy.steps_open.saturating_sub(1);
                     proxy.steps_done += 1;
                     proxy.since_ns = proxy.since_ns.max(event.stop_ns);
-                    self.show_proxy_wait(task);
+                    self.proxy_wait_changed(task);
                 }
             }
             _ => {}
         }
     }
 
-    fn end_of_pass(&mut self, _open: &mut dyn Iterator<Item = OpenView<'_>>, _until: u64) {
+    fn end_of_pass(
+        &mut self,
+        _open: &mut dyn Iterator<Item = OpenView<'_>>,
+        _held_tasks: &HeldTasks,
+        _until: u64,
+    ) {
         let now = ClockPair::now();
         if REPORT_REQUESTED.swap(false, Ordering::AcqRel) {
             self.report("a hang report was asked for by signal");

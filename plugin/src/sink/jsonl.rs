@@ -7,7 +7,7 @@ use crate::clock::ClockPair;
 use crate::context::ContextInfo;
 use crate::decode::state_name;
 use crate::event::{Event, NetPayload, StateArg};
-use crate::model::{Closed, FinishedEvent, Gap, OpenView, Owner, Parent};
+use crate::model::{Closed, FinishedEvent, Gap, HeldTasks, OpenView, Owner, Parent};
 use nccl_scorep_common::RunDir;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -172,7 +172,12 @@ impl Sink for JsonlSink {
         self.event_line(event);
     }
 
-    fn end_of_pass(&mut self, _open: &mut dyn Iterator<Item = OpenView<'_>>, _until: u64) {
+    fn end_of_pass(
+        &mut self,
+        _open: &mut dyn Iterator<Item = OpenView<'_>>,
+        _held_tasks: &HeldTasks,
+        _until: u64,
+    ) {
         if self.last_flush.elapsed() >= FLUSH_INTERVAL {
             self.flush();
         }

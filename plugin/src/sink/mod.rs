@@ -13,7 +13,7 @@ pub mod scorep_clock;
 
 use crate::config::Config;
 use crate::context::ContextInfo;
-use crate::model::{FinishedEvent, Gap, OpenView};
+use crate::model::{FinishedEvent, Gap, HeldTasks, OpenView};
 use nccl_scorep_common::{PartDir, RunDir};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,10 +54,12 @@ pub trait Sink: Send {
     fn event(&mut self, event: &FinishedEvent);
 
     /// A pass of the collector ended: everything stamped before `processed_until` has
-    /// been handed over; `open` are the events still open.
+    /// been handed over; `open` are the events still open, `held_tasks` the tasks of
+    /// kernel channels held for their GPU clock conversion (not yet handed over).
     fn end_of_pass(
         &mut self,
         _open: &mut dyn Iterator<Item = OpenView<'_>>,
+        _held_tasks: &HeldTasks,
         _processed_until: u64,
     ) {
     }

@@ -3,7 +3,7 @@
 //! `scorep-clock.json`, with which the merge puts the sidecar trace on Score-P's clock.
 
 use super::{CycleEnd, Sink, SinkContext};
-use crate::model::{FinishedEvent, OpenView};
+use crate::model::{FinishedEvent, HeldTasks, OpenView};
 use crate::scorep_mode;
 use nccl_scorep_common::PartDir;
 use std::sync::atomic::Ordering;
@@ -28,7 +28,12 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
 impl Sink for ScorepClock {
     fn event(&mut self, _event: &FinishedEvent) {}
 
-    fn end_of_pass(&mut self, _open: &mut dyn Iterator<Item = OpenView<'_>>, _until: u64) {
+    fn end_of_pass(
+        &mut self,
+        _open: &mut dyn Iterator<Item = OpenView<'_>>,
+        _held_tasks: &HeldTasks,
+        _until: u64,
+    ) {
         scorep_mode::on_collector_pass();
     }
 

@@ -51,7 +51,7 @@ pub use writer::{ClockSample, EVENT_CHUNK_BYTES};
 use super::{CycleEnd, Sink, SinkContext};
 use crate::context::ContextInfo;
 use crate::event::Kind;
-use crate::model::{FinishedEvent, Gap, OpenView};
+use crate::model::{task_of_child, FinishedEvent, Gap, HeldTasks, OpenView};
 use attributes::Attributes;
 use defs::Definitions;
 use ops::OpsStreams;
@@ -136,6 +136,9 @@ pub struct Otf2Sink {
     last_persist: u64,
     /// The profiler API versions NCCL used with the communicators of this part.
     api_versions: std::collections::BTreeSet<u32>,
+    /// The tasks an open child keeps from completing, gathered anew at each pass (kept to
+    /// reuse its memory).
+    busy_tasks: HashSet<u64>,
 }
 
 impl Otf2Sink {
@@ -161,6 +164,7 @@ impl Otf2Sink {
             last_seen: 0,
             last_persist: 0,
             api_versions: Default::default(),
+            busy_tasks: HashSet::default(),
         })
     }
 
@@ -235,14 +239,20 @@ impl Otf2Sink {
 
     /// After each collector pass: places what no open event can precede any more, and
     /// writes the operations that completed.
-    fn place<'a>(&mut self, open: &mut dyn Iterator<Item = OpenView<'a>>, now: u64) {
+    fn place<'a>(
+        &mut self,
+        open: &mut dyn Iterator<Item = OpenView<'a>>,
+        held_tasks: &HeldTasks,
+        now: u64,
+    ) {
         let mut watermarks = Watermarks::default();
-        let mut busy_tasks: HashSet<u64> = HashSet::default();
+        let mut busy_tasks = std::mem::take(&mut self.busy_tasks);
+        busy_tasks.clear();
         for view in open {
             if let Some(family) = self.proxy.timeline_of(&view) {
                 watermarks.hold_back(family, view.start_ns);
             }
-            if let Some(task) = ops::task_kept_open_by(&view) {
+            if let Some(task) = task_of_child(view.kind, &view.parent) {
                 busy_tasks.insert(task);
             }
         }
@@ -255,8 +265,9 @@ impl Otf2Sink {
             watermarks = Watermarks::default();
         }
         self.timelines.flush(&mut self.w, &watermarks);
-        self.ops
-            .write_completed(&mut self.w, &busy_tasks, now, false);
+        let busy = |task: u64| busy_tasks.contains(&task) || held_tasks.contains(task);
+        self.ops.write_completed(&mut self.w, &busy, now, false);
+        self.busy_tasks = busy_tasks;
         if shedding {
             // …and every location's buffer goes to its file.
             self.w.persist_events();
@@ -285,7 +296,7 @@ impl Otf2Sink {
         let now = self.last_seen;
         self.proxy.close(&mut self.w, &mut self.timelines, now);
         self.ops
-            .write_completed(&mut self.w, &HashSet::default(), u64::MAX, true);
+            .write_completed(&mut self.w, &|_| false, u64::MAX, true);
         self.timelines.finish(&mut self.w);
         let end = ClockSample {
             monotonic_ns: crate::clock::now_ns(),
@@ -384,8 +395,13 @@ impl Sink for Otf2Sink {
         self.record(event);
     }
 
-    fn end_of_pass(&mut self, open: &mut dyn Iterator<Item = OpenView<'_>>, until: u64) {
-        self.place(open, until);
+    fn end_of_pass(
+        &mut self,
+        open: &mut dyn Iterator<Item = OpenView<'_>>,
+        held_tasks: &HeldTasks,
+        until: u64,
+    ) {
+        self.place(open, held_tasks, until);
     }
 
     fn finish(&mut self, end: &CycleEnd) {

@@ -9,9 +9,9 @@ use super::defs::{Attr, LocationKind, LocationOrder, RegionGroup, Role};
 use super::writer::{Loc, Writer};
 use super::Otf2Stats;
 use crate::context::ContextInfo;
-use crate::event::{Event, Func, Kind};
+use crate::event::{Event, Func};
 use crate::gpu_sanity::Rejection;
-use crate::model::{FinishedEvent, OpenView, Owner, Parent};
+use crate::model::{FinishedEvent, Owner, Parent};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -484,7 +484,7 @@ impl OpsStreams {
     pub(super) fn write_completed(
         &mut self,
         w: &mut Writer,
-        busy: &HashSet<u64>,
+        busy: &dyn Fn(u64) -> bool,
         now: u64,
         finishing: bool,
     ) {
@@ -518,7 +518,7 @@ impl OpsStreams {
                     && quiet < OP_KERNEL_WAIT_NS
                     && rank.ops.len() <= MAX_OPS_AWAITING_KERNELS;
                 let complete = finishing
-                    || (!busy.contains(&op.handle)
+                    || (!busy(op.handle)
                         && (all_kernels || (quiet >= OP_QUIET_NS && !awaits_first_kernel)));
                 if !complete {
                     break;
@@ -676,16 +676,6 @@ impl OpsStreams {
     }
 }
 
-/// The task an open child (ProxyOp or KernelCh) keeps from completing.
-pub(super) fn task_kept_open_by(view: &OpenView) -> Option<u64> {
-    match view.parent {
-        Parent::Local { handle, .. } if matches!(view.kind, Kind::ProxyOp | Kind::KernelCh) => {
-            Some(handle)
-        }
-        _ => None,
-    }
-}
-
 /// A communicator rank's name, with its rank in the shared communicator (`shared`, see
 /// [`RankStreams::shared`]); without one (NCCL 2.26 and older give no identity to profiler
 /// API v1–v3 before a task names its communicator's hash, or `init` described it
@@ -756,8 +746,8 @@ mod tests {
     //! The ops streams' waiting, driven through the sink as the collector drives it.
 
     use super::*;
-    use crate::event::{Coll, P2p};
-    use crate::model::Closed;
+    use crate::event::{Coll, Kind, P2p};
+    use crate::model::{Closed, HeldTasks};
     use crate::sink::otf2::{Otf2Options, Otf2Sink};
 
     const CONTEXT: u64 = 7;
@@ -857,7 +847,7 @@ mod tests {
     }
 
     fn end_of_pass(sink: &mut Otf2Sink, now: u64) -> u64 {
-        sink.place(&mut std::iter::empty(), now);
+        sink.place(&mut std::iter::empty(), &HeldTasks::default(), now);
         sink.ops.ranks[&CONTEXT].written
     }
 
@@ -897,6 +887,28 @@ mod tests {
         // The second has one of its two channels: it is written once quiet.
         assert_eq!(end_of_pass(&mut sink, 6 * MS + OP_QUIET_NS), 2);
         assert_eq!(sink.ops.ops_without_kernels, 1);
+    }
+
+    /// A kernel channel held for its GPU clock conversion keeps its operation open like
+    /// an open child: with one channel in and one held, the operation is not written
+    /// however quiet, and is once the held one comes.
+    #[test]
+    fn an_operation_waits_for_its_held_kernel_channels() {
+        let (_dir, mut sink) = sink(7);
+        let task = allreduce(1, 0, MS, 2 * MS);
+        sink.record(&task);
+        sink.record(&kernel(&task, 2, 0, 3 * MS, 4 * MS, false));
+        let mut held = HeldTasks::default();
+        held.add(task.handle);
+        let quiet = 4 * MS + 5 * OP_QUIET_NS;
+        sink.place(&mut std::iter::empty(), &held, quiet);
+        assert_eq!(sink.ops.ranks[&CONTEXT].written, 0, "its channel 1 is held");
+        held.remove(task.handle);
+        sink.record(&kernel(&task, 3, 1, 3 * MS, 5 * MS, false));
+        sink.place(&mut std::iter::empty(), &held, quiet);
+        assert_eq!(sink.ops.ranks[&CONTEXT].written, 1);
+        assert_eq!(sink.ops.ranks[&CONTEXT].last_end, 5 * MS);
+        assert_eq!(sink.ops.ops_without_kernels, 0);
     }
 
     /// Waiting has limits: the time, the number of operations waiting, and the
