@@ -212,14 +212,33 @@ impl BoundHull {
             (None, _) => -max,
             (_, None) => max,
         };
-        let value = hull
-            .iter()
-            .map(|&(t, bound)| {
-                let since = i128::from(moment) - i128::from(t);
-                i128::from(bound) + (slope * since).div_ceil_positive(billion)
-            })
-            .min()?;
+        let &(t, bound) = hull.get(self.lowest_for_slope(slope))?;
+        let since = i128::from(moment) - i128::from(t);
+        let value = i128::from(bound) + (slope * since).div_ceil_positive(billion);
         Some(value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+    }
+
+    /// The point whose line of slope `slope` (ppb) lies lowest, i.e. where the least of
+    /// `bound + slope × (moment − t)` is, whatever the moment: on a convex hull the
+    /// segments' slopes rise, so it is the first point whose next segment is at least
+    /// that steep (a binary search; rounding up, a monotone step, keeps it the least).
+    fn lowest_for_slope(&self, slope: i128) -> usize {
+        let hull = &self.points;
+        let billion = 1_000_000_000_i128;
+        let falls = |i: usize| {
+            let ((t0, b0), (t1, b1)) = (hull[i], hull[i + 1]);
+            (i128::from(b1) - i128::from(b0)) * billion < slope * i128::from(t1 - t0)
+        };
+        let (mut low, mut high) = (0, hull.len().saturating_sub(1));
+        while low < high {
+            let middle = (low + high) / 2;
+            if falls(middle) {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
     }
 }
 
@@ -282,6 +301,47 @@ impl GpuClockEstimator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The binary search finds the same least line as trying every point, on hulls of
+    /// noisy bounds along drifting clocks, for the steepest drifts and at any moment.
+    #[test]
+    fn the_lowest_line_is_found_without_trying_every_point() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let billion = 1_000_000_000_i128;
+        let max = i128::from(MAX_DRIFT_PPB);
+        for round in 0..200 {
+            let mut hull = BoundHull::default();
+            let drift = (next() % 401) as i64 - 200; // ppm
+            for i in 0..(next() % 300 + 1) {
+                let t = 1_000_000_000 + i * 1_000_000 + next() % 500_000;
+                let bound = 5_000_000 + (t as i64 / 1_000_000) * drift + (next() % 40_000) as i64;
+                hull.add((t, bound));
+            }
+            for slope in [-max, max, 0, max / 3] {
+                let brute = (0..hull.points.len())
+                    .min_by_key(|&i| {
+                        let (t, b) = hull.points[i];
+                        i128::from(b) * billion - slope * i128::from(t)
+                    })
+                    .unwrap();
+                let found = hull.lowest_for_slope(slope);
+                let value = |i: usize, moment: u64| {
+                    let (t, b) = hull.points[i];
+                    i128::from(b)
+                        + (slope * (i128::from(moment) - i128::from(t))).div_ceil_positive(billion)
+                };
+                for moment in [0, 1_500_000_000, u64::from(u32::MAX) * 4] {
+                    assert_eq!(value(found, moment), value(brute, moment), "round {round}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_truth_lies_within_the_error_bound() {
