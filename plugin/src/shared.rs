@@ -42,7 +42,7 @@ impl Shared {
         let pid = unsafe { libc::getpid() };
         // The salt keeps our ids apart from those of other processes running this plugin
         // (their handles reach us as PXN parents and contexts).
-        let mixed = (pid as u64 ^ clock::realtime_ns() >> 10).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mixed = process_salt(pid);
         let salt = (mixed >> 24) as u8;
         let context_salt = (mixed >> 32) as u32;
         let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 2);
@@ -100,5 +100,58 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .extend(rings);
+    }
+}
+
+/// 64 random bits for this process's salts, from the kernel's random source. Two
+/// processes of one job start together, with consecutive pids: a salt made of the pid and
+/// the start time alone (`pid ^ time`) can come out equal for both, and each then takes
+/// the other's contexts for its own (a PXN test saw it in about 4 runs of 100). Without the
+/// random source (a kernel before 3.17, or a seccomp filter), see [`fallback_salt`].
+fn process_salt(pid: i32) -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given,
+    // which lives on this stack; GRND_NONBLOCK makes it fail rather than wait.
+    let got =
+        unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), libc::GRND_NONBLOCK) };
+    if got == bytes.len() as isize {
+        return u64::from_ne_bytes(bytes);
+    }
+    fallback_salt(pid, clock::realtime_ns(), &bytes as *const _ as u64)
+}
+
+/// The pid, the time and an address on the stack (randomised per process), each mixed on
+/// its own before they are combined, so that no two of them can cancel out.
+fn fallback_salt(pid: i32, time_ns: u64, stack_address: u64) -> u64 {
+    split_mix(pid as u64) ^ split_mix(time_ns).rotate_left(21) ^ split_mix(stack_address)
+}
+
+/// SplitMix64's finaliser: every input bit moves about half of the output bits.
+fn split_mix(value: u64) -> u64 {
+    let mut z = value.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod salt_tests {
+    use super::*;
+
+    #[test]
+    fn two_processes_get_different_salts() {
+        assert_ne!(
+            process_salt(100),
+            process_salt(100),
+            "random, not made of the pid"
+        );
+        // The values that made `pid ^ time` equal: consecutive pids, times one apart.
+        let (pid, time) = (14_196, 1_000_000_u64 << 10);
+        let old = |pid: i32, time: u64| pid as u64 ^ time >> 10;
+        assert_eq!(old(pid, time), old(pid + 1, time ^ (1 << 10)));
+        assert_ne!(
+            fallback_salt(pid, time, 0x7ffd_0000),
+            fallback_salt(pid + 1, time ^ (1 << 10), 0x7ffd_0000)
+        );
     }
 }
