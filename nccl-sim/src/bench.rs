@@ -516,7 +516,7 @@ impl<'a> Rank<'a> {
             pid: std::process::id() as i32,
             comm_hash: target.comm_hash,
             seq: 0,
-            gpu_timer: 1_000_000,
+            gpu_timer: 0,
             group_api: NULL,
             coll_api: NULL,
             kernel_launch: NULL,
@@ -576,6 +576,10 @@ impl<'a> Rank<'a> {
         for _ in 0..n {
             self.app_stream();
         }
+        // The batch's kernels ran after its API calls and before the proxy thread noticed
+        // them: their GPU times start from now, on the host's clock (a GPU clock that ran
+        // ahead of the host would be an impossible one to the plugins that check it).
+        self.gpu_timer = self.gpu_timer.max(crate::time::host_ns());
         let (cpu1, wall1) = (nccl_scorep_common::clock::thread_cpu_ns(), Instant::now());
         let calls1 = self.calls;
         for i in 0..n {
@@ -731,7 +735,7 @@ impl<'a> Rank<'a> {
         if !self.release.has_kernel_ch() {
             return;
         }
-        self.gpu_timer += 10_000;
+        self.gpu_timer += 1;
         if self.release.kernel_ch_has_timestamps() {
             self.record(
                 kernel,

@@ -151,7 +151,7 @@ fn a_plugin_is_called_only_for_the_events_its_mask_enables() {
             "--nccl",
             "2.28",
             "--iterations",
-            "200",
+            "2000",
             "--batch",
             "20",
         ])
@@ -164,9 +164,13 @@ fn a_plugin_is_called_only_for_the_events_its_mask_enables() {
         .expect("run nccl-sim bench");
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}");
+    // The bench's GPU times lie between the API calls and the proxy thread's noticing,
+    // on the host's clock: nothing for the plugin to reject.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("impossible GPU times"), "{stderr}");
     let row = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).unwrap();
-    assert!(row("#0 ").ends_with(" 0 / 2200"), "{text}");
-    assert!(row("#1 ").ends_with(" 0 / 1000"), "{text}");
+    assert!(row("#0 ").ends_with(" 0 / 22000"), "{text}");
+    assert!(row("#1 ").ends_with(" 0 / 10000"), "{text}");
     assert!(
         text.contains(
             "its activation mask 0x42 does not ask for ProxyOp, ProxyStep, KernelLaunch: \
