@@ -3,6 +3,7 @@
 
 use super::tables::{Figures, Spread};
 use super::Summary;
+use std::collections::BTreeMap;
 
 /// Communicators with more ranks than this show only their spread in the text.
 const RANKS_LISTED: usize = 16;
@@ -122,21 +123,43 @@ pub fn render(summary: &Summary) -> String {
             summary.lost_records
         ));
     }
-    if summary.losses.is_empty() && summary.lost_records == 0 {
-        out.push_str("nothing dropped or refused\n");
-    } else if !summary.losses.is_empty() {
-        let list: Vec<String> = summary
-            .losses
-            .iter()
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        out.push_str(&format!(
-            "dropped, refused or repaired: {}\n",
-            list.join(", ")
-        ));
-    }
+    losses(&summary.losses, summary.lost_records, &mut out);
     out
 }
+
+/// What the plugin dropped or refused, and apart from it the events it closed itself.
+fn losses(counters: &BTreeMap<String, u64>, lost_records: u64, out: &mut String) {
+    let (closed, lost): (Vec<_>, Vec<_>) = counters
+        .iter()
+        .partition(|(name, _)| CLOSED_BY_THE_PLUGIN.contains(&name.as_str()));
+    let list = |counters: &[(&String, &u64)]| -> String {
+        counters
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if lost.is_empty() && lost_records == 0 {
+        out.push_str("nothing dropped or refused\n");
+    } else if !lost.is_empty() {
+        out.push_str(&format!("dropped or refused: {}\n", list(&lost)));
+    }
+    if !closed.is_empty() {
+        out.push_str(&format!(
+            "closed by the plugin (started by NCCL, never stopped; nothing lost): {}\n",
+            list(&closed)
+        ));
+    }
+}
+
+/// Counters of events NCCL started and never stopped, which the plugin closed: the events
+/// are in the trace, so they are told apart from what was lost (docs/event-log.md).
+const CLOSED_BY_THE_PLUGIN: [&str; 4] = [
+    "restarted_steps",
+    "closed_with_parent",
+    "closed_at_finalize",
+    "abandoned_proxy_ops",
+];
 
 fn operations(summary: &Summary, out: &mut String) {
     out.push_str(&format!(
@@ -435,5 +458,37 @@ mod tests {
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(cut("averyveryverylongname", 8), "averyve~");
         assert_eq!(cut("short", 8), "short");
+    }
+
+    #[test]
+    fn events_the_plugin_closed_are_told_apart_from_losses() {
+        let counters = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|&(n, v)| (n.to_owned(), v)).collect()
+        };
+        let mut out = String::new();
+        losses(&counters(&[("restarted_steps", 560)]), 0, &mut out);
+        assert_eq!(
+            out,
+            "nothing dropped or refused\n\
+             closed by the plugin (started by NCCL, never stopped; nothing lost): \
+             restarted_steps=560\n"
+        );
+        let mut out = String::new();
+        losses(
+            &counters(&[("closed_at_finalize", 2), ("ring_full", 3)]),
+            3,
+            &mut out,
+        );
+        assert!(
+            out.starts_with("dropped or refused: ring_full=3\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("nothing lost): closed_at_finalize=2\n"),
+            "{out}"
+        );
+        let mut out = String::new();
+        losses(&BTreeMap::new(), 0, &mut out);
+        assert_eq!(out, "nothing dropped or refused\n");
     }
 }
