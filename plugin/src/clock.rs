@@ -462,6 +462,8 @@ impl ClockPair {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_preempted_calibration_reading_is_left_out() {
         // Typical readings: 60–100 ticks wide.
@@ -475,8 +477,6 @@ mod tests {
         // Where every reading is slow (a virtual machine trapping the TSC), none is.
         assert!(!preempted(30_000, 20_000));
     }
-
-    use super::*;
 
     #[test]
     fn ticks_convert_to_monotonic_time() {

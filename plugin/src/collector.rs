@@ -103,7 +103,6 @@ struct ClosedEvent {
 /// clock estimate to tighten before it is converted and handed to the sinks.
 struct HeldGpuEvent {
     event: ClosedEvent,
-    context: u64,
     /// What to convert; `None`: a kernel event without GPU times (or rejected ones), held
     /// only to keep its place behind the held ones.
     gpu: Option<RawGpuInterval>,
@@ -840,10 +839,6 @@ impl State {
             GpuCheck::Convert(gpu) => (Some(gpu), None),
         };
         let is_kernel = matches!(open.kind, Kind::KernelCh | Kind::KernelPhase);
-        let context = match open.owner {
-            Owner::Local(context) => context,
-            _ => 0,
-        };
         let event = ClosedEvent {
             handle,
             open,
@@ -860,7 +855,6 @@ impl State {
             }
             self.held_gpu.push_back(HeldGpuEvent {
                 event,
-                context,
                 gpu: raw,
                 gpu_rejected,
             });
@@ -887,13 +881,18 @@ impl State {
     /// the order they closed; the others keep waiting (each rank's kernels have streams
     /// of their own, and a rank's estimate does not depend on when another one ended).
     fn release_held_gpu_events_of(&mut self, context: u64) {
-        if !self.held_gpu.iter().any(|held| held.context == context) {
+        let owner = Owner::Local(context);
+        if !self
+            .held_gpu
+            .iter()
+            .any(|held| held.event.open.owner == owner)
+        {
             return;
         }
         let (mine, others): (VecDeque<HeldGpuEvent>, VecDeque<HeldGpuEvent>) = self
             .held_gpu
             .drain(..)
-            .partition(|held| held.context == context);
+            .partition(|held| held.event.open.owner == owner);
         self.held_gpu = others;
         for held in mine {
             self.hand_held_to_sinks(held);
@@ -904,9 +903,11 @@ impl State {
         if let Some(task) = task_of_child(held.event.open.kind, &held.event.open.parent) {
             self.held_tasks.remove(task);
         }
-        let gpu = self
-            .gpu_clocks
-            .get(&held.context)
+        let clock = match held.event.open.owner {
+            Owner::Local(context) => self.gpu_clocks.get(&context),
+            _ => None,
+        };
+        let gpu = clock
             .zip(held.gpu)
             .and_then(|(clock, raw)| convert(clock, raw));
         self.hand_to_sinks(held.event, gpu, held.gpu_rejected);
@@ -1212,7 +1213,6 @@ fn count_ring_drops(shared: &Shared, ring: &RingConsumer) {
     }
 }
 
-/// A context's description, looked up once (`None` for a context not ours).
 /// A GPU interval on the host clock, each end with the estimate of its own moment.
 fn convert(clock: &GpuClockEstimator, raw: RawGpuInterval) -> Option<GpuInterval> {
     let (start, stop) = raw.ptimers;
@@ -1229,6 +1229,7 @@ fn convert(clock: &GpuClockEstimator, raw: RawGpuInterval) -> Option<GpuInterval
     })
 }
 
+/// A context's description, looked up once (`None` for a context not ours).
 fn cached_comm<'a>(
     comms: &'a mut HashMap<u64, Option<Arc<ContextInfo>>>,
     shared: &Shared,

@@ -554,8 +554,7 @@ unsafe fn record_recorded<A: DecodeArgs>(
         )
     });
     if pushed.is_none() {
-        // The thread's storage is gone (it is exiting): as a full ring.
-        Counters::bump(&rt.shared.counters.ring_full);
+        rt.count_without_ring(true);
     }
 }
 

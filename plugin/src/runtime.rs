@@ -226,12 +226,19 @@ impl Runtime {
         let state = matches!(record.action, Action::State { .. });
         self.with_ring(|ring| self.push(ring, record))
             .unwrap_or_else(|| {
-                Counters::bump(&self.shared.counters.ring_full);
-                if state {
-                    Counters::bump(&self.shared.counters.lost_states);
-                }
+                self.count_without_ring(state);
                 false
             })
+    }
+
+    /// A record that found no ring (its thread is exiting) is counted as one a full ring
+    /// dropped; a state record also as a lost state.
+    #[cold]
+    pub(crate) fn count_without_ring(&self, state: bool) {
+        Counters::bump(&self.shared.counters.ring_full);
+        if state {
+            Counters::bump(&self.shared.counters.lost_states);
+        }
     }
 
     /// Pushes an init or finalize record: these wait for room whatever
