@@ -140,6 +140,13 @@ trait DivCeilPositive {
 
 impl DivCeilPositive for i128 {
     fn div_ceil_positive(self, divisor: i128) -> i128 {
+        // Nearly always both fit in 64 bits, whose division is a single instruction
+        // (128-bit division is a library call, twice here).
+        if let (Ok(value), Ok(divisor)) = (i64::try_from(self), i64::try_from(divisor)) {
+            return i128::from(
+                value.div_euclid(divisor) + i64::from(value.rem_euclid(divisor) != 0),
+            );
+        }
         self.div_euclid(divisor) + i128::from(self.rem_euclid(divisor) != 0)
     }
 }

@@ -24,6 +24,9 @@ use otf2_sys::event_format::{
 /// The most one event takes: a timestamp, an attribute list of [`MAX_ATTRIBUTES`] values
 /// and the largest record, with room for the end-of-file bytes.
 const MAX_EVENT_BYTES: usize = 9 + (11 + MAX_ATTRIBUTES * 15) + 40 + 2;
+/// The most an Enter or Leave without attributes takes: a timestamp, the record's type
+/// and its region.
+pub const MAX_REGION_EVENT_BYTES: usize = 9 + 1 + 5;
 /// Attributes one event may carry (the plugin writes at most about 20).
 pub const MAX_ATTRIBUTES: usize = 64;
 /// The bytes of its current chunk a location holds in memory before they go to its file.
@@ -164,6 +167,29 @@ impl Out<'_> {
     }
 }
 
+impl Out<'_> {
+    /// An attribute list record, when there are attributes.
+    #[inline]
+    fn attribute_list(&mut self, attributes: &[(u32, AttributeValue)]) {
+        if attributes.is_empty() {
+            return;
+        }
+        self.byte(ATTRIBUTE_LIST);
+        self.with_length(|out| {
+            out.u32(attributes.len() as u32);
+            for &(id, value) in attributes {
+                out.u32(id);
+                out.byte(value.type_code());
+                match value {
+                    AttributeValue::Uint64(v) => out.u64(v),
+                    AttributeValue::Int64(v) => out.i64(v),
+                    AttributeValue::StringRef(v) => out.u32(v),
+                }
+            }
+        });
+    }
+}
+
 /// One location's event file being written.
 pub struct EventFile {
     path: PathBuf,
@@ -265,18 +291,32 @@ impl EventFile {
     /// Whether the next event fits in the current chunk; when not, [`EventFile::next_chunk`]
     /// must come first.
     pub fn has_room(&self) -> bool {
-        self.len + MAX_EVENT_BYTES + SLACK <= self.chunk_bytes
+        self.has_room_for(0)
+    }
+
+    /// Whether the next event and `more` Enter or Leave records without attributes fit in
+    /// the current chunk.
+    #[inline]
+    pub fn has_room_for(&self, more: usize) -> bool {
+        self.len + MAX_EVENT_BYTES + more * MAX_REGION_EVENT_BYTES + SLACK <= self.chunk_bytes
     }
 
     /// Whether the next event fits in memory; when not, [`EventFile::persist`] must come
     /// first.
     pub fn stage_has_room(&self) -> bool {
+        self.stage_has_room_for(0)
+    }
+
+    /// Whether the next event and `more` Enter or Leave records without attributes fit in
+    /// memory.
+    #[inline]
+    pub fn stage_has_room_for(&self, more: usize) -> bool {
         let stage = if self.stage.is_empty() {
             self.next_stage_bytes()
         } else {
             self.stage.len()
         };
-        self.len - self.persisted + MAX_EVENT_BYTES + SLACK <= stage
+        self.len - self.persisted + MAX_EVENT_BYTES + more * MAX_REGION_EVENT_BYTES + SLACK <= stage
     }
 
     /// Ends the current chunk (its end-of-chunk bytes are the hole up to the next one),
@@ -304,21 +344,7 @@ impl EventFile {
             out.full_u64(time);
             self.time = Some(time);
         }
-        if !attributes.is_empty() {
-            out.byte(ATTRIBUTE_LIST);
-            out.with_length(|out| {
-                out.u32(attributes.len() as u32);
-                for &(id, value) in attributes {
-                    out.u32(id);
-                    out.byte(value.type_code());
-                    match value {
-                        AttributeValue::Uint64(v) => out.u64(v),
-                        AttributeValue::Int64(v) => out.i64(v),
-                        AttributeValue::StringRef(v) => out.u32(v),
-                    }
-                }
-            });
-        }
+        out.attribute_list(attributes);
         match event {
             // A single compressed field and no length.
             Event::Enter { region } => {
@@ -380,6 +406,42 @@ impl EventFile {
         }
         self.len = self.persisted + out.pos;
         self.events += 1;
+    }
+
+    /// Appends Enter and Leave records, each `(time, region, leave)`, the first with
+    /// `attributes`: the same bytes as one [`EventFile::write`] each, with the work of
+    /// one. Times are in order and not before the last one. The caller made room
+    /// ([`EventFile::has_room_for`] the records after the first).
+    pub fn write_region_events(
+        &mut self,
+        attributes: &[(u32, AttributeValue)],
+        events: &[(u64, u32, bool)],
+    ) {
+        debug_assert!(
+            self.has_room_for(events.len().saturating_sub(1))
+                && self.stage_has_room_for(events.len().saturating_sub(1))
+                && attributes.len() <= MAX_ATTRIBUTES
+        );
+        self.ensure_stage();
+        let mut out = Out {
+            buf: &mut self.stage,
+            pos: self.len - self.persisted,
+        };
+        let mut last = self.time;
+        let mut attributes = attributes;
+        for &(time, region, leave) in events {
+            if last.is_none_or(|last| time > last) {
+                out.byte(TIMESTAMP);
+                out.full_u64(time);
+                last = Some(time);
+            }
+            out.attribute_list(std::mem::take(&mut attributes));
+            out.byte(if leave { LEAVE } else { ENTER });
+            out.u32(region);
+        }
+        self.time = last;
+        self.len = self.persisted + out.pos;
+        self.events += events.len() as u64;
     }
 
     /// Writes to the file what the current chunk holds and the file does not: the new
@@ -602,6 +664,61 @@ mod tests {
         let empty = dir.path().join("empty.evt");
         written_here(&empty, &[]).finish().unwrap();
         assert_eq!(std::fs::read(&empty).unwrap(), expected);
+    }
+
+    /// Intervals written at once (an Enter with attributes, inner parts, a Leave, some at
+    /// equal times) are the bytes OTF2 writes for the same records one by one.
+    #[test]
+    fn region_events_written_at_once_are_what_otf2_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let attributes = vec![
+            (0, AttributeValue::Uint64(7)),
+            (1, AttributeValue::Int64(-3)),
+            (2, AttributeValue::StringRef(300)),
+        ];
+        let batches: Vec<(Vec<(u32, AttributeValue)>, Vec<(u64, u32, bool)>)> = vec![
+            (
+                attributes,
+                vec![(10, 1, false), (10, 2, false), (12, 2, true), (15, 1, true)],
+            ),
+            (vec![], vec![(15, 3, false), (20, 3, true)]),
+            (
+                vec![(5, AttributeValue::Uint64(u64::MAX))],
+                vec![
+                    (21, 70_000, false),
+                    (22, 4, false),
+                    (22, 4, true),
+                    (30, 70_000, true),
+                ],
+            ),
+        ];
+        let steps: Vec<Step> = batches
+            .iter()
+            .flat_map(|(attributes, events)| {
+                events
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(time, region, leave))| {
+                        let attributes = if i == 0 { attributes.clone() } else { vec![] };
+                        let event = if leave {
+                            Event::Leave { region }
+                        } else {
+                            Event::Enter { region }
+                        };
+                        (time, attributes, event)
+                    })
+            })
+            .collect();
+        let expected = written_by_otf2(&dir.path().join("otf2"), &steps);
+        let ours = dir.path().join("ours.evt");
+        let mut file = EventFile::new(ours.clone(), CHUNK);
+        for (attributes, events) in &batches {
+            assert!(file.has_room_for(events.len() - 1));
+            file.write_region_events(attributes, events);
+        }
+        assert_eq!(file.events(), steps.len() as u64);
+        file.finish().unwrap();
+        assert_eq!(std::fs::read(&ours).unwrap(), expected);
     }
 
     #[test]

@@ -256,15 +256,10 @@ impl LaneOutput<Item> for Placer<'_> {
     fn open(&mut self, lane: usize, item: &Item, start: u64, stop: u64) {
         let loc = self.loc(lane);
         put_attrs(self.w, &item.attrs);
-        self.w.enter(loc, start, item.region);
         if item.leaf {
-            for &(s, e, region) in &item.inner {
-                let s = s.clamp(start, stop);
-                let e = e.clamp(s, stop);
-                self.w.enter(loc, s, region);
-                self.w.leave(loc, e, region);
-            }
-            self.w.leave(loc, stop, item.region);
+            self.w.leaf(loc, start, stop, item.region, &item.inner);
+        } else {
+            self.w.enter(loc, start, item.region);
         }
     }
 

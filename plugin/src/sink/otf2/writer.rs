@@ -30,6 +30,9 @@ pub const EVENT_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
 /// part's definitions; no single record of a part comes near 256 KiB (strings are capped
 /// at [`super::defs::MAX_STRING_BYTES`]).
 pub const DEFINITION_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
+/// Inner parts of an interval written with the work of one event (see [`Writer::leaf`]);
+/// an interval with more is written event by event.
+const MAX_INNER_AT_ONCE: usize = 8;
 /// A location of this archive: an index into [`Writer`]'s table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Loc(pub u32);
@@ -267,25 +270,102 @@ impl Writer {
     /// with the attribute values set since the last Enter or Leave when `with_attributes`.
     #[inline]
     fn emit(&mut self, loc: Loc, time: u64, event: Event, with_attributes: bool) {
+        let Some(index) = self.make_room(loc, 0) else {
+            return;
+        };
+        let time = self.raised(index, time);
+        let attributes: &[(u32, AttributeValue)] = if with_attributes {
+            &self.attributes
+        } else {
+            &[]
+        };
+        self.entries[index].file.write(time, attributes, event);
+        if with_attributes {
+            self.attributes.clear();
+        }
+    }
+
+    /// An interval written whole on `loc`: the Enter of `region` at `start` with the
+    /// attribute values set, each inner part's Enter and Leave (clamped into the interval
+    /// and after the part before), and the Leave at `stop` (not before `start`).
+    pub fn leaf(
+        &mut self,
+        loc: Loc,
+        start: u64,
+        stop: u64,
+        region: u32,
+        inner: &[(u64, u64, u32)],
+    ) {
+        let stop = stop.max(start);
+        if inner.len() > MAX_INNER_AT_ONCE {
+            self.enter(loc, start, region);
+            let mut at = start;
+            for &(s, e, part) in inner {
+                let s = s.clamp(at, stop);
+                let e = e.clamp(s, stop);
+                self.enter(loc, s, part);
+                self.leave(loc, e, part);
+                at = e;
+            }
+            self.leave(loc, stop, region);
+            return;
+        }
+        let Some(index) = self.make_room(loc, 1 + 2 * inner.len()) else {
+            return;
+        };
+        let mut events = [(0_u64, 0_u32, false); 2 * MAX_INNER_AT_ONCE + 2];
+        let start = self.raised(index, start);
+        let stop = stop.max(start);
+        events[0] = (start, region, false);
+        let mut at = start;
+        for (i, &(s, e, part)) in inner.iter().enumerate() {
+            let s = s.clamp(at, stop);
+            let e = e.clamp(s, stop);
+            events[1 + 2 * i] = (s, part, false);
+            events[2 + 2 * i] = (e, part, true);
+            at = e;
+        }
+        let count = 2 + 2 * inner.len();
+        events[count - 1] = (stop, region, true);
+        let entry = &mut self.entries[index];
+        entry.last = stop;
+        entry
+            .file
+            .write_region_events(&self.attributes, &events[..count]);
+        self.attributes.clear();
+    }
+
+    /// Makes room on `loc` for one event and `more` Enter or Leave records without
+    /// attributes: the location's index, or `None` when its events are left out (a
+    /// refused location, or a closed archive).
+    #[inline]
+    fn make_room(&mut self, loc: Loc, more: usize) -> Option<usize> {
         let index = loc.0 as usize;
         if index >= self.entries.len() || self.closed {
             if loc == Loc::REFUSED {
                 self.events_without_location += 1;
             }
             self.attributes.clear();
-            return;
+            return None;
         }
-        if !self.entries[index].file.has_room() {
+        if !self.entries[index].file.has_room_for(more) {
             self.before_writing();
             let result = self.entries[index].file.next_chunk();
             self.note_write(result);
-        } else if !self.entries[index].file.stage_has_room() {
+        } else if !self.entries[index].file.stage_has_room_for(more) {
             // The location's bytes in memory go to its file: memory holds a stage of each
             // location, not a chunk.
             self.before_writing();
             let result = self.entries[index].file.persist();
             self.note_write(result);
         }
+        Some(index)
+    }
+
+    /// `time` raised to the last time written on location `index` (OTF2 readers reject
+    /// an earlier one), which it becomes.
+    #[inline]
+    fn raised(&mut self, index: usize, time: u64) -> u64 {
         let entry = &mut self.entries[index];
         let time = if time < entry.last {
             self.raised_timestamps += 1;
@@ -297,15 +377,7 @@ impl Writer {
         if entry.first == u64::MAX {
             entry.first = time;
         }
-        let attributes: &[(u32, AttributeValue)] = if with_attributes {
-            &self.attributes
-        } else {
-            &[]
-        };
-        entry.file.write(time, attributes, event);
-        if with_attributes {
-            self.attributes.clear();
-        }
+        time
     }
 
     /// What must hold before events go to the disk: every definition they refer to is in
