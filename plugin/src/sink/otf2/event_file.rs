@@ -676,7 +676,8 @@ mod tests {
             (1, AttributeValue::Int64(-3)),
             (2, AttributeValue::StringRef(300)),
         ];
-        let batches: Vec<(Vec<(u32, AttributeValue)>, Vec<(u64, u32, bool)>)> = vec![
+        type Batch = (Vec<(u32, AttributeValue)>, Vec<(u64, u32, bool)>);
+        let batches: Vec<Batch> = vec![
             (
                 attributes,
                 vec![(10, 1, false), (10, 2, false), (12, 2, true), (15, 1, true)],
