@@ -17,6 +17,7 @@ use crate::model::{
     task_of_child, Closed, FinishedEvent, Gap, GpuInterval, HeldTasks, OpenView, Owner, Parent,
     StateRecord,
 };
+use crate::open_table::OpenTable;
 use crate::ring::{Available, RingConsumer};
 use crate::shared::Shared;
 use crate::sink::{CycleEnd, Sink};
@@ -259,7 +260,7 @@ struct State {
     remembered: KindSet,
     /// Everything stamped before this time (CLOCK_MONOTONIC ns) has been processed.
     processed_until: u64,
-    open: HashMap<u64, OpenEvent>,
+    open: OpenTable<OpenEvent>,
     known: KnownTable,
     /// Stop/state records that arrived before their start (another thread's ring).
     early: HashMap<u64, Vec<(u32, Record)>>,
@@ -299,7 +300,7 @@ impl State {
             spare_states: Vec::new(),
             remembered: kinds::remembered_kinds(shared.config.event_mask),
             processed_until: 0,
-            open: HashMap::default(),
+            open: OpenTable::default(),
             known: KnownTable::new(),
             early: HashMap::default(),
             early_count: 0,
@@ -442,7 +443,7 @@ impl State {
         }
         self.last_sweep_ns = self.processed_until;
         for handle in std::mem::take(&mut self.stop_lost_suspects) {
-            if let Some(open) = self.open.remove(&handle) {
+            if let Some(open) = self.open.remove(handle) {
                 let last = open.last_time();
                 self.finish_event(handle, open, last, None, Closed::StopLost);
             }
@@ -450,8 +451,7 @@ impl State {
         let slab = &self.shared.slab;
         self.stop_lost_suspects = self
             .open
-            .keys()
-            .copied()
+            .handles()
             .filter(|&handle| slab.check(handle).is_err())
             .collect();
     }
@@ -517,7 +517,7 @@ impl State {
             let mut open = self
                 .open
                 .iter()
-                .map(|(&handle, open)| open.view(handle, &self.tids));
+                .map(|(handle, open)| open.view(handle, &self.tids));
             // Held GPU intervals count as open children of their tasks: their operations
             // wait for them. Operations are judged quiet by the time the records processed
             // have reached, not by the wall clock: a collector that lags must not close
@@ -546,7 +546,7 @@ impl State {
                 // Above the memory limit's mark an event's states do not grow.
                 Counters::bump(&self.shared.counters.memory_limit_states);
             }
-            Action::State { state, arg } => match self.open.get_mut(&record.handle) {
+            Action::State { state, arg } => match self.open.get_mut(record.handle) {
                 Some(open) => open.states.push(StateRecord {
                     state,
                     time_ns: record.time,
@@ -555,7 +555,7 @@ impl State {
                 }),
                 None => self.park_early(thread, record),
             },
-            Action::Stop => match self.open.remove(&record.handle) {
+            Action::Stop => match self.open.remove(record.handle) {
                 Some(open) => self.finish_event(
                     record.handle,
                     open,
@@ -672,7 +672,7 @@ impl State {
         if value == 0 {
             return Parent::None;
         }
-        if let Some(open) = self.open.get(&value) {
+        if let Some(open) = self.open.get(value) {
             return Parent::Local {
                 handle: value,
                 kind: open.kind,
@@ -697,7 +697,7 @@ impl State {
 
     fn owner_of(&self, handle: u64) -> Owner {
         self.open
-            .get(&handle)
+            .get(handle)
             .map(|open| open.owner)
             .or_else(|| self.known.get(handle).map(|known| known.owner))
             .unwrap_or(Owner::Unknown)
@@ -718,9 +718,9 @@ impl State {
             .map(|index| steps.swap_remove(index).1);
         steps.push((step, handle));
         if let Some(old) = replaced {
-            if self.open.contains_key(&old) {
+            if self.open.contains_key(old) {
                 Counters::bump(&self.shared.counters.restarted_steps);
-                let last = self.open[&old].last_time();
+                let last = self.open.get(old).map_or(0, OpenEvent::last_time);
                 self.close(old, last, None, Closed::Restarted);
                 let _ = self.shared.slab.release(old);
             }
@@ -739,7 +739,7 @@ impl State {
             if !self.stepless_live.remove(&oldest) {
                 continue;
             }
-            if let Some(open) = self.open.get(&oldest) {
+            if let Some(open) = self.open.get(oldest) {
                 let at = open.last_time();
                 Counters::bump(&self.shared.counters.abandoned_proxy_ops);
                 self.close(oldest, at, None, Closed::Abandoned);
@@ -781,7 +781,7 @@ impl State {
     }
 
     fn close(&mut self, handle: u64, stop_ns: u64, stop_thread: Option<u32>, closed: Closed) {
-        if let Some(open) = self.open.remove(&handle) {
+        if let Some(open) = self.open.remove(handle) {
             self.finish_event(handle, open, stop_ns, stop_thread, closed);
         }
     }
@@ -806,7 +806,7 @@ impl State {
             Kind::ProxyOp => {
                 self.stepless_live.remove(&handle);
                 for (_, step) in self.steps.remove(&handle).unwrap_or_default() {
-                    if self.open.contains_key(&step) {
+                    if self.open.contains_key(step) {
                         Counters::bump(&self.shared.counters.closed_with_parent);
                         self.close(step, stop_ns, None, Closed::ParentStopped);
                         let _ = self.shared.slab.release(step);
@@ -829,7 +829,7 @@ impl State {
         let check = self.check_gpu_interval(&open);
         let parent_event = match (open.kind, open.parent) {
             (Kind::KernelCh | Kind::ProxyOp, Parent::Local { handle, .. }) => {
-                self.open.get(&handle).map(|task| task.event)
+                self.open.get(handle).map(|task| task.event)
             }
             _ => None,
         };
@@ -1066,7 +1066,7 @@ impl State {
             return None;
         }
         self.open
-            .get(&handle)
+            .get(handle)
             .map(|open| Known {
                 kind: open.kind,
                 owner: open.owner,
@@ -1082,11 +1082,11 @@ impl State {
             .open
             .iter()
             .filter(|(_, open)| !keep(open))
-            .map(|(&handle, open)| (open.last_time(), handle))
+            .map(|(handle, open)| (open.last_time(), handle))
             .collect();
         handles.sort_unstable();
         for (last, handle) in handles {
-            if self.open.contains_key(&handle) {
+            if self.open.contains_key(handle) {
                 Counters::bump(&self.shared.counters.closed_at_finalize);
                 self.close(handle, last, None, closed);
                 // A chained plugin still has the event: NCCL's stop frees it.

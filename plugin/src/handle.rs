@@ -70,6 +70,13 @@ pub enum HandleError {
     Stale,
 }
 
+/// The slot bits of a handle value, whatever the rest of it (not checked: for tables
+/// that compare the whole value).
+#[inline]
+pub fn slot_bits(value: u64) -> usize {
+    (value & SLOT_MASK) as usize
+}
+
 /// Encodes a handle for a fixed salt.
 pub fn encode(salt: u8, kind: Kind, generation: u32, slot: u32) -> u64 {
     (MAGIC << MAGIC_SHIFT)

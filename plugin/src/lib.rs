@@ -29,6 +29,7 @@ pub mod log;
 pub mod memory;
 pub mod model;
 pub mod name_cache;
+pub mod open_table;
 pub mod provenance;
 pub mod record;
 pub mod ring;
