@@ -42,6 +42,8 @@ pub(super) struct Proxy {
     idle_since: HashMap<i32, u64>,
     /// Region ids of proxy-step wait states by state number, once looked up.
     wait_regions: [Option<Option<u32>>; WAIT_REGION_STATES],
+    /// Region ids of send, receive and unknown-direction steps, once looked up.
+    step_regions: [Option<u32>; 3],
 }
 
 impl Proxy {
@@ -52,6 +54,7 @@ impl Proxy {
             op_family: HashMap::default(),
             idle_since: HashMap::default(),
             wait_regions: [None; WAIT_REGION_STATES],
+            step_regions: [None; 3],
         }
     }
 
@@ -125,11 +128,12 @@ impl Proxy {
         ops: &mut OpsStreams,
         e: &FinishedEvent,
     ) {
-        let family = self.steps_family(e.parent, e.owner);
         let op = match e.parent {
             Parent::Local { handle, .. } => self.op_family.get(&handle).map(|op| (handle, *op)),
             _ => None,
         };
+        // The timeline of its operation's owner when that one is known, else its own.
+        let family = op.map_or(Family::Proxy(e.owner), |(_, op)| op.family);
         let mut item = self.step_item(w, timelines, e, op.map(|(_, op)| op.is_send));
         // Inside its operation when that one is known (it is open on one of the lanes).
         if let Some((handle, _)) = op {
@@ -211,16 +215,24 @@ impl Proxy {
         let Event::ProxyStep { step } = e.event else {
             unreachable!("called for ProxySteps only")
         };
-        let region = w.defs.static_region_in(
-            match step_direction(op_is_send, &e.states) {
-                Some(true) => "send step",
-                Some(false) => "recv step",
-                None => "proxy step",
-            },
-            Role::DataTransfer,
-            "one proxy step (a slice of a proxy operation through the network)",
-            RegionGroup::ProxyOperations,
-        );
+        let direction = step_direction(op_is_send, &e.states);
+        let cached = &mut self.step_regions[match direction {
+            Some(true) => 0,
+            Some(false) => 1,
+            None => 2,
+        }];
+        let region = *cached.get_or_insert_with(|| {
+            w.defs.static_region_in(
+                match direction {
+                    Some(true) => "send step",
+                    Some(false) => "recv step",
+                    None => "proxy step",
+                },
+                Role::DataTransfer,
+                "one proxy step (a slice of a proxy operation through the network)",
+                RegionGroup::ProxyOperations,
+            )
+        });
         let mut attrs = timelines.spare_attrs();
         attrs.push((Attr::Step, Val::U(step.max(0) as u64)));
         // Only SendWait and RecvFlushWait carry this step's own size.
