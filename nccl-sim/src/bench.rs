@@ -945,8 +945,8 @@ pub fn render(config: &BenchConfig, rows: &[BenchRow]) -> String {
     );
     let _ = writeln!(
         out,
-        "an iteration, every event asked for: app stream {app} callbacks ({}), proxy stream \
-         {proxy} ({})",
+        "an iteration of a plugin that asks for every event (a narrower activation mask \
+         gets fewer, as said below): app stream {app} callbacks ({}), proxy stream {proxy} ({})",
         if config.release.has_api_events() {
             "GroupApi, CollApi, KernelLaunch, Group, Coll"
         } else {
