@@ -436,16 +436,8 @@ impl OpsStreams {
             attrs.push((Attr::GpuTimeRejected, Val::S(rejection.name())));
         }
         put_attrs(w, attrs);
-        w.enter(loc, s, region);
-        let mut at = s;
-        for (ps, pe, pregion) in phases.unwrap_or_default() {
-            let ps = ps.clamp(at, t);
-            let pe = pe.clamp(ps, t);
-            w.enter(loc, ps, pregion);
-            w.leave(loc, pe, pregion);
-            at = pe;
-        }
-        w.leave(loc, t, region);
+        // Its phases inside it, one after the other.
+        w.leaf(loc, s, t, region, phases.as_deref().unwrap_or_default());
     }
 
     /// A KernelPhase: kept for its kernel channel, written inside it.
