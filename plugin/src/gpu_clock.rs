@@ -45,6 +45,10 @@ const MAX_HULL_POINTS: usize = 256;
 /// The most a GPU's timer is taken to drift against the host's clock, in parts per
 /// billion: 100 ppm, twice a common quartz's tolerance.
 pub const MAX_DRIFT_PPB: u64 = 100_000;
+/// How long the bounds must span for the estimate to count as settled: with lower and
+/// upper bounds this far apart, the drift they allow is a few times narrower than
+/// [`MAX_DRIFT_PPB`] (see [`feasible_slopes`]).
+pub const SETTLED_SPAN_NS: u64 = 1_000_000_000;
 
 /// Bounds on a GPU clock's offset from the host clock (`host = gpu + offset`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,6 +118,8 @@ pub struct GpuClockEstimator {
     /// The lower bounds, negated (a lower bound `l` is an upper bound `-l` of the negated
     /// offset, which drifts as fast the other way).
     negated_lower: BoundHull,
+    /// [`feasible_slopes`] of the hulls as they are, once worked out (a new bound clears it).
+    slopes: std::cell::Cell<Option<(i128, i128)>>,
 }
 
 /// Upper bounds (GPU time, bound) on a quantity that drifts by at most [`MAX_DRIFT_PPB`]:
@@ -189,35 +195,35 @@ impl BoundHull {
         }
     }
 
-    /// The tightest upper bound at `host_ns` that every line with a slope of at most
-    /// [`MAX_DRIFT_PPB`] under all the bounds obeys; `None` before any bound. For a slope `b`, the highest such line at `host_ns` is the least of
-    /// `bound + b × (host_ns − t)` over the hull's points; it is highest for the slope of
-    /// the hull's segment at `host_ns` (the hull itself), or, where that segment is
-    /// steeper than any drift (or beyond the hull's ends), for the steepest drift.
-    fn at(&self, moment: u64) -> Option<i64> {
+    /// The tightest upper bound at `moment` that every line with a slope (ppb) between
+    /// `low` and `high` under all the bounds obeys; `None` before any bound. For a slope
+    /// `b`, the highest such line at `moment` is the least of `bound + b × (moment − t)`
+    /// over the hull's points; it is highest for the slope of the hull's segment at
+    /// `moment` (the hull itself), or, where that segment is steeper than the range allows
+    /// (or beyond the hull's ends), for the range's limit on that side.
+    fn at(&self, moment: u64, (low, high): (i128, i128)) -> Option<i64> {
         let hull = &self.points;
         let at = hull.partition_point(|&(t, _)| t < moment);
-        let max = i128::from(MAX_DRIFT_PPB);
         let billion = 1_000_000_000_i128;
-        // The segment's slope in parts per billion, clamped to the drift.
+        // The segment's slope in parts per billion, clamped to the range.
         let slope = match (at.checked_sub(1).map(|i| hull[i]), hull.get(at)) {
             (Some((t0, b0)), Some(&(t1, b1))) => {
                 let rise = (i128::from(b1) - i128::from(b0)) * billion;
                 let run = i128::from(t1 - t0);
-                if rise > max * run {
-                    max
-                } else if rise < -max * run {
-                    -max
+                if rise > high * run {
+                    high
+                } else if rise < low * run {
+                    low
                 } else {
-                    // Within the drift: the hull there, b0 + (b1 - b0) × (host - t0) /
+                    // Within the range: the hull there, b0 + (b1 - b0) × (host - t0) /
                     // (t1 - t0), rounded up.
                     let step = (i128::from(b1) - i128::from(b0)) * i128::from(moment - t0);
                     let value = i128::from(b0) + step.div_ceil_positive(run);
                     return Some(value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
                 }
             }
-            (None, _) => -max,
-            (_, None) => max,
+            (None, _) => low,
+            (_, None) => high,
         };
         let &(t, bound) = hull.get(self.lowest_for_slope(slope))?;
         let since = i128::from(moment) - i128::from(t);
@@ -249,6 +255,40 @@ impl BoundHull {
     }
 }
 
+/// The drift allowed: every slope (ppb) up to [`MAX_DRIFT_PPB`] either way.
+const ANY_DRIFT: (i128, i128) = (-(MAX_DRIFT_PPB as i128), MAX_DRIFT_PPB as i128);
+
+/// The slopes (ppb, low and high) of the lines that lie under every upper bound of
+/// `upper` and over every lower bound of `negated_lower` (negated), within the drift
+/// allowed: the offset's true line is one of them when its drift is steady over the
+/// hulls' span. A lower bound some time before an upper one limits how fast the offset
+/// can have risen between them, and one after it how fast it can have fallen; with bounds
+/// of both kinds seconds apart, this is far narrower than the drift allowed. Rounded
+/// outwards. Bounds that no line fits (a clock whose drift changed, or a wrong bound) give
+/// the whole drift allowed.
+fn feasible_slopes(upper: &BoundHull, negated_lower: &BoundHull) -> (i128, i128) {
+    let billion = 1_000_000_000_i128;
+    let (mut low, mut high) = ANY_DRIFT;
+    for &(lower_at, negated) in &negated_lower.points {
+        let lower = -i128::from(negated);
+        for &(upper_at, bound) in &upper.points {
+            let gap = i128::from(bound) - lower;
+            if upper_at > lower_at {
+                let run = i128::from(upper_at - lower_at);
+                high = high.min((gap * billion).div_ceil_positive(run));
+            } else if lower_at > upper_at {
+                let run = i128::from(lower_at - upper_at);
+                low = low.max((-gap * billion).div_euclid(run));
+            }
+        }
+    }
+    if low > high {
+        ANY_DRIFT
+    } else {
+        (low, high)
+    }
+}
+
 impl GpuClockEstimator {
     /// The host saw, at `host_ns`, something the GPU had stamped `gpu_ns` before.
     pub fn observed_after(&mut self, host_ns: u64, gpu_ns: u64) {
@@ -256,6 +296,7 @@ impl GpuClockEstimator {
         let bound = offset_bound(host_ns, gpu_ns);
         self.current.upper = min_opt(self.current.upper, Some(bound));
         self.upper.add((gpu_ns, bound));
+        self.slopes.set(None);
     }
 
     /// The GPU stamped `gpu_ns` after the host's moment `host_ns`.
@@ -264,6 +305,7 @@ impl GpuClockEstimator {
         let bound = offset_bound(host_ns, gpu_ns);
         self.current.lower = max_opt(self.current.lower, Some(bound));
         self.negated_lower.add((gpu_ns, bound.saturating_neg()));
+        self.slopes.set(None);
     }
 
     fn roll(&mut self, host_ns: u64) {
@@ -281,6 +323,22 @@ impl GpuClockEstimator {
         }
     }
 
+    /// Whether the bounds span [`SETTLED_SPAN_NS`] of GPU time: before that, a moment's
+    /// estimate gains from waiting for later bounds.
+    pub fn settled(&self) -> bool {
+        // Each hull is in time order.
+        let hulls = [&self.upper.points, &self.negated_lower.points];
+        let first = hulls
+            .iter()
+            .filter_map(|h| h.first())
+            .map(|&(t, _)| t)
+            .min();
+        let last = hulls.iter().filter_map(|h| h.last()).map(|&(t, _)| t).max();
+        first
+            .zip(last)
+            .is_some_and(|(first, last)| last - first >= SETTLED_SPAN_NS)
+    }
+
     /// The bounds of the current and the previous window.
     pub fn bounds(&self) -> OffsetBounds {
         self.current.merge(self.previous)
@@ -288,8 +346,17 @@ impl GpuClockEstimator {
 
     /// The estimate for the GPU timestamp `gpu_ns`; `None` before any upper bound.
     pub fn estimate_at(&self, gpu_ns: u64) -> Option<Estimate> {
-        let upper = self.upper.at(gpu_ns)?;
-        let lower = self.negated_lower.at(gpu_ns).map(i64::saturating_neg);
+        let (low, high) = self.slopes.get().unwrap_or_else(|| {
+            let slopes = feasible_slopes(&self.upper, &self.negated_lower);
+            self.slopes.set(Some(slopes));
+            slopes
+        });
+        let upper = self.upper.at(gpu_ns, (low, high))?;
+        // The negated offset drifts the other way.
+        let lower = self
+            .negated_lower
+            .at(gpu_ns, (-high, -low))
+            .map(i64::saturating_neg);
         Some(match lower {
             // Inconsistent bounds (a clock drifting faster than assumed, or a wrapped
             // kernel ring reported a later work's times): trust the upper bound.
@@ -564,6 +631,70 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// One quick detection, 100 ms into a second whose other detections are 30 µs late,
+    /// and lower bounds 17 µs loose throughout (a steady clock): before the quick one, the
+    /// estimate can only follow it back at the steepest drift allowed. The bounds a second
+    /// apart allow about 19 ppm, not 100, so the start is converted 2 µs late instead of
+    /// 10, never early.
+    #[test]
+    fn lower_and_upper_bounds_a_second_apart_narrow_the_drift() {
+        let offset = 3_000_000_i64;
+        let host = |gpu: u64| (gpu as i64 + offset) as u64;
+        let mut narrowed = GpuClockEstimator::default();
+        let mut upper_only = GpuClockEstimator::default();
+        for clock in [&mut narrowed, &mut upper_only] {
+            for i in 0..=100u64 {
+                let gpu = i * 10_000_000;
+                let delay = if i == 10 { 100 } else { 30_000 };
+                clock.observed_after(host(gpu) + delay, gpu);
+            }
+        }
+        for i in 0..=100u64 {
+            let gpu = i * 10_000_000;
+            narrowed.happened_before(host(gpu) - 17_000, gpu);
+        }
+        let late = |clock: &GpuClockEstimator| {
+            let estimate = clock.estimate_at(0).unwrap();
+            estimate.to_host(0) as i64 - host(0) as i64
+        };
+        let (low, high) = feasible_slopes(&narrowed.upper, &narrowed.negated_lower);
+        assert!((-19_100..=-18_900).contains(&low), "{low} ppb");
+        assert!(high <= 47_100, "{high} ppb");
+        assert!(
+            (1_900..=2_100).contains(&late(&narrowed)),
+            "{}",
+            late(&narrowed)
+        );
+        assert_eq!(late(&upper_only), 10_100);
+        assert!(narrowed.settled() && upper_only.settled());
+    }
+
+    /// Bounds that no steady line fits (a lower bound above an upper one) leave the whole
+    /// drift allowed rather than none.
+    #[test]
+    fn inconsistent_bounds_allow_the_whole_drift() {
+        // Offset 1 ms by the upper bounds at 0 and 200 ms; a lower bound 0.5 µs above
+        // them in between.
+        let mut clock = GpuClockEstimator::default();
+        clock.observed_after(1_000_000, 0);
+        clock.observed_after(201_000_000, 200_000_000);
+        clock.happened_before(101_000_500, 100_000_000);
+        assert_eq!(
+            feasible_slopes(&clock.upper, &clock.negated_lower),
+            ANY_DRIFT
+        );
+        // Consistent again: the lower bound 0.5 µs below.
+        let mut clock = GpuClockEstimator::default();
+        clock.observed_after(1_000_000, 0);
+        clock.observed_after(201_000_000, 200_000_000);
+        clock.happened_before(100_999_500, 100_000_000);
+        assert_eq!(
+            feasible_slopes(&clock.upper, &clock.negated_lower),
+            (-5_000, 5_000)
+        );
+        assert!(!clock.settled());
     }
 
     #[test]
