@@ -56,10 +56,6 @@ const TRIM_AFTER_FREEING: usize = 8 << 20;
 /// run would otherwise be placed with its loosest bound (tens of microseconds late on a
 /// busy machine). The estimate allows for the clocks' drift over it (see `gpu_clock`).
 const GPU_HOLD_NS: u64 = 200_000_000;
-/// How long a GPU interval waits while its rank's clock bounds span less than
-/// [`crate::gpu_clock::SETTLED_SPAN_NS`]: the drift the estimate allows narrows as the bounds
-/// span longer, and the first kernels of a run have no bounds before them.
-const GPU_FIRST_HOLD_NS: u64 = 1_000_000_000;
 /// GPU intervals waiting for their conversion at most; the oldest goes first beyond.
 const MAX_HELD_GPU_EVENTS: usize = 8192;
 
@@ -868,24 +864,11 @@ impl State {
     }
 
     /// Converts and hands to the sinks the held GPU intervals that closed before
-    /// `until_ns - GPU_HOLD_NS` ([`GPU_FIRST_HOLD_NS`] while their rank's clock bounds are
-    /// young), and the oldest beyond [`MAX_HELD_GPU_EVENTS`], each with its communicator
-    /// rank's estimate as it stands now.
+    /// `until_ns - GPU_HOLD_NS` (and the oldest beyond [`MAX_HELD_GPU_EVENTS`]), each with
+    /// its communicator rank's estimate as it stands now.
     fn release_held_gpu_events(&mut self, until_ns: u64) {
         while let Some(front) = self.held_gpu.front() {
-            let settled = match front.event.open.owner {
-                Owner::Local(context) => self
-                    .gpu_clocks
-                    .get(&context)
-                    .is_none_or(GpuClockEstimator::settled),
-                _ => true,
-            };
-            let hold = if settled {
-                GPU_HOLD_NS
-            } else {
-                GPU_FIRST_HOLD_NS
-            };
-            let due = front.event.stop_ns.saturating_add(hold) <= until_ns;
+            let due = front.event.stop_ns.saturating_add(GPU_HOLD_NS) <= until_ns;
             if !due && self.held_gpu.len() <= MAX_HELD_GPU_EVENTS {
                 break;
             }

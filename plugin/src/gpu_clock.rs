@@ -45,10 +45,6 @@ const MAX_HULL_POINTS: usize = 256;
 /// The most a GPU's timer is taken to drift against the host's clock, in parts per
 /// billion: 100 ppm, twice a common quartz's tolerance.
 pub const MAX_DRIFT_PPB: u64 = 100_000;
-/// How long the bounds must span for the estimate to count as settled: with lower and
-/// upper bounds this far apart, the drift they allow is a few times narrower than
-/// [`MAX_DRIFT_PPB`] (see [`feasible_slopes`]).
-pub const SETTLED_SPAN_NS: u64 = 1_000_000_000;
 
 /// Bounds on a GPU clock's offset from the host clock (`host = gpu + offset`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -321,22 +317,6 @@ impl GpuClockEstimator {
             self.current = Bounds::default();
             self.window_start = host_ns;
         }
-    }
-
-    /// Whether the bounds span [`SETTLED_SPAN_NS`] of GPU time: before that, a moment's
-    /// estimate gains from waiting for later bounds.
-    pub fn settled(&self) -> bool {
-        // Each hull is in time order.
-        let hulls = [&self.upper.points, &self.negated_lower.points];
-        let first = hulls
-            .iter()
-            .filter_map(|h| h.first())
-            .map(|&(t, _)| t)
-            .min();
-        let last = hulls.iter().filter_map(|h| h.last()).map(|&(t, _)| t).max();
-        first
-            .zip(last)
-            .is_some_and(|(first, last)| last - first >= SETTLED_SPAN_NS)
     }
 
     /// The bounds of the current and the previous window.
@@ -668,7 +648,6 @@ mod tests {
             late(&narrowed)
         );
         assert_eq!(late(&upper_only), 10_100);
-        assert!(narrowed.settled() && upper_only.settled());
     }
 
     /// Bounds that no steady line fits (a lower bound above an upper one) leave the whole
@@ -694,7 +673,6 @@ mod tests {
             feasible_slopes(&clock.upper, &clock.negated_lower),
             (-5_000, 5_000)
         );
-        assert!(!clock.settled());
     }
 
     #[test]
