@@ -261,13 +261,15 @@ const ANY_DRIFT: (i128, i128) = (-(MAX_DRIFT_PPB as i128), MAX_DRIFT_PPB as i128
 /// can have risen between them, and one after it how fast it can have fallen; with bounds
 /// of both kinds seconds apart, this is far narrower than the drift allowed. Rounded
 /// outwards. Bounds that no line fits (a clock whose drift changed, or a wrong bound) give
-/// the whole drift allowed.
+/// the whole drift allowed. Of a hull with many points, every few are taken, its first and
+/// last among them (fewer bounds only widen the range), so that the cost stays at most
+/// [`SLOPE_POINTS`] squared.
 fn feasible_slopes(upper: &BoundHull, negated_lower: &BoundHull) -> (i128, i128) {
     let billion = 1_000_000_000_i128;
     let (mut low, mut high) = ANY_DRIFT;
-    for &(lower_at, negated) in &negated_lower.points {
+    for (lower_at, negated) in sampled(&negated_lower.points) {
         let lower = -i128::from(negated);
-        for &(upper_at, bound) in &upper.points {
+        for (upper_at, bound) in sampled(&upper.points) {
             let gap = i128::from(bound) - lower;
             if upper_at > lower_at {
                 let run = i128::from(upper_at - lower_at);
@@ -283,6 +285,21 @@ fn feasible_slopes(upper: &BoundHull, negated_lower: &BoundHull) -> (i128, i128)
     } else {
         (low, high)
     }
+}
+
+/// Points of a hull [`feasible_slopes`] takes at most.
+const SLOPE_POINTS: usize = 64;
+
+/// At most about [`SLOPE_POINTS`] of `points`, evenly spaced, the first and the last
+/// among them.
+fn sampled(points: &[(u64, i64)]) -> impl Iterator<Item = (u64, i64)> + '_ {
+    let step = points.len().div_ceil(SLOPE_POINTS).max(1);
+    let last = points.len().checked_sub(1);
+    points
+        .iter()
+        .enumerate()
+        .filter(move |&(i, _)| i % step == 0 || Some(i) == last)
+        .map(|(_, &point)| point)
 }
 
 impl GpuClockEstimator {
@@ -648,6 +665,19 @@ mod tests {
             late(&narrowed)
         );
         assert_eq!(late(&upper_only), 10_100);
+    }
+
+    /// However many points the hulls keep, the slopes are worked out from at most about
+    /// 64 of each, the ends among them, and still hold the truth.
+    #[test]
+    fn the_slopes_come_from_a_bounded_number_of_points() {
+        let points: Vec<(u64, i64)> = (0..256).map(|i| (i * 1_000, i as i64)).collect();
+        let taken: Vec<(u64, i64)> = sampled(&points).collect();
+        assert!(taken.len() <= SLOPE_POINTS + 1, "{}", taken.len());
+        assert_eq!(taken.first(), points.first());
+        assert_eq!(taken.last(), points.last());
+        assert_eq!(sampled(&points[..10]).count(), 10);
+        assert_eq!(sampled(&[]).count(), 0);
     }
 
     /// Bounds that no steady line fits (a lower bound above an upper one) leave the whole
