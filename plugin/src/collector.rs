@@ -492,10 +492,11 @@ impl State {
             let run = &runs[index];
             let mut next = taken[index];
             loop {
-                let mut record = *run.get(next);
+                // Read where it lies: a record is large, and most of it is not needed.
+                let record = run.get(next);
                 next += 1;
-                record.time = self.clock.to_ns(record.time);
-                self.apply(run.thread_index, record);
+                let time = self.clock.to_ns(record.time);
+                self.apply(run.thread_index, time, record);
                 if next == run.len() {
                     break;
                 }
@@ -539,43 +540,43 @@ impl State {
         }
     }
 
-    fn apply(&mut self, thread: u32, record: Record) {
-        match record.action {
-            Action::Start { context, start } => self.start(thread, record, context, start),
+    /// Applies `record`, stamped `time` (converted already).
+    fn apply(&mut self, thread: u32, time: u64, record: &Record) {
+        match &record.action {
+            &Action::Start { context, ref start } => {
+                self.start(thread, time, record.handle, context, start)
+            }
             Action::State { .. } if memory::BUDGET.shedding() => {
                 // Above the memory limit's mark an event's states do not grow.
                 Counters::bump(&self.shared.counters.memory_limit_states);
             }
-            Action::State { state, arg } => match self.open.get_mut(record.handle) {
+            &Action::State { state, arg } => match self.open.get_mut(record.handle) {
                 Some(open) => open.states.push(StateRecord {
                     state,
-                    time_ns: record.time,
+                    time_ns: time,
                     thread,
                     arg,
                 }),
-                None => self.park_early(thread, record),
+                None => self.park_early(thread, Record { time, ..*record }),
             },
             Action::Stop => match self.open.remove(record.handle) {
-                Some(open) => self.finish_event(
-                    record.handle,
-                    open,
-                    record.time,
-                    Some(thread),
-                    Closed::Stopped,
-                ),
-                None => self.park_early(thread, record),
+                Some(open) => {
+                    self.finish_event(record.handle, open, time, Some(thread), Closed::Stopped)
+                }
+                None => self.park_early(thread, Record { time, ..*record }),
             },
-            Action::Init { context } => {
+            &Action::Init { context } => {
                 if let Some(info) = self.comm(context) {
                     for sink in &mut self.sinks {
                         sink.comm(context, &info);
                     }
                 }
             }
-            Action::Finalize { context } => self.finalizing.push(context),
+            &Action::Finalize { context } => self.finalizing.push(context),
         }
     }
 
+    /// Keeps a record (its time converted) until its event's start comes.
     fn park_early(&mut self, thread: u32, record: Record) {
         if self.early_count >= MAX_EARLY_RECORDS {
             Counters::bump(&self.shared.counters.orphan_records);
@@ -588,10 +589,9 @@ impl State {
             .push((thread, record));
     }
 
-    fn start(&mut self, thread: u32, record: Record, context: u64, start: Start) {
+    fn start(&mut self, thread: u32, time: u64, handle: u64, context: u64, start: &Start) {
         let kind = start.event.kind();
-        let (owner, parent) = self.owner_and_parent(kind, context, &start);
-        let handle = record.handle;
+        let (owner, parent) = self.owner_and_parent(kind, context, start);
         if kind == Kind::ProxyStep {
             self.track_step(handle, &parent, &start.event);
         }
@@ -599,7 +599,7 @@ impl State {
             self.track_stepless_op(handle, owner);
         }
         if let Owner::Local(context) = owner {
-            self.learn_comm_from(context, &start);
+            self.learn_comm_from(context, start);
         }
         let open = OpenEvent {
             kind,
@@ -607,7 +607,7 @@ impl State {
             parent,
             rank: start.rank,
             event: start.event,
-            start_ns: record.time,
+            start_ns: time,
             start_thread: thread,
             states: self
                 .spare_states
@@ -626,7 +626,7 @@ impl State {
         if let Some(waiting) = self.early.remove(&handle) {
             self.early_count -= waiting.len();
             for (thread, record) in waiting {
-                self.apply(thread, record);
+                self.apply(thread, record.time, &record);
             }
         }
     }
