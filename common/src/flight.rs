@@ -302,6 +302,11 @@ impl FlightWriter {
         })
     }
 
+    /// Operations a slot holds: the newest of them, older ones being overwritten.
+    pub fn ops_per_slot(&self) -> u32 {
+        self.ops_per_slot
+    }
+
     fn slot_at(&self, slot: usize) -> usize {
         HEADER_BYTES + slot * slot_bytes(self.ops_per_slot)
     }

@@ -63,6 +63,9 @@ pub struct FlightRecorder {
     proxies: FxHashMap<u64, ProxyProgress>,
     /// Per communicator rank, the p2p operations recorded (their `seq` in the file).
     p2p_counts: FxHashMap<u64, u64>,
+    /// Per slot of the file, the task of each operation record it holds (0: none), by
+    /// the record's place: a task whose record is overwritten is followed no more.
+    tasks_in_slot: Vec<Vec<u64>>,
     /// Tasks whose proxy wait changed since it was last written (see
     /// [`FlightRecorder::show_changed_proxy_waits`]).
     waits_changed: Vec<u64>,
@@ -74,6 +77,10 @@ pub struct FlightRecorder {
 
 /// The recorder when the configuration asks for it (on by default).
 pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
+    create(context).map(|recorder| Box::new(recorder) as Box<dyn Sink>)
+}
+
+fn create(context: &SinkContext) -> Option<FlightRecorder> {
     let config = context.config;
     if !config.flight_recorder || config.mode == crate::config::Mode::Off {
         return None;
@@ -115,7 +122,7 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
     if let Some(signal) = config.report_signal {
         install_report_signal(signal);
     }
-    Some(Box::new(FlightRecorder {
+    Some(FlightRecorder {
         writer,
         run_dir: root,
         host: context.host.to_owned(),
@@ -125,12 +132,13 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         pending: FxHashMap::default(),
         proxies: FxHashMap::default(),
         p2p_counts: FxHashMap::default(),
+        tasks_in_slot: Vec::new(),
         waits_changed: Vec::new(),
         hang_timeout: config.hang_timeout,
         last_publish_ns: 0,
         reports: 0,
         failed: false,
-    }))
+    })
 }
 
 /// The process's file size limit in bytes (`ulimit -f`), or `None` when unlimited.
@@ -224,6 +232,27 @@ impl FlightRecorder {
         Some((proxy.task, proxy))
     }
 
+    /// `task`'s record is `op`: the task whose record was there before is overwritten, and
+    /// followed no more (the file cannot show it; at high rates thousands of them would
+    /// otherwise wait in the maps for the next publication).
+    fn follow_in_slot(&mut self, op: OpSlot, task: u64) {
+        let per_slot = self.writer.ops_per_slot() as usize;
+        if self.tasks_in_slot.len() <= op.slot {
+            self.tasks_in_slot.resize_with(op.slot + 1, Vec::new);
+        }
+        let tasks = &mut self.tasks_in_slot[op.slot];
+        if tasks.len() != per_slot {
+            tasks.resize(per_slot, 0);
+        }
+        let at = (op.number % per_slot as u64) as usize;
+        let overwritten = std::mem::replace(&mut tasks[at], task);
+        if let Some(p) = self.pending.remove(&overwritten) {
+            for proxy in p.proxies {
+                self.proxies.remove(&proxy);
+            }
+        }
+    }
+
     fn child_of(parent: &Parent) -> Option<u64> {
         match *parent {
             Parent::Local {
@@ -305,6 +334,9 @@ impl Sink for FlightRecorder {
     fn comm_finalized(&mut self, context: u64) {
         if let Some(slot) = self.slots.remove(&context) {
             self.writer.finalize(slot);
+            if let Some(tasks) = self.tasks_in_slot.get_mut(slot) {
+                tasks.fill(0);
+            }
             // The slot may be given to another communicator rank: nothing may point in it.
             self.pending.retain(|_, p| p.op.slot != slot);
             let pending = &self.pending;
@@ -354,6 +386,7 @@ impl Sink for FlightRecorder {
                         ..OpRecord::default()
                     },
                 );
+                self.follow_in_slot(op, view.handle);
                 self.pending.insert(
                     view.handle,
                     Pending {
@@ -558,5 +591,83 @@ fn install_report_signal(signal: i32) {
             "cannot install the hang report's signal handler (signal {signal}): {}",
             std::io::Error::last_os_error()
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Mode};
+    use crate::event::{Coll, ProxyOp};
+    use nccl_scorep_common::run_dir::RunDir;
+
+    /// Operations whose kernels and proxy work never end (as while their kernel channels
+    /// wait for the GPU clock's conversion) are followed only while the file holds their
+    /// record: the maps stay as small as the file, whatever the rate.
+    #[test]
+    fn only_the_operations_the_file_holds_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            mode: Mode::Otf2,
+            flight_ops: 8,
+            output_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let run_dir = RunDir::new(dir.path());
+        let part = run_dir.new_part("testhost", 7);
+        let mut recorder = create(&SinkContext {
+            config: &config,
+            pid: 7,
+            host: "testhost",
+            run_dir: &run_dir,
+            part: &part,
+        })
+        .expect("a flight recorder");
+        let info = Arc::new(ContextInfo {
+            comm_hash: 0xC0,
+            comm_name: None,
+            n_nodes: 1,
+            n_ranks: 2,
+            rank: 0,
+            version: 7,
+        });
+        recorder.comm(1, &info);
+        for n in 0..100u64 {
+            let (task, proxy) = (1_000 + 2 * n, 1_001 + 2 * n);
+            let coll = Event::Coll(Coll {
+                seq: n,
+                n_channels: 1,
+                ..Coll::default()
+            });
+            recorder.started(&OpenView {
+                handle: task,
+                kind: Kind::Coll,
+                owner: Owner::Local(1),
+                parent: Parent::None,
+                start_ns: n,
+                start_tid: 1,
+                event: &coll,
+            });
+            let op = Event::ProxyOp(ProxyOp {
+                n_steps: 4,
+                ..ProxyOp::default()
+            });
+            recorder.started(&OpenView {
+                handle: proxy,
+                kind: Kind::ProxyOp,
+                owner: Owner::Local(1),
+                parent: Parent::Local {
+                    handle: task,
+                    kind: Kind::Coll,
+                },
+                start_ns: n,
+                start_tid: 2,
+                event: &op,
+            });
+        }
+        assert_eq!(recorder.pending.len(), 8);
+        assert_eq!(recorder.proxies.len(), 8);
+        assert!(recorder.pending.contains_key(&(1_000 + 2 * 99)));
+        assert!(!recorder.pending.contains_key(&(1_000 + 2 * 91)));
     }
 }
