@@ -233,8 +233,9 @@ impl FlightRecorder {
     }
 
     /// `task`'s record is `op`: the task whose record was there before is overwritten, and
-    /// followed no more (the file cannot show it; at high rates thousands of them would
-    /// otherwise wait in the maps for the next publication).
+    /// followed no more, with its proxy operations (the file cannot show it, and its
+    /// children's stops may have been lost; at high rates thousands of tasks would
+    /// otherwise wait in the maps).
     fn follow_in_slot(&mut self, op: OpSlot, task: u64) {
         let per_slot = self.writer.ops_per_slot() as usize;
         if self.tasks_in_slot.len() <= op.slot {
@@ -511,13 +512,10 @@ impl Sink for FlightRecorder {
         }
         if now.realtime_ns.saturating_sub(self.last_publish_ns) >= PUBLISH_INTERVAL_NS {
             self.last_publish_ns = now.realtime_ns;
-            // Tasks whose records newer operations replaced are followed no more (their
-            // children's stops may have been lost): the map stays as small as the file.
-            let writer = &self.writer;
-            self.pending.retain(|_, p| writer.holds(p.op));
-            let pending = &self.pending;
-            self.proxies
-                .retain(|_, proxy| pending.contains_key(&proxy.task));
+            // Tasks whose records newer operations replaced were dropped as they were
+            // replaced ([`FlightRecorder::follow_in_slot`]): the maps are as small as the
+            // file.
+            debug_assert!(self.pending.values().all(|p| self.writer.holds(p.op)));
             self.publish(now.realtime_ns);
         }
     }
