@@ -684,25 +684,18 @@ mod tests {
     /// drift allowed rather than none.
     #[test]
     fn inconsistent_bounds_allow_the_whole_drift() {
-        // Offset 1 ms by the upper bounds at 0 and 200 ms; a lower bound 0.5 µs above
-        // them in between.
-        let mut clock = GpuClockEstimator::default();
-        clock.observed_after(1_000_000, 0);
-        clock.observed_after(201_000_000, 200_000_000);
-        clock.happened_before(101_000_500, 100_000_000);
-        assert_eq!(
-            feasible_slopes(&clock.upper, &clock.negated_lower),
-            ANY_DRIFT
-        );
-        // Consistent again: the lower bound 0.5 µs below.
-        let mut clock = GpuClockEstimator::default();
-        clock.observed_after(1_000_000, 0);
-        clock.observed_after(201_000_000, 200_000_000);
-        clock.happened_before(100_999_500, 100_000_000);
-        assert_eq!(
-            feasible_slopes(&clock.upper, &clock.negated_lower),
-            (-5_000, 5_000)
-        );
+        // Offset 1 ms by the upper bounds at 0 and 200 ms, and a lower bound in between
+        // whose host time is `lower_host`.
+        let slopes = |lower_host: u64| {
+            let mut clock = GpuClockEstimator::default();
+            clock.observed_after(1_000_000, 0);
+            clock.observed_after(201_000_000, 200_000_000);
+            clock.happened_before(lower_host, 100_000_000);
+            feasible_slopes(&clock.upper, &clock.negated_lower)
+        };
+        // The lower bound 0.5 µs above the upper ones; consistent again 0.5 µs below.
+        assert_eq!(slopes(101_000_500), ANY_DRIFT);
+        assert_eq!(slopes(100_999_500), (-5_000, 5_000));
     }
 
     #[test]

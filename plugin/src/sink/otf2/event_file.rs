@@ -26,7 +26,7 @@ use otf2_sys::event_format::{
 const MAX_EVENT_BYTES: usize = 9 + (11 + MAX_ATTRIBUTES * 15) + 40 + 2;
 /// The most an Enter or Leave without attributes takes: a timestamp, the record's type
 /// and its region.
-pub const MAX_REGION_EVENT_BYTES: usize = 9 + 1 + 5;
+const MAX_REGION_EVENT_BYTES: usize = 9 + 1 + 5;
 /// Attributes one event may carry (the plugin writes at most about 20).
 pub const MAX_ATTRIBUTES: usize = 64;
 /// The bytes of its current chunk a location holds in memory before they go to its file.

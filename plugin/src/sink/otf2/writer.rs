@@ -33,6 +33,16 @@ pub const DEFINITION_CHUNK_BYTES: u64 = OTF2_CHUNK_SIZE_MIN;
 /// Inner parts of an interval written with the work of one event (see [`Writer::leaf`]);
 /// an interval with more is written event by event.
 const MAX_INNER_AT_ONCE: usize = 8;
+
+/// An inner part `s..e` of a leaf interval ending at `stop`, clamped into it and after
+/// the part before, which ended at `at` (moved to this one's end).
+#[inline]
+fn clamp_part(at: &mut u64, stop: u64, s: u64, e: u64) -> (u64, u64) {
+    let s = s.clamp(*at, stop);
+    let e = e.clamp(s, stop);
+    *at = e;
+    (s, e)
+}
 /// A location of this archive: an index into [`Writer`]'s table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Loc(pub u32);
@@ -301,11 +311,9 @@ impl Writer {
             self.enter(loc, start, region);
             let mut at = start;
             for &(s, e, part) in inner {
-                let s = s.clamp(at, stop);
-                let e = e.clamp(s, stop);
+                let (s, e) = clamp_part(&mut at, stop, s, e);
                 self.enter(loc, s, part);
                 self.leave(loc, e, part);
-                at = e;
             }
             self.leave(loc, stop, region);
             return;
@@ -319,11 +327,9 @@ impl Writer {
         events[0] = (start, region, false);
         let mut at = start;
         for (i, &(s, e, part)) in inner.iter().enumerate() {
-            let s = s.clamp(at, stop);
-            let e = e.clamp(s, stop);
+            let (s, e) = clamp_part(&mut at, stop, s, e);
             events[1 + 2 * i] = (s, part, false);
             events[2 + 2 * i] = (e, part, true);
-            at = e;
         }
         let count = 2 + 2 * inner.len();
         events[count - 1] = (stop, region, true);
