@@ -357,7 +357,7 @@ fn nccl_scorep_profile_0_leaves_the_profile_out() {
 }
 
 #[test]
-fn too_few_open_files_for_the_ops_streams_is_a_clear_error() {
+fn the_profile_reads_one_location_at_a_time_and_export_says_when_its_files_do_not_fit() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let status = Command::new(nccl_sim::binary_for_tests())
@@ -370,42 +370,59 @@ fn too_few_open_files_for_the_ops_streams_is_a_clear_error() {
         .status()
         .unwrap();
     assert!(status.success());
-    // `ulimit -n` sets the hard limit too: the tool cannot raise it.
-    for command in ["profile", "export"] {
-        let output = Command::new("sh")
+    let limited = |limit: &str, command: &str, output: &str| {
+        Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "ulimit -n 8 && exec '{TOOL}' {command} '{}' -o '{}/out'",
+                "ulimit {limit} 8 && exec '{TOOL}' {command} '{}' -o '{}/{output}'",
                 out.display(),
                 dir.path().display()
             ))
             .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{command}: {stderr}");
-        assert!(
-            stderr.contains(
-                "ops streams are read together in time order, one open file each, but this \
-                 process may open at most 8 files (`ulimit -Hn`): allow "
-            ),
-            "{command}: {stderr}"
-        );
-        assert!(!dir.path().join("out").exists(), "{command}");
-    }
-    // A soft limit alone is raised as far as the hard one.
-    let output = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -Sn 8 && exec '{TOOL}' profile '{}' -o '{}/out.cubex'",
-            out.display(),
-            dir.path().display()
-        ))
-        .output()
-        .unwrap();
+            .unwrap()
+    };
+    // `ulimit -n` sets the hard limit too: the tool cannot raise it. The profile needs no
+    // more files than that whatever the ranks (the ops streams are read one by one): the
+    // same profile as without a limit.
+    let output = limited("-n", "profile", "limited.cubex");
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("profile written to"));
+    let output = Command::new(TOOL)
+        .arg("profile")
+        .arg(&out)
+        .arg("-o")
+        .arg(dir.path().join("unlimited.cubex"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let values = |file: &str| read_with_pycubexr(&dir.path().join(file))["values"].clone();
+    let unlimited = values("unlimited.cubex");
+    assert!(!unlimited["execution_time"].as_array().unwrap().is_empty());
+    assert!(!unlimited["wait_for_last_rank"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(values("limited.cubex"), unlimited);
+    // Export reads the ops streams together in time order, one open file each.
+    let output = limited("-n", "export", "out");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "ops streams are read together in time order, one open file each, but this \
+             process may open at most 8 files (`ulimit -Hn`): allow "
+        ),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("out").exists());
+    // A soft limit alone is raised as far as the hard one.
+    let output = limited("-Sn", "export", "out.json");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -1,12 +1,16 @@
-//! Reads a merged trace into a [`Profile`], in one pass: the ops streams together in time
-//! order, every other location on its own.
+//! Reads a merged trace into a [`Profile`], one location at a time: first the ops streams
+//! for what each collective's parts say together, then every location for the metrics.
 //!
 //! On every location the Enter/Leave nesting gives the call paths (under one root,
 //! "NCCL") and the exclusive time of each; an operation on an ops stream gets two levels
 //! of parameters below its region: its algorithm and protocol, and its size bucket. A
 //! collective's parts are matched across ranks by `(nccl.comm_hash, nccl.seq, nccl.func)`,
-//! as `nccl-scorep summary` matches them, and held until its last rank's part has been
-//! read: then each part's wait for the last rank is known.
+//! as `nccl-scorep summary` matches them. A part's wait for the last rank needs the last
+//! rank's arrival, so the ops streams are read twice: the first read keeps, per
+//! collective, only its parts' count, latest arrival and latest end (memory that grows
+//! with the collectives, not with ranks × collectives); the second knows each part's wait
+//! as it reads it. Reading one location at a time, OTF2 holds one event chunk (256 KiB
+//! in the plugin's traces) instead of one per ops stream: 4 GiB for 16 384 ranks.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
@@ -43,7 +47,7 @@ pub fn read_trace(
     progress: &dyn Fn(u64, u64),
 ) -> Result<Profile, String> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
-    let mut archive = Reader::open(anchor).map_err(|e| format!("{}: {e}", anchor.display()))?;
+    let archive = Reader::open(anchor).map_err(|e| format!("{}: {e}", anchor.display()))?;
     let defs = archive
         .global_definitions()
         .map_err(|e| format!("{}: cannot read the definitions: {e}", anchor.display()))?;
@@ -76,37 +80,39 @@ pub fn read_trace(
         locations,
         stacks: HashMap::default(),
         regions: HashMap::default(),
-        pending: HashMap::default(),
+        collectives: HashMap::default(),
         lost_seen: HashMap::default(),
         events: 0,
         total_events,
         progress,
         keep_samples: samples,
     };
-    // Only the ops streams need time order across locations (a collective's parts wait
-    // for its last rank); every other location is read on its own, one after the other.
-    // OTF2 then holds one location's event chunk at a time instead of one per location
-    // (256 KiB each), and merges the time order of the ops streams only.
     let (ops_streams, others): (Vec<u64>, Vec<u64>) = defs.locations.keys().partition(|id| {
         reader.locations.get(id).map(|&(_, kind)| kind) == Some(LocationKind::OpsStream)
     });
-    let unreadable = |what: String| {
+    drop(archive.close());
+    let unreadable = |error: otf2_sys::Error| {
         format!(
-            "{}: the events could not all be read ({what}); `nccl-scorep validate` says why",
+            "{}: the events could not all be read ({error}); `nccl-scorep validate` says why",
             anchor.display()
         )
     };
-    room_for_open_files(ops_streams.len()).map_err(|why| format!("{}: {why}", anchor.display()))?;
-    let read = archive.read_events(&ops_streams, &mut reader);
-    drop(archive.close());
+    let mut gathered = CollectiveGatherer {
+        defs: &defs,
+        ids: &reader.ids,
+        ns_per_tick,
+        stack: Vec::new(),
+        location: None,
+        collectives: HashMap::default(),
+    };
+    let read = read_one_by_one(anchor, &ops_streams, &mut gathered);
     drop(otf2_sys::error::drain_thread_error_reports());
-    if !read.complete || !read.unreadable.is_empty() {
-        let count = read.unreadable.len();
-        return Err(unreadable(format!("{count} locations unreadable")));
-    }
-    let read = read_one_by_one(anchor, &others, &mut reader);
+    read.map_err(unreadable)?;
+    reader.collectives = gathered.collectives;
+    let read = read_one_by_one(anchor, &ops_streams, &mut reader)
+        .and_then(|()| read_one_by_one(anchor, &others, &mut reader));
     drop(otf2_sys::error::drain_thread_error_reports());
-    read.map_err(|e| unreadable(e.to_string()))?;
+    read.map_err(unreadable)?;
     progress(total_events, total_events);
     Ok(reader.finish())
 }
@@ -115,7 +121,7 @@ pub fn read_trace(
 fn read_one_by_one(
     anchor: &Path,
     locations: &[u64],
-    visitor: &mut ProfileReader<'_>,
+    visitor: &mut impl EventVisitor,
 ) -> Result<(), otf2_sys::Error> {
     each_location(anchor, locations, |_, events| {
         Ok(!events.read_all(visitor)?.interrupted)
@@ -370,16 +376,90 @@ struct Operation {
     collective: bool,
 }
 
-/// One rank's part of a collective, until its last rank's part is read.
+/// One rank's part of an operation, as its ops stream has it.
 struct Part {
     call_path: usize,
     location: usize,
-    arrival_ns: f64,
     start_ns: f64,
     end_ns: f64,
-    func: u32,
-    nranks: i64,
     bus_bytes: f64,
+}
+
+/// Identifies a collective across its ranks: (comm hash, seq, func).
+type CollectiveKey = (u64, u64, u32);
+
+/// What the ops streams say of one collective's parts together.
+#[derive(Default)]
+struct Collective {
+    /// The ranks its first part names.
+    expected: i64,
+    /// Its parts in the trace.
+    parts: u64,
+    last_arrival_ns: f64,
+    last_end_ns: f64,
+    /// Of its parts, those the profile's pass has read, and their sums so far.
+    parts_read: u64,
+    wait_sum_ns: f64,
+    bus_bytes_sum: f64,
+}
+
+impl Collective {
+    fn new(expected: i64) -> Self {
+        Collective {
+            expected,
+            last_arrival_ns: f64::NEG_INFINITY,
+            last_end_ns: f64::NEG_INFINITY,
+            ..Collective::default()
+        }
+    }
+}
+
+/// The first read of the ops streams: each collective's [`Collective`], before any part's
+/// wait is worked out.
+struct CollectiveGatherer<'a> {
+    defs: &'a GlobalDefs,
+    ids: &'a AttributeIds,
+    ns_per_tick: f64,
+    /// The location being read, and its open intervals (the operation of a top-level one,
+    /// with its Enter's time).
+    location: Option<u64>,
+    stack: Vec<Option<(Operation, u64)>>,
+    collectives: HashMap<CollectiveKey, Collective>,
+}
+
+impl EventVisitor for CollectiveGatherer<'_> {
+    fn enter(&mut self, e: &EventContext<'_>, _region: u32) {
+        if self.location != Some(e.location) {
+            self.location = Some(e.location);
+            self.stack.clear();
+        }
+        let operation = if self.stack.is_empty() {
+            operation(self.defs, self.ids, e).map(|op| (op, e.time))
+        } else {
+            None
+        };
+        self.stack.push(operation);
+    }
+
+    fn leave(&mut self, e: &EventContext<'_>, _region: u32) {
+        if self.location != Some(e.location) {
+            return;
+        }
+        let Some(Some((op, enter))) = self.stack.pop() else {
+            return;
+        };
+        if !op.collective {
+            return;
+        }
+        let (arrival_ns, _, end_ns) = op.times(enter, e.time, self.ns_per_tick);
+        let collective = self
+            .collectives
+            .entry(op.key())
+            .or_insert_with(|| Collective::new(op.nranks));
+        collective.parts += 1;
+        collective.last_arrival_ns = collective.last_arrival_ns.max(arrival_ns);
+        collective.last_end_ns = collective.last_end_ns.max(end_ns);
+    }
 }
 
 struct ProfileReader<'a> {
@@ -393,8 +473,9 @@ struct ProfileReader<'a> {
     stacks: HashMap<u64, Vec<Frame>>,
     /// Trace region → (profile region, kind).
     regions: HashMap<u32, (usize, RegionKind)>,
-    /// (comm hash, seq, func) → the parts read so far, and the ranks expected.
-    pending: HashMap<(u64, u64, u32), (i64, Vec<Part>)>,
+    /// Every collective of the ops streams, from their first read; gone once each of its
+    /// parts has been read again.
+    collectives: HashMap<CollectiveKey, Collective>,
     /// Per trace location, the records its thread reported lost so far (cumulative).
     lost_seen: HashMap<u64, u64>,
     events: u64,
@@ -435,20 +516,6 @@ impl ProfileReader<'_> {
         (index, kind)
     }
 
-    fn unsigned(&self, e: &EventContext<'_>, id: Option<u32>) -> Option<u64> {
-        let value = e.attribute(id?)?;
-        value
-            .unsigned()
-            .or_else(|| u64::try_from(value.signed()?).ok())
-    }
-
-    fn signed(&self, e: &EventContext<'_>, id: Option<u32>) -> Option<i64> {
-        let value = e.attribute(id?)?;
-        value
-            .signed()
-            .or_else(|| i64::try_from(value.unsigned()?).ok())
-    }
-
     fn text(&self, e: &EventContext<'_>, id: Option<u32>) -> Option<String> {
         let id = e.attribute(id?)?.string()?;
         Some(self.string(id).to_owned())
@@ -470,33 +537,12 @@ impl ProfileReader<'_> {
                 ],
             ),
         };
-        let bytes = self.unsigned(e, self.ids.bytes);
+        let bytes = unsigned(e, self.ids.bytes);
         let bucket = nccl_scorep_common::sizes::size_bucket(bytes)
             .to_string_lossy()
             .into_owned();
         self.profile
             .call_path(region, Some(below), vec![("nccl.bytes".to_owned(), bucket)])
-    }
-
-    fn operation(&self, e: &EventContext<'_>) -> Option<Operation> {
-        let func = e.attribute(self.ids.func?)?.string()?;
-        let collective = !is_point_to_point(self.string(func));
-        let took_ns = match (
-            self.unsigned(e, self.ids.enqueue_ns),
-            self.unsigned(e, self.ids.complete_ns),
-        ) {
-            (Some(enqueue), Some(complete)) => Some(complete.saturating_sub(enqueue)),
-            _ => None,
-        };
-        Some(Operation {
-            comm_hash: self.unsigned(e, self.ids.comm_hash).unwrap_or(0),
-            seq: self.unsigned(e, self.ids.seq).unwrap_or(0),
-            func,
-            nranks: self.signed(e, self.ids.nranks).unwrap_or(0),
-            bytes: self.unsigned(e, self.ids.bytes).unwrap_or(0),
-            took_ns,
-            collective: collective && self.ids.seq.is_some_and(|id| e.attribute(id).is_some()),
-        })
     }
 
     /// The call path events of `location` are at now.
@@ -517,88 +563,103 @@ impl ProfileReader<'_> {
         let bus_bytes = size as f64 * factor;
         self.profile
             .add(Metric::BusBytes, frame.call_path, location, bus_bytes);
-        let end_ns = end_ticks as f64 * self.ns_per_tick;
+        let (_, start_ns, end_ns) = op.times(frame.enter, end_ticks, self.ns_per_tick);
         let part = Part {
             call_path: frame.call_path,
             location,
-            // As the summary has it: the completion, less the enqueue-to-completion time
-            // the rank's own clock measured.
-            arrival_ns: end_ns - op.took_ns.unwrap_or(0) as f64,
-            start_ns: frame.enter as f64 * self.ns_per_tick,
+            start_ns,
             end_ns,
-            func: op.func,
-            nranks: op.nranks,
             bus_bytes,
         };
         if !op.collective {
             // A point-to-point operation is a sample of its own, without a wait.
-            self.sample(&[part], &[0.0]);
+            self.sample(&part, &op, end_ns - start_ns, 0.0, bus_bytes);
             return;
         }
-        let key = (op.comm_hash, op.seq, op.func);
-        let (expected, parts) = self.pending.entry(key).or_insert((op.nranks, Vec::new()));
-        parts.push(part);
-        if parts.len() as i64 >= (*expected).max(1) {
-            let (_, parts) = self.pending.remove(&key).expect("present");
-            self.profile.complete_collectives += 1;
-            self.waits(&parts);
-        }
-    }
-
-    /// Each part's wait: the part of its execution before the last rank arrived.
-    fn waits(&mut self, parts: &[Part]) {
-        let last = parts
-            .iter()
-            .map(|p| p.arrival_ns)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let mut waits = Vec::with_capacity(parts.len());
-        for part in parts {
-            let waited = last.clamp(part.start_ns, part.end_ns.max(part.start_ns)) - part.start_ns;
-            self.profile.add(
-                Metric::WaitLastRank,
-                part.call_path,
-                part.location,
-                waited / 1e9,
-            );
-            waits.push(waited);
-        }
-        self.sample(parts, &waits);
-    }
-
-    /// One operation (all its ranks' parts) as a sample for comparing runs.
-    fn sample(&mut self, parts: &[Part], waits: &[f64]) {
-        let Some(first) = parts.first() else {
+        let key = op.key();
+        // The first read saw this part, unless the trace changed in between.
+        let Some(collective) = self.collectives.get_mut(&key) else {
             return;
         };
+        // The part of its execution before the last rank arrived.
+        let waited = collective
+            .last_arrival_ns
+            .clamp(part.start_ns, part.end_ns.max(part.start_ns))
+            - part.start_ns;
+        self.profile.add(
+            Metric::WaitLastRank,
+            part.call_path,
+            part.location,
+            waited / 1e9,
+        );
+        collective.parts_read += 1;
+        collective.wait_sum_ns += waited;
+        collective.bus_bytes_sum += part.bus_bytes;
+        if collective.parts_read < collective.parts {
+            return;
+        }
+        let collective = self.collectives.remove(&key).expect("present");
+        self.collective_done(&collective, &part, &op);
+    }
+
+    /// Every part of a collective has been read: counted, and a sample.
+    fn collective_done(&mut self, collective: &Collective, last_part: &Part, op: &Operation) {
+        if collective.parts as i64 >= collective.expected.max(1) {
+            self.profile.complete_collectives += 1;
+        } else {
+            self.profile.incomplete_collectives += 1;
+        }
+        // As the summary counts a collective's time: from the last rank's arrival to the
+        // last completion (without the wait for late ranks); one part alone, its execution.
+        let time_ns = if collective.parts == 1 {
+            last_part.end_ns - last_part.start_ns
+        } else {
+            (collective.last_end_ns - collective.last_arrival_ns).max(0.0)
+        };
+        let n = collective.parts_read as f64;
+        self.sample(
+            last_part,
+            op,
+            time_ns,
+            collective.wait_sum_ns / n,
+            collective.bus_bytes_sum / n,
+        );
+    }
+
+    /// One operation (all its ranks' parts) as a sample for comparing runs; `part` is one
+    /// of its parts (their call paths and communicator names are the same).
+    fn sample(&mut self, part: &Part, op: &Operation, time_ns: f64, wait_ns: f64, bus_bytes: f64) {
         if !self.keep_samples {
             return;
         }
-        let n = parts.len() as f64;
-        let location = &self.profile.locations[first.location];
+        let location = &self.profile.locations[part.location];
         let comm = nccl_scorep_merge::ops_stream(&location.name)
             .map_or_else(String::new, |(comm, _)| comm.to_owned());
-        let bucket = self.profile.call_paths[first.call_path]
+        let bucket = self.profile.call_paths[part.call_path]
             .parameters
             .iter()
             .find(|(key, _)| key == "nccl.bytes")
             .map_or_else(String::new, |(_, value)| value.clone());
         let sample = Sample {
             comm,
-            nranks: first.nranks,
-            func: self.string(first.func).to_owned(),
+            nranks: op.nranks,
+            func: self.string(op.func).to_owned(),
             bucket,
-            time_ns: collective_time(parts),
-            wait_ns: waits.iter().sum::<f64>() / n,
-            bus_bytes: parts.iter().map(|p| p.bus_bytes).sum::<f64>() / n,
+            time_ns,
+            wait_ns,
+            bus_bytes,
         };
         self.profile.samples.push(sample);
     }
 
     fn finish(mut self) -> Profile {
-        for (_, (_, parts)) in std::mem::take(&mut self.pending) {
-            self.profile.incomplete_collectives += 1;
-            self.waits(&parts);
-        }
+        // Only a trace that changed between the two reads leaves parts unread.
+        let unread = self
+            .collectives
+            .values()
+            .filter(|c| c.parts_read > 0)
+            .count();
+        self.profile.incomplete_collectives += unread as u64;
         self.profile
     }
 }
@@ -613,7 +674,10 @@ impl EventVisitor for ProfileReader<'_> {
         let parent = self.current(e.location);
         let top_level_operation = kind == LocationKind::OpsStream && parent == self.root;
         let (call_path, operation) = if top_level_operation {
-            (self.operation_path(e, region, parent), self.operation(e))
+            (
+                self.operation_path(e, region, parent),
+                operation(self.defs, &self.ids, e),
+            )
         } else {
             (
                 self.profile.call_path(region, Some(parent), Vec::new()),
@@ -622,7 +686,7 @@ impl EventVisitor for ProfileReader<'_> {
         };
         self.profile.add(Metric::Visits, call_path, location, 1.0);
         if region_kind == RegionKind::Gap {
-            if let Some(total) = self.unsigned(e, self.ids.lost_records) {
+            if let Some(total) = unsigned(e, self.ids.lost_records) {
                 let seen = self.lost_seen.entry(e.location).or_default();
                 let new = total.saturating_sub(*seen);
                 *seen = (*seen).max(total);
@@ -712,21 +776,56 @@ impl ProfileReader<'_> {
     }
 }
 
-/// The time of one operation as the summary counts a collective's: from the last rank's
-/// arrival to the last completion (the collective itself, without the wait for late
-/// ranks); a point-to-point operation's own execution.
-fn collective_time(parts: &[Part]) -> f64 {
-    let end = parts
-        .iter()
-        .map(|p| p.end_ns)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let last_arrival = parts
-        .iter()
-        .map(|p| p.arrival_ns)
-        .fold(f64::NEG_INFINITY, f64::max);
-    match parts {
-        [part] => part.end_ns - part.start_ns,
-        _ => (end - last_arrival).max(0.0),
+/// An attribute of an event as an unsigned integer, whichever integer type it has.
+fn unsigned(e: &EventContext<'_>, id: Option<u32>) -> Option<u64> {
+    let value = e.attribute(id?)?;
+    value
+        .unsigned()
+        .or_else(|| u64::try_from(value.signed()?).ok())
+}
+
+/// An attribute of an event as a signed integer, whichever integer type it has.
+fn signed(e: &EventContext<'_>, id: Option<u32>) -> Option<i64> {
+    let value = e.attribute(id?)?;
+    value
+        .signed()
+        .or_else(|| i64::try_from(value.unsigned()?).ok())
+}
+
+/// The operation an Enter on an ops stream describes; None without `nccl.func`.
+fn operation(defs: &GlobalDefs, ids: &AttributeIds, e: &EventContext<'_>) -> Option<Operation> {
+    let func = e.attribute(ids.func?)?.string()?;
+    let collective = !is_point_to_point(defs.string(func).unwrap_or(""));
+    let took_ns = match (unsigned(e, ids.enqueue_ns), unsigned(e, ids.complete_ns)) {
+        (Some(enqueue), Some(complete)) => Some(complete.saturating_sub(enqueue)),
+        _ => None,
+    };
+    Some(Operation {
+        comm_hash: unsigned(e, ids.comm_hash).unwrap_or(0),
+        seq: unsigned(e, ids.seq).unwrap_or(0),
+        func,
+        nranks: signed(e, ids.nranks).unwrap_or(0),
+        bytes: unsigned(e, ids.bytes).unwrap_or(0),
+        took_ns,
+        collective: collective && ids.seq.is_some_and(|id| e.attribute(id).is_some()),
+    })
+}
+
+impl Operation {
+    fn key(&self) -> CollectiveKey {
+        (self.comm_hash, self.seq, self.func)
+    }
+
+    /// Its arrival, start and end in ns, from the ticks of its Enter and Leave. The
+    /// arrival is as the summary has it: the completion, less the enqueue-to-completion
+    /// time the rank's own clock measured.
+    fn times(&self, enter: u64, leave: u64, ns_per_tick: f64) -> (f64, f64, f64) {
+        let end_ns = leave as f64 * ns_per_tick;
+        (
+            end_ns - self.took_ns.unwrap_or(0) as f64,
+            enter as f64 * ns_per_tick,
+            end_ns,
+        )
     }
 }
 
