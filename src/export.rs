@@ -12,6 +12,7 @@
 mod budget;
 mod json;
 mod layout;
+mod processes;
 mod read;
 mod window;
 
@@ -24,6 +25,7 @@ use otf2_sys::read::Reader;
 use budget::Cut;
 use json::TraceJson;
 use layout::Layout;
+pub use processes::Processes;
 use read::{Clock, Exporter, Phase, Range, Stats};
 pub use window::Window;
 
@@ -56,6 +58,11 @@ pub struct Args {
     /// window) is cut at the time where they run out, and a message says where.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_EVENTS)]
     max_events: u64,
+    /// Only these processes, by launcher (MPI) rank: `0-7,42` (the rank in their name
+    /// `process <rank> (pid …)`; processes without one, by pid). Messages to the others get
+    /// no flow.
+    #[arg(long, value_name = "RANKS", value_parser = Processes::parse)]
+    processes: Option<Processes>,
 }
 
 /// What an export wrote.
@@ -89,9 +96,21 @@ pub fn main(args: &Args) -> ExitCode {
         None => anchor.with_file_name("trace.json"),
     };
     let written = if to_stdout {
-        export(&anchor, io::stdout().lock(), window, args.max_events)
+        export(
+            &anchor,
+            io::stdout().lock(),
+            window,
+            args.max_events,
+            args.processes.as_ref(),
+        )
     } else {
-        write_file(&anchor, &target, window, args.max_events)
+        write_file(
+            &anchor,
+            &target,
+            window,
+            args.max_events,
+            args.processes.as_ref(),
+        )
     };
     let outcome = match written {
         Ok(outcome) => outcome,
@@ -134,13 +153,14 @@ fn write_file(
     target: &Path,
     window: Window,
     max_events: u64,
+    processes: Option<&Processes>,
 ) -> Result<Outcome, Failure> {
     let mut partial = target.as_os_str().to_owned();
     partial.push(".partial");
     let partial = PathBuf::from(partial);
     let file = std::fs::File::create(&partial)
         .map_err(|e| Failure::Other(format!("cannot write {}: {e}", partial.display())))?;
-    let outcome = export(anchor, file, window, max_events);
+    let outcome = export(anchor, file, window, max_events, processes);
     match outcome {
         Ok(outcome) => {
             std::fs::rename(&partial, target)
@@ -154,12 +174,14 @@ fn write_file(
     }
 }
 
-/// Writes the Chrome trace of the archive at `anchor` to `out`.
+/// Writes the Chrome trace of the archive at `anchor` to `out`: the `processes` asked for
+/// (all without).
 pub fn export<W: Write>(
     anchor: &Path,
     out: W,
     window: Window,
     max_events: u64,
+    processes: Option<&Processes>,
 ) -> Result<Outcome, Failure> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     let mut archive =
@@ -189,7 +211,14 @@ pub fn export<W: Write>(
         start: clock.ticks(window.start_ns),
         end: window.end_ns.map_or(u64::MAX, |end| clock.ticks(end)),
     };
-    let layout = Layout::of(&defs);
+    let layout = Layout::of(&defs, processes);
+    if let Some(processes) = processes.filter(|_| layout.processes.is_empty()) {
+        return Err(Failure::Open(format!(
+            "{}: no process of the trace has a rank in --processes {processes} (its processes: {})",
+            anchor.display(),
+            Processes::of_trace(&defs)
+        )));
+    }
     let mut locations: Vec<u64> = layout.threads.keys().copied().collect();
     locations.sort_unstable();
     let unreadable = |what: String| {
@@ -235,8 +264,12 @@ pub fn export<W: Write>(
     read_one_by_one(anchor, &pxn, &mut exporter).map_err(|e| unreadable(e.to_string()))?;
     exporter.phase = Phase::Ops;
     exporter.restart();
-    crate::profile::room_for_open_files(ops.len())
-        .map_err(|why| Failure::Other(format!("{}: {why}", anchor.display())))?;
+    crate::profile::room_for_open_files(ops.len()).map_err(|why| {
+        Failure::Other(format!(
+            "{}: {why}, or export fewer processes (--processes)",
+            anchor.display()
+        ))
+    })?;
     let read = archive.read_events(&ops, &mut exporter);
     drop(archive.close());
     drop(otf2_sys::error::drain_thread_error_reports());
@@ -271,6 +304,7 @@ pub fn export<W: Write>(
         "window_start_us": window_ns.0 as f64 / 1e3,
         "window_end_us": window_ns.1 as f64 / 1e3,
         "max_events": max_events,
+        "processes": processes.map(ToString::to_string),
         "cut": cut.map(|c| serde_json::json!({
             "end_us": clock.ns(c.end) as f64 / 1e3,
             "window_slice_events": c.window_events,

@@ -579,3 +579,81 @@ fn what_cannot_be_exported_is_refused_with_status_2() {
     assert_eq!(output.status.code(), Some(2), "clap's usage error");
     assert!(String::from_utf8_lossy(&output.stderr).contains("ends before it starts"));
 }
+
+/// Each thread's name → the name of its process, from the metadata events.
+fn process_of_threads(doc: &Value) -> BTreeMap<String, String> {
+    let events = doc["traceEvents"].as_array().unwrap();
+    let named = |kind: &'static str| {
+        events
+            .iter()
+            .filter(move |e| e["ph"] == "M" && e["name"] == kind)
+            .map(|e| {
+                let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+                (track, e["args"]["name"].as_str().unwrap().to_owned())
+            })
+    };
+    let processes: HashMap<u64, String> = named("process_name").map(|(t, n)| (t.0, n)).collect();
+    named("thread_name")
+        .map(|(track, name)| (name, processes[&track.0].clone()))
+        .collect()
+}
+
+#[test]
+fn processes_keeps_the_processes_asked_for_with_their_slices_and_the_flows_among_them() {
+    let (_, whole) = export(&[], "whole-for-processes.json");
+    let (output, some) = export(&["--processes", "2-3"], "processes-2-3.json");
+    let (whole_processes, some_processes) = (process_of_threads(&whole), process_of_threads(&some));
+    let asked =
+        |process: &str| process.starts_with("process 2 (") || process.starts_with("process 3 (");
+    let names: std::collections::BTreeSet<&String> = some_processes.values().collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|name| asked(name)), "{names:?}");
+    // Every slice of their threads, as the whole export has them, and nothing else.
+    let (whole, some) = (check_format(&whole), check_format(&some));
+    let kept: BTreeMap<String, Vec<Slice>> = whole
+        .slices
+        .iter()
+        .filter(|(thread, _)| asked(&whole_processes[*thread]))
+        .map(|(thread, slices)| (thread.clone(), slices.clone()))
+        .collect();
+    assert!(kept.keys().any(|thread| ops_rank(thread).is_some()));
+    assert_eq!(some.slices, kept);
+    // The flows between them; a message to a process left out is not "unmatched".
+    let mut kept_flows: Vec<_> = whole
+        .flows
+        .iter()
+        .filter(|(_, from, to)| kept.contains_key(&from.0) && kept.contains_key(&to.0))
+        .cloned()
+        .collect();
+    assert!(kept_flows.iter().any(|flow| flow.0 == "p2p"));
+    assert!(kept_flows.len() < whole.flows.len());
+    let mut some_flows = some.flows.clone();
+    kept_flows.sort();
+    some_flows.sort();
+    assert_eq!(some_flows, kept_flows);
+    assert_eq!(some.other["processes"], "2-3");
+    assert_eq!(some.other["unmatched_messages"], 0);
+    assert_eq!(whole.other["processes"], Value::Null);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Chrome trace written to"));
+
+    // Ranks the trace does not have, and what is not a rank list.
+    for (processes, message) in [
+        (
+            "7,9",
+            "no process of the trace has a rank in --processes 7,9 (its processes: 0-3)",
+        ),
+        ("3-1", "`3-1` is an empty range"),
+    ] {
+        let output = Command::new(TOOL)
+            .args(["export", "--processes", processes])
+            .arg(job())
+            .arg("-o")
+            .arg(job().join("refused.json"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+        assert!(!job().join("refused.json").exists());
+    }
+}

@@ -417,6 +417,10 @@ fn the_profile_reads_one_location_at_a_time_and_export_says_when_its_files_do_no
         ),
         "{stderr}"
     );
+    assert!(
+        stderr.contains("or export fewer processes (--processes)"),
+        "{stderr}"
+    );
     assert!(!dir.path().join("out").exists());
     // A soft limit alone is raised as far as the hard one.
     let output = limited("-Sn", "export", "out.json");

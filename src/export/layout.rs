@@ -1,15 +1,17 @@
 //! Where each location of the trace goes in the Chrome trace: a Chrome process (pid) per
 //! OTF2 process location group, a Chrome thread (tid) per OTF2 location, numbered and
 //! sorted the way `nccl-scorep profile` orders them, and the ranks the ops streams have
-//! in their communicators (for matching messages).
+//! in their communicators (for matching messages). With `--processes`, only the locations
+//! of those processes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use otf2_sys::read::GlobalDefs;
 use otf2_sys::OTF2_GROUP_TYPE_COMM_LOCATIONS;
 
 use super::json::{TraceJson, Track};
+use super::processes::Processes;
 use crate::profile::{location_kind, natural_key, without_lane, LocationKind};
 
 /// One Chrome thread: an OTF2 location.
@@ -39,17 +41,28 @@ pub struct Layout {
     pub threads: HashMap<u64, Thread>,
     /// (OTF2 communicator, ops stream location) → its rank in the communicator.
     pub ranks: HashMap<(u32, u64), u32>,
+    /// (OTF2 communicator, rank) of the ops streams of the processes `--processes` left
+    /// out: their messages have no other end in the export.
+    pub left_out_ranks: HashSet<(u32, u32)>,
+}
+
+/// The process a location belongs to: the low half of its id (the launcher rank, else
+/// the pid).
+pub fn process_of(location: u64) -> u64 {
+    location & 0xffff_ffff
 }
 
 impl Layout {
-    /// The layout of every location of `defs` that has events.
-    pub fn of(defs: &GlobalDefs) -> Layout {
+    /// The layout of every location of `defs` that has events, of the `processes` asked
+    /// for (all without).
+    pub fn of(defs: &GlobalDefs, processes: Option<&Processes>) -> Layout {
+        let exported = |location: u64| processes.is_none_or(|p| p.contains(process_of(location)));
         let string = |id: u32| defs.string(id).unwrap_or("").to_owned();
         let process_group = |group: u32| crate::profile::process_of_group(defs, group);
         let mut ids: Vec<u64> = defs
             .locations
             .iter()
-            .filter(|l| l.number_of_events > 0)
+            .filter(|l| l.number_of_events > 0 && exported(l.id))
             .map(|l| l.id)
             .collect();
         // By process (the launcher rank, else the pid, in the low half of the id); within
@@ -61,7 +74,7 @@ impl Layout {
                 .get(&id)
                 .map_or_else(String::new, |l| string(l.name));
             (
-                id & 0xffff_ffff,
+                process_of(id),
                 location_kind(&name),
                 natural_key(without_lane(&name)),
                 natural_key(&name),
@@ -76,10 +89,10 @@ impl Layout {
             let group = process_group(location.location_group);
             let pid = *pid_of_group.entry(group).or_insert_with(|| {
                 let pid = layout.processes.len() as u32 + 1;
-                let name = defs.location_groups.get(&group).map_or_else(
-                    || format!("process {}", id & 0xffff_ffff),
-                    |g| string(g.name),
-                );
+                let name = defs
+                    .location_groups
+                    .get(&group)
+                    .map_or_else(|| format!("process {}", process_of(id)), |g| string(g.name));
                 layout.processes.push(Process { pid, name });
                 pid
             });
@@ -122,6 +135,9 @@ impl Layout {
                     .and_then(|m| all.members.get(m))
                 {
                     layout.ranks.insert((comm.id, location), rank as u32);
+                    if !exported(location) {
+                        layout.left_out_ranks.insert((comm.id, rank as u32));
+                    }
                 }
             }
         }

@@ -3,6 +3,9 @@
 //! from the sender's Send slice to the receiver's Recv slice; each PXN proxy operation a
 //! flow from the operation it worked for.
 //!
+//! With `--processes`, only their locations are read, and messages whose other end is
+//! in a process left out are passed over.
+//!
 //! What is held: the open intervals of the locations being read, the messages whose
 //! other end has not been read yet (the ops streams are read together in time order, so
 //! only those in flight), a counter per (communicator, sender, receiver, tag), and the
@@ -462,6 +465,15 @@ impl<'a, W: Write> Exporter<'a, W> {
         let Some(&me) = self.layout.ranks.get(&(message.comm, e.location)) else {
             return;
         };
+        if self
+            .layout
+            .left_out_ranks
+            .contains(&(message.comm, message.peer))
+        {
+            // Its other end is in a process `--processes` left out: no flow, and not
+            // unmatched either.
+            return;
+        }
         let (sender, receiver) = if is_recv {
             (message.peer, me)
         } else {
