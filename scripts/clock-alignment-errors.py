@@ -5,8 +5,8 @@ Run by scripts/measure-clock-alignment.sh, or by hand:
 
     /usr/bin/python3 scripts/clock-alignment-errors.py RUN/traces.otf2 TRUTH_DIR [--json]
 
-Every operation on an ops stream is matched to its truth by communicator rank, function and
-sequence number; its completion is the moment the GPU finished it where its kernel
+Every operation on an ops stream is matched to its truth by communicator, communicator
+rank, function and sequence number; its completion is the moment the GPU finished it where its kernel
 channels are in the trace (the trace ends it there), the moment the host knew it complete
 otherwise. The trace is in real time and the truth in the machine's CLOCK_MONOTONIC: one
 offset C between the two is taken out, the median of (trace end - truth completion) over
@@ -59,7 +59,7 @@ def main(anchor, truth_dir, as_json):
     for path in glob.glob(os.path.join(truth_dir, "truth-*.jsonl")):
         for text in open(path):
             t = json.loads(text)
-            truth[(t["rank"], t["func"], t["seq"])] = t
+            truth[(int(t["comm_hash"], 16), t["rank"], t["func"], t["seq"])] = t
     ops = [
         i
         for i in dump["intervals"]
@@ -69,10 +69,18 @@ def main(anchor, truth_dir, as_json):
 
     def key(i):
         a = i["attrs"]
-        return (a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq"))
+        comm = a.get("nccl.comm_hash")
+        comm = int(comm, 16) if isinstance(comm, str) else comm
+        return (comm, a.get("nccl.rank"), a.get("nccl.func"), a.get("nccl.seq"))
+
+    # A communicator rank's kernel channels and ops stream share its name, `<comm> rank <r>`.
+    def stream_key(i):
+        a = i["attrs"]
+        rank_name = i["loc"].rsplit(" channel ", 1)[0].removesuffix(" ops")
+        return (rank_name, a.get("nccl.func"), a.get("nccl.seq"))
 
     gpu_timed = {
-        key(i)
+        stream_key(i)
         for i in dump["intervals"]
         if i["region"].endswith(" kernel") and "nccl.gpu_time_rejected" not in i["attrs"]
     }
@@ -80,7 +88,7 @@ def main(anchor, truth_dir, as_json):
     for op in ops:
         t = truth.get(key(op))
         if t is not None:
-            done = t["gpu_stop_ns"] if key(op) in gpu_timed else t["completion_ns"]
+            done = t["gpu_stop_ns"] if stream_key(op) in gpu_timed else t["completion_ns"]
             raw.append((process_of.get(op["loc"], op["loc"]), op["end"] - done))
     if not raw:
         sys.exit("no operation of the trace matches the truth")

@@ -33,9 +33,9 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Per process (location group), the median of (op end − the moment the GPU finished it:
-/// the default events record kernel channels, so an operation ends there), and how many
-/// of the job's collectives end on some rank before another rank's op began.
+/// Per location group (a communicator rank), the median of (op end − the moment the GPU
+/// finished it: the default events record kernel channels, so an operation ends there),
+/// and how many of the job's collectives end on some rank before another rank's op began.
 fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, usize) {
     let mut truth = BTreeMap::new();
     for entry in std::fs::read_dir(truth_dir).unwrap() {
@@ -44,7 +44,12 @@ fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, 
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
         {
+            let comm = record["comm_hash"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("0x");
             let key = (
+                u64::from_str_radix(comm, 16).unwrap(),
                 record["rank"].as_i64().unwrap(),
                 record["seq"].as_u64().unwrap(),
             );
@@ -59,20 +64,21 @@ fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, 
         .map(|l| (l["name"].as_str().unwrap(), l["group"].as_str().unwrap()))
         .collect();
     let mut errors: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    let mut spans: BTreeMap<u64, Vec<(i64, i64)>> = BTreeMap::new();
+    let mut spans: BTreeMap<(u64, u64), Vec<(i64, i64)>> = BTreeMap::new();
     for op in trace["intervals"].as_array().unwrap() {
         let loc = op["loc"].as_str().unwrap();
         if op["region"] != "AllReduce" || !loc.ends_with(" ops") {
             continue;
         }
+        let comm = op["attrs"]["nccl.comm_hash"].as_u64().unwrap();
         let rank = op["attrs"]["nccl.rank"].as_i64().unwrap();
         let seq = op["attrs"]["nccl.seq"].as_u64().unwrap();
         let (start, end) = (op["start"].as_i64().unwrap(), op["end"].as_i64().unwrap());
-        spans.entry(seq).or_default().push((start, end));
+        spans.entry((comm, seq)).or_default().push((start, end));
         errors
             .entry(group[loc].to_owned())
             .or_default()
-            .push(end - truth[&(rank, seq)]);
+            .push(end - truth[&(comm, rank, seq)]);
     }
     let medians = errors
         .into_iter()
@@ -239,4 +245,66 @@ fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
         );
     }
     assert!(verdicts > 0, "{summary}");
+}
+
+/// Pipeline stages on three hosts: node2 shares a communicator with node1 only, so it is
+/// aligned through node1 (before, the merge left it 7 ms off and half the collectives
+/// broke causality).
+#[test]
+fn a_host_that_shares_collectives_only_with_another_is_aligned_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let truth_dir = dir.path().join("truth");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "pipeline", "--iterations", "60"])
+        .args(["--procs", "3", "--hosts", "3"])
+        .args([
+            "--host-clock-offset=-5ms,5ms,2ms",
+            "--host-clock-drift=-20,20,10",
+        ])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .arg("--truth-dir")
+        .arg(&truth_dir)
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_PROFILE", "0")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report = std::fs::read_to_string(out.join("merge-report.txt")).unwrap();
+    assert!(
+        report.contains("clock of node1 aligned to node0: "),
+        "{report}"
+    );
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("clock of node2 aligned to node0 through node1: "))
+        .unwrap_or_else(|| panic!("{report}"));
+    let added_us: f64 = line
+        .split(": ")
+        .nth(1)
+        .and_then(|rest| rest.split(" us added").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    // node2's clock reads 7 ms ahead of node0's (2 ms against −5 ms).
+    assert!((added_us + 7_000.0).abs() < 200.0, "{line}");
+    assert!(!report.contains("clocks left as they are"), "{report}");
+
+    let anchor = out.join("traces.otf2");
+    let (after, broken, collectives) = placement(&anchor, &truth_dir);
+    assert_eq!(after.len(), 4, "two ranks in each of two stages: {after:?}");
+    assert!(spread(&after) <= ALIGNED_WITHIN_NS, "{after:?}");
+    // Unaligned, node2's stage broke causality in every collective; aligned, at most a
+    // few whose ranks' begins and ends lie within the alignment's uncertainty.
+    assert_eq!(collectives, 120);
+    assert!(broken <= 6, "{broken} of {collectives}");
+    let (_, by_name) = otf2_properties::nccl_scorep_properties(&anchor);
+    let hosts = by_name
+        .get("CLOCK_CORRECTION_HOSTS")
+        .cloned()
+        .unwrap_or_default();
+    assert!(hosts.contains(" through=node1"), "{hosts}");
+    assert_validates(&anchor, false);
+    assert_otf2_print_clean(&anchor);
 }

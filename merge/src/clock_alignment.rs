@@ -11,6 +11,12 @@
 //! the offsets that respect every bound of the run form one interval; the estimate is its
 //! middle, and half its width is the stated uncertainty (when the bounds contradict each
 //! other, half the contradiction).
+//!
+//! A host that shares no collective or message with the reference host (pipeline stages
+//! on different nodes, say) is aligned through the hosts aligned before it: once a round
+//! of hosts is aligned, their times are corrected and they join the reference side, and
+//! the hosts left are fitted against all of it; each round adds the largest uncertainty
+//! of the hosts it went through to its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -286,6 +292,7 @@ pub(crate) fn read_ops_times(
 }
 
 /// One ops stream for the alignment: its communicator, rank, host (an index) and times.
+/// Once its host is aligned, its times are corrected and its host becomes the reference.
 pub(crate) struct Stream {
     pub comm: String,
     pub rank: u32,
@@ -296,7 +303,7 @@ pub(crate) struct Stream {
 /// The bounds each host (by index) gets against host `reference`: from the streams'
 /// collectives (matched by order per communicator), and separately from their messages
 /// (matched by order per sender, receiver and communicator). Facts between two other
-/// hosts are not used.
+/// hosts are not used: [`fit_hosts`] makes the hosts it aligns part of the reference.
 pub(crate) fn bounds(
     streams: &[Stream],
     reference: usize,
@@ -387,6 +394,107 @@ pub(crate) fn bounds(
     (out, messages)
 }
 
+/// A host's fitted correction, and the hosts it was aligned through (none: against the
+/// reference host itself).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Aligned {
+    pub correction: Correction,
+    pub through: Vec<usize>,
+}
+
+/// Fits every host of `streams` (hosts `0..hosts`) against `reference`, round by round:
+/// the hosts a round aligns have their streams' times corrected and join the reference
+/// side, so that the next round aligns the hosts that share facts only with them. Hosts
+/// missing from the result could not be aligned.
+pub(crate) fn fit_hosts(
+    streams: &mut [Stream],
+    hosts: usize,
+    reference: usize,
+) -> BTreeMap<usize, Aligned> {
+    let mut aligned: BTreeMap<usize, Aligned> = BTreeMap::new();
+    // What each stream's host was before it joined the reference side.
+    let origins: Vec<usize> = streams.iter().map(|s| s.host).collect();
+    // The largest uncertainty of the hosts on the reference side.
+    let mut carried = 0.0_f64;
+    loop {
+        let (collectives, messages) = bounds(streams, reference);
+        let mut round = Vec::new();
+        for h in (0..hosts).filter(|&h| h != reference && !aligned.contains_key(&h)) {
+            // Collectives first: messages only where they are all there is. (nccl-sim's
+            // point-to-point operations do not wait for their peer, so its messages break
+            // causality; NCCL's cannot.)
+            let fitted = collectives
+                .get(&h)
+                .and_then(|b| fit(b))
+                .or_else(|| messages.get(&h).and_then(|b| fit(b)))
+                // Facts that contradict each other more than the host's own clock does
+                // them prove nothing to correct it by.
+                .filter(|c| c.violated_after == 0 || c.violated_after < c.violated_before);
+            if let Some(mut correction) = fitted {
+                correction.uncertainty_ns += carried;
+                round.push((h, correction));
+            }
+        }
+        if round.is_empty() {
+            return aligned;
+        }
+        // Whom each was fitted against, before any of this round joins the reference side.
+        let round: Vec<(usize, Correction, Vec<usize>)> = round
+            .into_iter()
+            .map(|(h, correction)| (h, correction, partners(streams, &origins, h, reference)))
+            .collect();
+        for (h, correction, through) in round {
+            for stream in streams.iter_mut().filter(|s| s.host == h) {
+                stream.times.correct(&correction);
+                stream.host = reference;
+            }
+            carried = carried.max(correction.uncertainty_ns);
+            aligned.insert(
+                h,
+                Aligned {
+                    correction,
+                    through,
+                },
+            );
+        }
+    }
+}
+
+/// The hosts on the reference side, other than the reference itself, that host `h`
+/// shares a communicator with (`origins`: each stream's host before it joined that side).
+fn partners(streams: &[Stream], origins: &[usize], h: usize, reference: usize) -> Vec<usize> {
+    let comms: std::collections::BTreeSet<&str> = streams
+        .iter()
+        .filter(|s| s.host == h)
+        .map(|s| s.comm.as_str())
+        .collect();
+    let mut through: Vec<usize> = streams
+        .iter()
+        .zip(origins)
+        .filter(|(s, &origin)| {
+            s.host == reference && origin != reference && comms.contains(s.comm.as_str())
+        })
+        .map(|(_, &origin)| origin)
+        .collect();
+    through.sort_unstable();
+    through.dedup();
+    through
+}
+
+impl OpsTimes {
+    /// Every time moved by `correction` (times of the host it was fitted for).
+    fn correct(&mut self, correction: &Correction) {
+        let shift = |t: &mut f64| *t += correction.at(*t);
+        for (begin, end) in &mut self.collectives {
+            shift(begin);
+            shift(end);
+        }
+        for times in self.sends.values_mut().chain(self.receives.values_mut()) {
+            times.iter_mut().for_each(shift);
+        }
+    }
+}
+
 /// `offsets` (a location's clock offsets) with `correction` (of times after `base`) added:
 /// each record's offset moves by the correction at its real time, so that readers
 /// interpolating between the records apply the correction's line; each record's standard
@@ -425,6 +533,9 @@ pub struct HostCorrection {
     pub bounds: usize,
     pub violated_before: usize,
     pub violated_after: usize,
+    /// The hosts aligned before it that it shares collectives or messages with, when it
+    /// shares none with the reference host (its uncertainty includes theirs).
+    pub through: Vec<String>,
 }
 
 /// What the merge did to the hosts' clocks.
@@ -433,9 +544,9 @@ pub struct Alignment {
     /// The host whose clock the others are aligned to (left as it is).
     pub reference: String,
     pub hosts: Vec<HostCorrection>,
-    /// Hosts left as they are: they share no collective or message with the reference
-    /// host both ways, or those they share contradict each other more than the host's own
-    /// clock does them.
+    /// Hosts left as they are: they share no collective or message both ways with the
+    /// reference host or a host aligned to it, or those they share contradict each other
+    /// more than the host's own clock does them.
     pub unaligned: Vec<String>,
 }
 
@@ -455,8 +566,13 @@ impl Alignment {
             .hosts
             .iter()
             .map(|h| {
+                let through = if h.through.is_empty() {
+                    String::new()
+                } else {
+                    format!(" through={}", h.through.join(","))
+                };
                 format!(
-                    "{} offset_ns={} drift_ppm={:.3} uncertainty_ns={} facts={} violated_before={} violated_after={}",
+                    "{} offset_ns={} drift_ppm={:.3} uncertainty_ns={} facts={} violated_before={} violated_after={}{through}",
                     h.host,
                     h.offset_ns,
                     h.drift_ppm,
@@ -487,7 +603,8 @@ impl Alignment {
 /// The host the others were aligned to.
 pub const PROPERTY_REFERENCE: &str = "NCCL_SCOREP::CLOCK_CORRECTION_REFERENCE";
 /// Each corrected host: `<host> offset_ns=… drift_ppm=… uncertainty_ns=… facts=…
-/// violated_before=… violated_after=…`, separated by `; `.
+/// violated_before=… violated_after=…` (and ` through=<host>,…` for one aligned through
+/// other hosts), separated by `; `.
 pub const PROPERTY_HOSTS: &str = "NCCL_SCOREP::CLOCK_CORRECTION_HOSTS";
 /// The largest uncertainty of the alignment, nanoseconds: a skew between processes of
 /// different hosts below it is not measured.
@@ -554,25 +671,16 @@ pub(crate) fn align(
         }
     }
     let reference = 0;
-    let (collectives, messages) = bounds(&streams, reference);
+    let fitted = fit_hosts(&mut streams, hosts.len(), reference);
     let mut alignment = Alignment {
         reference: hosts[reference].to_owned(),
         ..Alignment::default()
     };
     let mut corrections: HashMap<usize, Correction> = HashMap::new();
     for (h, host) in hosts.iter().enumerate().skip(1) {
-        // Collectives first: messages only where they are all there is. (nccl-sim's
-        // point-to-point operations do not wait for their peer, so its messages break
-        // causality; NCCL's cannot.)
-        let fitted = collectives
-            .get(&h)
-            .and_then(|b| fit(b))
-            .or_else(|| messages.get(&h).and_then(|b| fit(b)))
-            // Facts that contradict each other more than the host's own clock does them
-            // prove nothing to correct it by.
-            .filter(|c| c.violated_after == 0 || c.violated_after < c.violated_before);
-        match fitted {
-            Some(c) => {
+        match fitted.get(&h) {
+            Some(aligned) => {
+                let c = aligned.correction;
                 alignment.hosts.push(HostCorrection {
                     host: host.to_string(),
                     offset_ns: c.offset_ns.round() as i64,
@@ -581,6 +689,11 @@ pub(crate) fn align(
                     bounds: c.bounds,
                     violated_before: c.violated_before,
                     violated_after: c.violated_after,
+                    through: aligned
+                        .through
+                        .iter()
+                        .map(|&t| hosts[t].to_owned())
+                        .collect(),
                 });
                 corrections.insert(h, c);
             }
@@ -756,6 +869,57 @@ mod tests {
         assert_eq!(fitted.offset_ns, -995.0, "the middle of [-1080, -910]");
         assert_eq!(fitted.uncertainty_ns, 85.0);
         assert_eq!((fitted.violated_before, fitted.violated_after), (1, 0));
+    }
+
+    /// Host 1 shares communicator "a" with the reference host, host 2 shares "b" with host
+    /// 1 only (pipeline stages on three nodes), host 3 shares nothing: host 2 is aligned
+    /// through host 1, with host 1's uncertainty added to its own; host 3 is not aligned.
+    #[test]
+    fn a_host_without_facts_against_the_reference_is_aligned_through_an_aligned_one() {
+        let (off1, off2) = (1_000_000.0, -3_000_000.0);
+        // Two ranks per communicator: the first begins at t, the second 30 ns later; each
+        // ends 100 ns after its begin.
+        let pair = |offset_first: f64, offset_second: f64| {
+            let times = |begin_delay: f64, offset: f64| -> Vec<(f64, f64)> {
+                (0..20)
+                    .map(|k| {
+                        let t = 1e9 + k as f64 * 2e6 + begin_delay;
+                        (t + offset, t + 100.0 + offset)
+                    })
+                    .collect()
+            };
+            (times(0.0, offset_first), times(30.0, offset_second))
+        };
+        let (a0, a1) = pair(0.0, off1);
+        let (b1, b2) = pair(off1, off2);
+        let mut streams = vec![
+            stream("a", 0, 0, &a0),
+            stream("a", 1, 1, &a1),
+            stream("b", 0, 1, &b1),
+            stream("b", 1, 2, &b2),
+            stream("c", 0, 3, &a0),
+        ];
+        let aligned = fit_hosts(&mut streams, 4, 0);
+        assert_eq!(aligned.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        let (one, two) = (&aligned[&1], &aligned[&2]);
+        assert!(one.through.is_empty(), "against the reference itself");
+        assert_eq!(two.through, [1]);
+        for (host, truth, aligned) in [(1, -off1, one), (2, -off2, two)] {
+            let c = &aligned.correction;
+            let error = (c.at(1.02e9) - truth).abs();
+            assert!(
+                error <= c.uncertainty_ns,
+                "host {host}: {} ns for {truth}, ±{}",
+                c.at(1.02e9),
+                c.uncertainty_ns
+            );
+            assert_eq!(c.violated_after, 0, "host {host}");
+        }
+        assert!(two.correction.uncertainty_ns >= one.correction.uncertainty_ns + 1.0);
+        // Host 2's streams now read in the reference's time, as the reference side.
+        assert!(streams.iter().all(|s| s.host == 0 || s.host == 3));
+        let corrected = streams[3].times.collectives[0].0;
+        assert!((corrected - (1e9 + 30.0)).abs() <= two.correction.uncertainty_ns);
     }
 
     #[test]

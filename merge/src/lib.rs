@@ -1534,10 +1534,15 @@ pub fn render(report: &Report) -> String {
     }
     if let Some(alignment) = &report.clock_alignment {
         for host in &alignment.hosts {
+            let through = if host.through.is_empty() {
+                String::new()
+            } else {
+                format!(" through {}", host.through.join(", "))
+            };
             let _ = writeln!(
                 out,
-                "clock of {} aligned to {}: {:+.1} us added, its drift of {:+.2} ppm taken out, \
-                 within +-{:.1} us \
+                "clock of {} aligned to {}{through}: {:+.1} us added, its drift of {:+.2} ppm \
+                 taken out, within +-{:.1} us \
                  ({} facts from the collectives or messages; {} broken before, {} after)",
                 host.host,
                 alignment.reference,
@@ -1552,8 +1557,8 @@ pub fn render(report: &Report) -> String {
         if !alignment.unaligned.is_empty() {
             let _ = writeln!(
                 out,
-                "clocks left as they are (no collective or message with {} both ways, or facts \
-                 that contradict each other): {}",
+                "clocks left as they are (no collective or message both ways with {} or a host \
+                 aligned to it, or facts that contradict each other): {}",
                 alignment.reference,
                 alignment.unaligned.join(", ")
             );

@@ -127,8 +127,12 @@ pub struct Nccl {
     rendezvous: Rendezvous,
     /// Ranks of each communicator (by hash) created in this process.
     local_ranks: Mutex<HashMap<u64, i32>>,
-    /// Multi-process jobs: where ranks of other processes meet ours per collective.
-    shared_rendezvous: Mutex<Option<Arc<SharedRendezvous>>>,
+    /// Multi-process jobs: the job's key and table (where its processes agree on a start).
+    shared_rendezvous: Mutex<Option<(u64, Arc<SharedRendezvous>)>>,
+    /// Multi-process jobs: where ranks of other processes meet ours per collective, a
+    /// table per communicator (by hash), opened at its first collective; with whether
+    /// this process holds the communicator's rank 0 (which removes the table's file).
+    comm_rendezvous: Mutex<HashMap<u64, (Arc<SharedRendezvous>, bool)>>,
 }
 
 /// PXN between the processes of one node: this process's sends are progressed by the
@@ -189,31 +193,73 @@ impl Nccl {
             rendezvous: Rendezvous::default(),
             local_ranks: Mutex::new(HashMap::new()),
             shared_rendezvous: Mutex::new(None),
+            comm_rendezvous: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Forgets the shared rendezvous table; `remove` also deletes its file (one process
-    /// of the job does, once its collectives are over: the others keep their mapping).
+    /// Forgets the shared rendezvous tables; `remove` also deletes the job's file (one
+    /// process of the job does, once its collectives are over: the others keep their
+    /// mapping), and each communicator's file goes with the process of its rank 0.
     pub fn finish_shared_rendezvous(&self, remove: bool) {
         let table = self
             .shared_rendezvous
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let (Some(table), true) = (table, remove) {
+        if let (Some((_, table)), true) = (table, remove) {
             let _ = std::fs::remove_file(table.path());
+        }
+        let comms = std::mem::take(
+            &mut *self
+                .comm_rendezvous
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for (table, holds_rank_0) in comms.into_values() {
+            if holds_rank_0 {
+                let _ = std::fs::remove_file(table.path());
+            }
         }
     }
 
     /// Multi-process jobs: collectives of the communicator(s) made next wait for the
-    /// ranks of the other processes too, through a table in shared memory named `key`.
+    /// ranks of the other processes too, through tables in shared memory named after
+    /// `key` (one for the job, one per communicator).
     pub fn enable_shared_rendezvous(&self, key: u64, n_ranks: usize) -> std::io::Result<()> {
         let table = SharedRendezvous::open(&crate::pxn::default_dir(), key, n_ranks)?;
         *self
             .shared_rendezvous
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(table));
+            .unwrap_or_else(|e| e.into_inner()) = Some((key, Arc::new(table)));
         Ok(())
+    }
+
+    /// The shared table where `comm`'s ranks meet, opened at its first use; None in a
+    /// single-process job (or when the table cannot be made: then ranks do not wait).
+    fn comm_rendezvous(&self, comm: &Comm) -> Option<Arc<SharedRendezvous>> {
+        let key = self
+            .shared_rendezvous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()?
+            .0;
+        let mut tables = self
+            .comm_rendezvous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((table, _)) = tables.get(&comm.hash()) {
+            return Some(Arc::clone(table));
+        }
+        let n_ranks = usize::try_from(comm.n_ranks()).unwrap_or(1);
+        let table = SharedRendezvous::open(
+            &crate::pxn::default_dir(),
+            key ^ comm.hash().rotate_left(17),
+            n_ranks,
+        )
+        .ok()?;
+        let table = Arc::new(table);
+        tables.insert(comm.hash(), (Arc::clone(&table), comm.rank() == 0));
+        Some(table)
     }
 
     /// The latest `value` of all the job's ranks, `rank` giving this one's: how the
@@ -226,7 +272,7 @@ impl Nccl {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         match table {
-            Some(table) => table.meet(
+            Some((_, table)) => table.meet(
                 crate::rendezvous::AGREEMENT,
                 rank as usize,
                 value,
@@ -1162,18 +1208,13 @@ fn plan_work(comm: &Comm, task: &Task, handle: Raw) -> Work {
         .unwrap_or_else(|e| e.into_inner())
         .get(&comm.hash())
         .is_some_and(|&n| n >= comm.n_ranks());
-    let shared = nccl
-        .shared_rendezvous
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
     let rendezvous = match task.op {
         Op::Coll { func, .. } if all_local => {
             Some(Meet::Local((comm.hash(), func, task.seq), comm.n_ranks()))
         }
-        Op::Coll { func, .. } => {
-            shared.map(|table| Meet::Shared(table, (func as u64) << 48 | task.seq))
-        }
+        Op::Coll { func, .. } => nccl
+            .comm_rendezvous(comm)
+            .map(|table| Meet::Shared(table, (func as u64) << 48 | task.seq)),
         _ => None,
     };
     Work {
@@ -1230,7 +1271,8 @@ type RendezvousKey = (u64, Func, u64);
 enum Meet {
     /// Every rank lives in this process (with the number of ranks).
     Local(RendezvousKey, i32),
-    /// Ranks in other processes too: the job's shared table, and the instance's id.
+    /// Ranks in other processes too: the communicator's shared table, and the instance's
+    /// id.
     Shared(Arc<SharedRendezvous>, u64),
 }
 

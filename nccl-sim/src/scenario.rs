@@ -28,6 +28,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ("nonblocking", "non-blocking communicators: launches on another thread"),
     ("special", "nRanks == 1, count == 0 and Broadcast (an AllGatherV task on 2.29+): what NCCL does not emit"),
     ("mpi-app", "the calls of the MPI+NCCL test program of the CPU-only libnccl: AllReduce loop, AllGather, a split by parity with an AllReduce, a send/recv ring"),
+    ("pipeline", "pipeline stages: a two-rank communicator per pair of neighbouring ranks (`stage R-R+1`) and none of all ranks; an AllReduce on each per iteration"),
 ];
 
 /// Parameters shared by the scenarios.
@@ -293,6 +294,7 @@ pub fn run(name: &str, nccl: &Arc<Nccl>, params: &Params) -> bool {
         }),
         "special" => special(nccl, params),
         "mpi-app" => mpi_app(nccl, params),
+        "pipeline" => pipeline(nccl, params),
         _ => return false,
     }
     true
@@ -471,6 +473,46 @@ fn split(nccl: &Arc<Nccl>, params: &Params) {
                 }
                 barrier.wait();
                 child.destroy();
+            });
+        }
+    });
+}
+
+/// Pipeline stages, as pipeline parallelism across nodes communicates: a two-rank
+/// communicator per pair of neighbouring ranks, `stage R-R+1`, and no communicator of all
+/// ranks. Every iteration, each rank runs an AllReduce on its communicator towards rank 0,
+/// then on the one away from it, waiting for each.
+fn pipeline(nccl: &Arc<Nccl>, params: &Params) {
+    let barrier = Barrier::new(params.local_ranks.len());
+    std::thread::scope(|scope| {
+        for &rank in &params.local_ranks {
+            let barrier = &barrier;
+            scope.spawn(move || {
+                let stage = |first: i32| {
+                    let mut options = CommOptions::new(
+                        params.comm_hash ^ (0x919e_0000 + first as u64),
+                        rank - first,
+                        2,
+                    );
+                    options.name = Some(format!("stage {first}-{}", first + 1));
+                    nccl.comm_init(options)
+                };
+                let comms: Vec<Comm> = [rank - 1, rank]
+                    .into_iter()
+                    .filter(|&first| first >= 0 && first + 1 < params.ranks)
+                    .map(stage)
+                    .collect();
+                barrier.wait();
+                for iteration in 0..params.iterations {
+                    for comm in &comms {
+                        comm.all_reduce(params.size(iteration) / 4, DataType::Float32);
+                        comm.synchronize();
+                    }
+                }
+                barrier.wait();
+                for comm in comms {
+                    comm.destroy();
+                }
             });
         }
     });
