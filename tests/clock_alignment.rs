@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod otf2_properties;
@@ -97,6 +97,43 @@ fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, 
     (medians, broken, spans.len())
 }
 
+/// The merge report's line that starts with `start`, and the microseconds it says were
+/// added to that host's clock.
+fn correction_line<'a>(report: &'a str, start: &str) -> (&'a str, f64) {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("{report}"));
+    let added_us = line
+        .split(": ")
+        .nth(1)
+        .and_then(|rest| rest.split(" us added").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    (line, added_us)
+}
+
+/// Runs `nccl-sim run ARGS` with our plugin and ground truth in `dir`, merged (without a
+/// profile) by its last process; returns its run directory and truth directory.
+fn simulated_hosts_job(dir: &Path, args: &[&str]) -> (PathBuf, PathBuf) {
+    let out = dir.join("run");
+    let truth_dir = dir.join("truth");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .arg("run")
+        .args(args)
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .arg("--truth-dir")
+        .arg(&truth_dir)
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_PROFILE", "0")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    (out, truth_dir)
+}
+
 fn spread(medians: &BTreeMap<String, i64>) -> i64 {
     medians.values().max().unwrap() - medians.values().min().unwrap()
 }
@@ -104,36 +141,27 @@ fn spread(medians: &BTreeMap<String, i64>) -> i64 {
 #[test]
 fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let truth_dir = dir.path().join("truth");
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--iterations", "100"])
-        .args(["--procs", "4", "--hosts", "2"])
-        .args(["--host-clock-offset=-5ms,5ms", "--host-clock-drift=-20,20"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .arg("--truth-dir")
-        .arg(&truth_dir)
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
-        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output.stderr));
+    let (out, truth_dir) = simulated_hosts_job(
+        dir.path(),
+        &[
+            "--scenario",
+            "single",
+            "--iterations",
+            "100",
+            "--procs",
+            "4",
+            "--hosts",
+            "2",
+            "--host-clock-offset=-5ms,5ms",
+            "--host-clock-drift=-20,20",
+        ],
+    );
 
     // The job's own merge aligned node1's clock to node0's: about −10 ms, with no
     // collective left that ends before its last rank arrived.
     let anchor = out.join("traces.otf2");
     let report = std::fs::read_to_string(out.join("merge-report.txt")).unwrap();
-    let line = report
-        .lines()
-        .find(|l| l.starts_with("clock of node1 aligned to node0: "))
-        .unwrap_or_else(|| panic!("{report}"));
-    let added_us: f64 = line
-        .split(": ")
-        .nth(1)
-        .and_then(|rest| rest.split(" us added").next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let (line, added_us) = correction_line(&report, "clock of node1 aligned to node0: ");
     assert!((added_us + 10_000.0).abs() < 200.0, "{line}");
     let broken: Vec<u64> = line
         .rsplit("; ")
@@ -253,40 +281,28 @@ fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
 #[test]
 fn a_host_that_shares_collectives_only_with_another_is_aligned_through_it() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let truth_dir = dir.path().join("truth");
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "pipeline", "--iterations", "60"])
-        .args(["--procs", "3", "--hosts", "3"])
-        .args([
+    let (out, truth_dir) = simulated_hosts_job(
+        dir.path(),
+        &[
+            "--scenario",
+            "pipeline",
+            "--iterations",
+            "60",
+            "--procs",
+            "3",
+            "--hosts",
+            "3",
             "--host-clock-offset=-5ms,5ms,2ms",
             "--host-clock-drift=-20,20,10",
-        ])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .arg("--truth-dir")
-        .arg(&truth_dir)
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
-        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
-        .env("NCCL_SCOREP_PROFILE", "0")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", text(&output.stderr));
+        ],
+    );
     let report = std::fs::read_to_string(out.join("merge-report.txt")).unwrap();
     assert!(
         report.contains("clock of node1 aligned to node0: "),
         "{report}"
     );
-    let line = report
-        .lines()
-        .find(|l| l.starts_with("clock of node2 aligned to node0 through node1: "))
-        .unwrap_or_else(|| panic!("{report}"));
-    let added_us: f64 = line
-        .split(": ")
-        .nth(1)
-        .and_then(|rest| rest.split(" us added").next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let (line, added_us) =
+        correction_line(&report, "clock of node2 aligned to node0 through node1: ");
     // node2's clock reads 7 ms ahead of node0's (2 ms against −5 ms).
     assert!((added_us + 7_000.0).abs() < 200.0, "{line}");
     assert!(!report.contains("clocks left as they are"), "{report}");
