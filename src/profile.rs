@@ -4,11 +4,11 @@
 //! collective, visits and bytes. What each metric and call path means is in
 //! `docs/profile.md`.
 //!
-//! The trace is read once ([`read`]): the ops streams in time order, the other locations
-//! one by one, since only collectives are matched across locations. What it gives is kept in a
-//! [`Profile`] whose size grows with locations × call paths, not with events (a
-//! collective's parts wait only until its last rank's part has been read), and written
-//! with `nccl-scorep-cube` ([`to_cube`]).
+//! The trace is read one location at a time ([`read`]), the ops streams twice: first for
+//! each collective's latest arrival and end across its ranks, then, with every other
+//! location, for the metrics. What it gives is kept in a [`Profile`] whose size grows with
+//! locations × call paths and with the collectives, not with events, and written with
+//! `nccl-scorep-cube` ([`to_cube`]).
 
 mod read;
 mod to_cube;

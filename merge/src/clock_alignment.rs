@@ -416,7 +416,9 @@ pub(crate) fn fit_hosts(
     let origins: Vec<usize> = streams.iter().map(|s| s.host).collect();
     // The largest uncertainty of the hosts on the reference side.
     let mut carried = 0.0_f64;
-    loop {
+    // Every host but the reference aligned: no further round (its facts would be read
+    // again for nothing, which at thousands of hosts takes seconds).
+    while aligned.len() + 1 < hosts {
         let (collectives, messages) = bounds(streams, reference);
         let mut round = Vec::new();
         for h in (0..hosts).filter(|&h| h != reference && !aligned.contains_key(&h)) {
@@ -436,12 +438,20 @@ pub(crate) fn fit_hosts(
             }
         }
         if round.is_empty() {
-            return aligned;
+            break;
         }
-        // Whom each was fitted against, before any of this round joins the reference side.
+        // Whom each was fitted against, before any of this round joins the reference side
+        // (in the first round, the reference alone).
+        let first_round = aligned.is_empty();
         let round: Vec<(usize, Correction, Vec<usize>)> = round
             .into_iter()
-            .map(|(h, correction)| (h, correction, partners(streams, &origins, h, reference)))
+            .map(|(h, correction)| {
+                let through = match first_round {
+                    true => Vec::new(),
+                    false => partners(streams, &origins, h, reference),
+                };
+                (h, correction, through)
+            })
             .collect();
         for (h, correction, through) in round {
             for stream in streams.iter_mut().filter(|s| s.host == h) {
@@ -458,6 +468,7 @@ pub(crate) fn fit_hosts(
             );
         }
     }
+    aligned
 }
 
 /// The hosts on the reference side, other than the reference itself, that host `h`
