@@ -4,10 +4,10 @@
 //! args, flows for point-to-point messages and PXN links; a time window and a cap on the
 //! events keep big traces openable.
 //!
-//! The output is written as the trace is read ([`read`]), in three reads of the archive:
-//! the PXN proxy locations one by one, the ops streams together in time order (messages
-//! are matched there), then every other location one by one, as `nccl-scorep profile`
-//! reads: OTF2 holds one location's event chunk at a time, except for the ops streams.
+//! The output is written as the trace is read ([`read`]), in three reads of the archive,
+//! each one location at a time, as `nccl-scorep profile` reads (OTF2 holds one location's
+//! event chunk and files at a time): the PXN proxy locations, the ops streams (messages are
+//! matched there), then every other location.
 
 mod budget;
 mod json;
@@ -184,7 +184,7 @@ pub fn export<W: Write>(
     processes: Option<&Processes>,
 ) -> Result<Outcome, Failure> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
-    let mut archive =
+    let archive =
         Reader::open(anchor).map_err(|e| Failure::Open(format!("{}: {e}", anchor.display())))?;
     let defs = archive.global_definitions().map_err(|e| {
         Failure::Open(format!(
@@ -192,6 +192,8 @@ pub fn export<W: Write>(
             anchor.display()
         ))
     })?;
+    // The events are read one location at a time, each opening the archive anew.
+    drop(archive.close());
     drop(otf2_sys::error::drain_thread_error_reports());
     let is_nccl = defs
         .attributes
@@ -263,26 +265,15 @@ pub fn export<W: Write>(
     exporter.phase = Phase::Pxn;
     read_one_by_one(anchor, &pxn, &mut exporter).map_err(|e| unreadable(e.to_string()))?;
     exporter.phase = Phase::Ops;
-    exporter.restart();
-    crate::profile::room_for_open_files(ops.len()).map_err(|why| {
-        Failure::Other(format!(
-            "{}: {why}, or export fewer processes (--processes)",
-            anchor.display()
-        ))
-    })?;
-    let read = archive.read_events(&ops, &mut exporter);
-    drop(archive.close());
+    let read_to_their_ends =
+        read_one_by_one(anchor, &ops, &mut exporter).map_err(|e| unreadable(e.to_string()))?;
     drop(otf2_sys::error::drain_thread_error_reports());
-    let interrupted_by_us = read.interrupted && exporter.error.is_none();
-    if (!read.complete && !interrupted_by_us) || !read.unreadable.is_empty() {
-        if let Some(error) = exporter.error.take() {
-            return Err(io_error(error));
-        }
-        let count = read.unreadable.len();
-        return Err(unreadable(format!("{count} ops streams unreadable")));
+    if let Some(error) = exporter.error.take() {
+        return Err(io_error(error));
     }
-    exporter.finish_locations(&ops);
-    exporter.finish_messages(read.complete);
+    // A message still waiting has no other end in the trace when every ops stream was
+    // read to its end; else that end may lie past the window.
+    exporter.finish_messages(read_to_their_ends);
     exporter.link_pxn();
     exporter.phase = Phase::Others;
     read_one_by_one(anchor, &others, &mut exporter).map_err(|e| unreadable(e.to_string()))?;
@@ -335,13 +326,15 @@ fn read_one_by_one<W: Write>(
     anchor: &Path,
     locations: &[u64],
     exporter: &mut Exporter<'_, W>,
-) -> Result<(), otf2_sys::Error> {
+) -> Result<bool, otf2_sys::Error> {
+    let mut to_their_ends = true;
     crate::profile::each_location(anchor, locations, |location, events| {
         exporter.restart();
-        events.read_all(exporter)?;
+        to_their_ends &= !events.read_all(exporter)?.interrupted;
         exporter.finish_locations(&[location]);
         Ok(exporter.error.is_none())
-    })
+    })?;
+    Ok(to_their_ends)
 }
 
 /// Seconds, exact to the nanosecond.

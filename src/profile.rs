@@ -22,7 +22,7 @@ use nccl_scorep_common::RunDir;
 pub use read::read_trace;
 // How locations are told apart and ordered, shared with `nccl-scorep export`.
 pub(crate) use read::{
-    each_location, location_kind, natural_key, process_of_group, room_for_open_files, without_lane,
+    each_location, location_kind, natural_key, process_of_group, without_lane,
     LOCATIONS_PER_OPENING,
 };
 pub use to_cube::to_cube;

@@ -6,10 +6,10 @@
 //! With `--processes`, only their locations are read, and messages whose other end is
 //! in a process left out are passed over.
 //!
-//! What is held: the open intervals of the locations being read, the messages whose
-//! other end has not been read yet (the ops streams are read together in time order, so
-//! only those in flight), a counter per (communicator, sender, receiver, tag), and the
-//! PXN proxy operations with the operations they name.
+//! What is held: the open intervals of the location being read, the messages whose other
+//! end has not been read yet (the ops streams are read one after the other, so a message
+//! waits until its other end's stream is read), a counter per (communicator, sender,
+//! receiver, tag), and the PXN proxy operations with the operations they name.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
@@ -84,8 +84,8 @@ pub struct Stats {
 pub enum Phase {
     /// The PXN proxy locations, one by one: their operations are collected.
     Pxn,
-    /// The ops streams together, in time order: messages are matched, operations that
-    /// PXN proxy operations name are collected.
+    /// The ops streams, one by one: messages are matched, operations that PXN proxy
+    /// operations name are collected.
     Ops,
     /// Every other location, one by one.
     Others,
@@ -307,8 +307,8 @@ impl<'a, W: Write> Exporter<'a, W> {
         }
     }
 
-    /// Messages still waiting for their other end: unmatched when the ops streams were
-    /// read to their ends (`complete`), else their other end lies past the window.
+    /// Messages still waiting for their other end: unmatched when every ops stream was
+    /// read to its end (`complete`), else their other end may lie past the window.
     pub fn finish_messages(&mut self, complete: bool) {
         if complete {
             self.stats.unmatched_messages += self.waiting.len() as u64;

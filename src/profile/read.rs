@@ -128,41 +128,6 @@ fn read_one_by_one(
     })
 }
 
-/// Makes room for OTF2's time-ordered reader over `streams` locations, which opens one file
-/// per location at once: raises this process's soft limit of open files as far as its hard
-/// limit allows. Says why not when they do not fit.
-pub(crate) fn room_for_open_files(streams: usize) -> Result<(), String> {
-    // Beside the streams' files: what is open now, and OTF2's anchor and definition files.
-    let open_now = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
-    let needed = (streams + open_now + 8) as libc::rlim_t;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the limit to the struct it is given, a valid one.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Ok(());
-    }
-    if limit.rlim_cur >= needed {
-        return Ok(());
-    }
-    if limit.rlim_max >= needed {
-        let raised = libc::rlimit {
-            rlim_cur: needed,
-            rlim_max: limit.rlim_max,
-        };
-        // SAFETY: setrlimit reads the struct it is given, a valid one.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            return Ok(());
-        }
-    }
-    Err(format!(
-        "its {streams} ops streams are read together in time order, one open file each, but \
-         this process may open at most {} files (`ulimit -Hn`): allow {needed} or more",
-        limit.rlim_max
-    ))
-}
-
 /// Locations read per opening of the archive by [`each_location`] (and by default by
 /// `validate`): OTF2 keeps the mapping tables and clock offsets of every location it read
 /// until the archive closes, and finds a location's reader more slowly the more locations
