@@ -370,34 +370,29 @@ fn the_profile_and_the_export_read_one_location_at_a_time_whatever_the_open_file
         .status()
         .unwrap();
     assert!(status.success());
-    let limited = |limit: &str, command: &str, output: &str| {
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "ulimit {limit} 8 && exec '{TOOL}' {command} '{}' -o '{}/{output}'",
-                out.display(),
-                dir.path().display()
-            ))
-            .output()
-            .unwrap()
+    // `command` run under `ulimit -n 8` (which sets the hard limit too: the tool cannot
+    // raise it) into `limited.<ext>`, and without a limit into `unlimited.<ext>`.
+    let with_and_without_limit = |command: &str, ext: &str| {
+        for (limit, name) in [("ulimit -n 8 && ", "limited"), ("", "unlimited")] {
+            let output = Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "{limit}exec '{TOOL}' {command} '{}' -o '{}/{name}.{ext}'",
+                    out.display(),
+                    dir.path().display()
+                ))
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{command} {name}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
     };
-    // `ulimit -n` sets the hard limit too: the tool cannot raise it. The profile needs no
-    // more files than that whatever the ranks (the ops streams are read one by one): the
-    // same profile as without a limit.
-    let output = limited("-n", "profile", "limited.cubex");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let output = Command::new(TOOL)
-        .arg("profile")
-        .arg(&out)
-        .arg("-o")
-        .arg(dir.path().join("unlimited.cubex"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
+    // The profile needs no more files than that whatever the ranks (the ops streams are
+    // read one by one): the same profile as without a limit.
+    with_and_without_limit("profile", "cubex");
     let values = |file: &str| read_with_pycubexr(&dir.path().join(file))["values"].clone();
     let unlimited = values("unlimited.cubex");
     assert!(!unlimited["execution_time"].as_array().unwrap().is_empty());
@@ -407,20 +402,7 @@ fn the_profile_and_the_export_read_one_location_at_a_time_whatever_the_open_file
         .is_empty());
     assert_eq!(values("limited.cubex"), unlimited);
     // The same for the export: under the limit, the same file as without it.
-    let output = limited("-n", "export", "limited.json");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let output = Command::new(TOOL)
-        .arg("export")
-        .arg(&out)
-        .arg("-o")
-        .arg(dir.path().join("unlimited.json"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
+    with_and_without_limit("export", "json");
     let json = |file: &str| std::fs::read_to_string(dir.path().join(file)).unwrap();
     let unlimited = json("unlimited.json");
     assert!(unlimited.contains("\"ph\":\"B\""), "no slices");
