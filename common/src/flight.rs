@@ -366,9 +366,13 @@ impl FlightWriter {
     }
 
     fn record_at(&self, slot: usize, number: u64) -> usize {
-        self.slot_at(slot)
-            + SLOT_HEADER_BYTES
-            + (number % self.ops_per_slot as u64) as usize * RECORD_BYTES
+        self.slot_at(slot) + SLOT_HEADER_BYTES + self.place_in_slot(number) * RECORD_BYTES
+    }
+
+    /// Where in its slot the record of operation `number` lies (of [`Self::ops_per_slot`]
+    /// places): the operation `ops_per_slot` later overwrites it.
+    pub fn place_in_slot(&self, number: u64) -> usize {
+        (number % u64::from(self.ops_per_slot)) as usize
     }
 
     /// Whether `op` is still in its slot (not overwritten by newer ones).

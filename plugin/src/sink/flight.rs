@@ -237,7 +237,10 @@ impl FlightRecorder {
     /// children's stops may have been lost; at high rates thousands of tasks would
     /// otherwise wait in the maps).
     fn follow_in_slot(&mut self, op: OpSlot, task: u64) {
-        let per_slot = self.writer.ops_per_slot() as usize;
+        let (per_slot, place) = (
+            self.writer.ops_per_slot() as usize,
+            self.writer.place_in_slot(op.number),
+        );
         if self.tasks_in_slot.len() <= op.slot {
             self.tasks_in_slot.resize_with(op.slot + 1, Vec::new);
         }
@@ -245,8 +248,7 @@ impl FlightRecorder {
         if tasks.len() != per_slot {
             tasks.resize(per_slot, 0);
         }
-        let at = (op.number % per_slot as u64) as usize;
-        let overwritten = std::mem::replace(&mut tasks[at], task);
+        let overwritten = std::mem::replace(&mut tasks[place], task);
         if let Some(p) = self.pending.remove(&overwritten) {
             for proxy in p.proxies {
                 self.proxies.remove(&proxy);
