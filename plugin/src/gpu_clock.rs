@@ -377,13 +377,7 @@ mod tests {
     /// noisy bounds along drifting clocks, for the steepest drifts and at any moment.
     #[test]
     fn the_lowest_line_is_found_without_trying_every_point() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_random::xorshift(0x2545_f491_4f6c_dd1d);
         let billion = 1_000_000_000_i128;
         let max = i128::from(MAX_DRIFT_PPB);
         for round in 0..200 {
@@ -592,13 +586,8 @@ mod tests {
     fn the_truth_lies_between_the_bounds_whatever_the_drift_and_delays() {
         // Random runs: a drift within the maximum, kernels every 0.1–3 ms, detections
         // 0.2–60 µs late, API calls 5–100 µs early, bounds given in kernel pairs.
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut random = crate::test_random::xorshift(0x2545_f491_4f6c_dd1d);
+        let mut next = |below: u64| random() % below;
         for _ in 0..50 {
             let ppb = next(180_001) as i64 - 90_000;
             let truth =

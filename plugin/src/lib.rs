@@ -37,3 +37,5 @@ pub mod runtime;
 pub mod scorep_mode;
 pub mod shared;
 pub mod sink;
+#[cfg(test)]
+mod test_random;

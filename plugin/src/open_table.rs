@@ -149,13 +149,7 @@ mod tests {
     fn the_table_finds_what_a_map_finds() {
         let mut table = OpenTable::default();
         let mut map = BTreeMap::new();
-        let mut seed = 0x9e37_79b9_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_random::xorshift(0x9e37_79b9);
         for round in 0..20_000 {
             let h = handle((next() % 64) as u32, (next() % 4) as u32 * 2 + 1);
             match next() % 4 {
