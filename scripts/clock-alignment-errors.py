@@ -16,7 +16,11 @@ all operations. Then, in microseconds:
 - alignment error: per process, the median completion error of its operations (how far
   its clock is placed from the job's), and the same for every operation;
 - causality: collectives that end on a rank before another rank began them, and
-  receives that end before their send began, in the trace.
+  receives that end before their send began, in the trace;
+- alignment over time: per process, each 100 ms of the run (by the truth), the median
+  of its completion errors less the first process's median there, the run's median of
+  that taken out: how its clock's placement wanders during the run (a drift taken out
+  wrongly, or one that changed).
 """
 
 import collections
@@ -85,11 +89,13 @@ def main(anchor, truth_dir, as_json):
         if i["region"].endswith(" kernel") and "nccl.gpu_time_rejected" not in i["attrs"]
     }
     raw = []
+    done_at = []
     for op in ops:
         t = truth.get(key(op))
         if t is not None:
             done = t["gpu_stop_ns"] if stream_key(op) in gpu_timed else t["completion_ns"]
             raw.append((process_of.get(op["loc"], op["loc"]), op["end"] - done))
+            done_at.append(done)
     if not raw:
         sys.exit("no operation of the trace matches the truth")
     common = sorted(r for _, r in raw)[len(raw) // 2]
@@ -98,6 +104,7 @@ def main(anchor, truth_dir, as_json):
     for process, r in raw:
         by_process[process].append(r - common)
     process_offsets = {p: sorted(v)[len(v) // 2] for p, v in sorted(by_process.items())}
+    over_time = alignment_over_time(raw, done_at)
     # Causality in the trace: per communicator and rank, the k-th collective and the
     # messages in order (as the merge and OTF2 readers match them).
     collectives = collections.defaultdict(list)
@@ -137,6 +144,7 @@ def main(anchor, truth_dir, as_json):
         "collectives_ending_before_their_last_begin": broken_collectives,
         "collectives": checked_collectives,
         "receives_before_their_send": broken_messages,
+        "alignment_over_time_us": over_time,
     }
     if as_json:
         print(json.dumps(result, indent=1))
@@ -152,6 +160,37 @@ def main(anchor, truth_dir, as_json):
         )
     )
     print("receives ending before their send began: {}".format(broken_messages))
+    if over_time:
+        print("alignment over time (each 100 ms of the run, against the first process):")
+        for p, bins in over_time.items():
+            print("  process {:<36} {}".format(p, " ".join("{}:{:+.1f}".format(b, v) for b, v in bins)))
+
+
+BIN_NS = 100_000_000
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def alignment_over_time(raw, done_at):
+    """Per process but the first, [(bin start ms, µs)] as the docstring says."""
+    start = min(done_at)
+    binned = collections.defaultdict(lambda: collections.defaultdict(list))
+    for (process, error), done in zip(raw, done_at):
+        binned[process][(done - start) // BIN_NS].append(error)
+    processes = sorted(binned)
+    if len(processes) < 2:
+        return {}
+    first = {b: median(v) for b, v in binned[processes[0]].items()}
+    result = {}
+    for p in processes[1:]:
+        diffs = {b: median(v) - first[b] for b, v in binned[p].items() if b in first}
+        if not diffs:
+            continue
+        run = median(list(diffs.values()))
+        result[p] = [(b * BIN_NS // 1_000_000, (d - run) / 1e3) for b, d in sorted(diffs.items())]
+    return result
 
 
 if __name__ == "__main__":

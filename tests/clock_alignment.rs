@@ -134,6 +134,15 @@ fn simulated_hosts_job(dir: &Path, args: &[&str]) -> (PathBuf, PathBuf) {
     (out, truth_dir)
 }
 
+/// The trace's `NCCL_SCOREP::CLOCK_CORRECTION_HOSTS` property (empty without one).
+fn corrected_hosts(anchor: &Path) -> String {
+    let (_, by_name) = otf2_properties::nccl_scorep_properties(anchor);
+    by_name
+        .get("CLOCK_CORRECTION_HOSTS")
+        .cloned()
+        .unwrap_or_default()
+}
+
 fn spread(medians: &BTreeMap<String, i64>) -> i64 {
     medians.values().max().unwrap() - medians.values().min().unwrap()
 }
@@ -315,12 +324,52 @@ fn a_host_that_shares_collectives_only_with_another_is_aligned_through_it() {
     // few whose ranks' begins and ends lie within the alignment's uncertainty.
     assert_eq!(collectives, 120);
     assert!(broken <= 6, "{broken} of {collectives}");
-    let (_, by_name) = otf2_properties::nccl_scorep_properties(&anchor);
-    let hosts = by_name
-        .get("CLOCK_CORRECTION_HOSTS")
-        .cloned()
-        .unwrap_or_default();
+    let hosts = corrected_hosts(&anchor);
     assert!(hosts.contains(" through=node1"), "{hosts}");
+    assert_validates(&anchor, false);
+    assert_otf2_print_clean(&anchor);
+}
+
+/// Two hosts whose clocks' drift turns half way through the run (node0 from −100 to
+/// +100 ppm, node1 the other way, as NTP slewing clocks back): one line per host would be
+/// tens of microseconds off at the run's ends and middle, and a quarter of the collectives
+/// would end on a rank before the other rank began them (121 of 500 in the release build).
+/// The merge bends node1's correction where its facts leave the line, says so, and no
+/// more than a few collectives break causality.
+#[test]
+fn a_drift_that_changes_during_the_run_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, truth_dir) = simulated_hosts_job(
+        dir.path(),
+        &[
+            "--scenario",
+            "single",
+            "--iterations",
+            "500",
+            "--interval-us",
+            "2000",
+            "--procs",
+            "2",
+            "--hosts",
+            "2",
+            "--host-clock-offset=-5ms,5ms",
+            "--host-clock-drift=-100,100",
+            "--host-clock-drift-after=100,-100",
+            "--host-clock-drift-change-at",
+            "500ms",
+        ],
+    );
+    let report = std::fs::read_to_string(out.join("merge-report.txt")).unwrap();
+    let (line, added_us) = correction_line(&report, "clock of node1 aligned to node0: ");
+    assert!((added_us + 10_000.0).abs() < 500.0, "{line}");
+    assert!(line.contains("it changed during the run"), "{line}");
+    let anchor = out.join("traces.otf2");
+    let (after, broken, collectives) = placement(&anchor, &truth_dir);
+    assert!(spread(&after) <= ALIGNED_WITHIN_NS, "{after:?}");
+    assert_eq!(collectives, 500);
+    assert!(broken <= 25, "{broken} of {collectives}");
+    let hosts = corrected_hosts(&anchor);
+    assert!(hosts.contains(" stretches="), "{hosts}");
     assert_validates(&anchor, false);
     assert_otf2_print_clean(&anchor);
 }

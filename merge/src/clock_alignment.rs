@@ -1,7 +1,7 @@
 //! Clock alignment across hosts, from what the job itself proves rather than from NTP: a
 //! collective cannot end on any rank before its last rank began it, and a message cannot
 //! be received before it was sent. Each such fact bounds the difference between two
-//! hosts' clocks at one moment; the merge fits one line (offset and drift) per host
+//! hosts' clocks at one moment; the merge fits a line (offset and drift) per host
 //! against a reference host that stays as it is, and writes it as corrected ClockOffset
 //! records, so that no event file is rewritten (docs/fidelity.md, docs/merge.md).
 //!
@@ -10,7 +10,9 @@
 //! with offsets they measure; here the job's own collectives prove them). For that drift,
 //! the offsets that respect every bound of the run form one interval; the estimate is its
 //! middle, and half its width is the stated uncertainty (when the bounds contradict each
-//! other, half the contradiction).
+//! other, half the contradiction). Where the facts of a stretch of the run leave that line
+//! (a drift that changed: NTP slewing a clock), the correction bends through what each
+//! stretch allows.
 //!
 //! A host that shares no collective or message with the reference host (pipeline stages
 //! on different nodes, say) is aligned through the hosts aligned before it: once a round
@@ -37,8 +39,9 @@ pub struct Bound {
 }
 
 /// One host's correction against the reference host: add `offset_ns + drift × (t −
-/// at_ns)` to its time `t`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// at_ns)` to its time `t`, and where the drift changed during the run, the bend there
+/// ([`Correction::bends`]).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Correction {
     pub offset_ns: f64,
     /// Nanoseconds per nanosecond (1e-6 is 1 ppm).
@@ -51,11 +54,30 @@ pub struct Correction {
     pub violated_before: usize,
     pub violated_after: usize,
     pub bounds: usize,
+    /// Empty when the line holds over the whole run. Else, where the facts of a stretch
+    /// of the run put the offset off the line (a drift that changed: NTP slewing a
+    /// clock, a machine warming up), what is added to the line at each stretch's middle
+    /// (`(at_ns, ns)`, in time order), interpolated between them and extended along the
+    /// nearest two beyond.
+    pub bends: Vec<(f64, f64)>,
 }
 
 impl Correction {
     pub fn at(&self, t_ns: f64) -> f64 {
-        self.offset_ns + self.drift * (t_ns - self.at_ns)
+        self.offset_ns + self.drift * (t_ns - self.at_ns) + self.bend_at(t_ns)
+    }
+
+    /// What the bends add to the line at `t_ns`: interpolated between the two bends
+    /// around it, and beyond the first or the last along the two nearest.
+    fn bend_at(&self, t_ns: f64) -> f64 {
+        let bends = &self.bends;
+        if bends.len() < 2 {
+            return bends.first().map_or(0.0, |&(_, b)| b);
+        }
+        let after = bends.partition_point(|&(at, _)| at <= t_ns);
+        let segment = after.clamp(1, bends.len() - 1);
+        let ((t0, b0), (t1, b1)) = (bends[segment - 1], bends[segment]);
+        b0 + (b1 - b0) * (t_ns - t0) / (t1 - t0)
     }
 }
 
@@ -66,6 +88,12 @@ const ENQUEUE_ATTRIBUTE: &str = "nccl.enqueue_ns";
 const MAX_DRIFT: f64 = 200e-6;
 /// Below this span of time the bounds cannot tell a drift: none is fitted.
 const MIN_SPAN_FOR_DRIFT_NS: f64 = 10e6;
+/// The shortest stretch of the run whose facts are checked against the line on their own
+/// (see [`bend_where_the_drift_changed`]), and the most stretches a run is cut into.
+const MIN_STRETCH_NS: f64 = 100e6;
+const MAX_STRETCHES: f64 = 64.0;
+/// Facts a stretch needs at least (in each direction).
+const MIN_STRETCH_FACTS: usize = 8;
 
 /// The largest interval of offsets at `drift`: (max of lower bounds, min of upper bounds),
 /// with times measured from `at_ns`.
@@ -112,9 +140,67 @@ pub fn fit(bounds: &[Bound]) -> Option<Correction> {
         violated_before: violated(bounds, |_| 0.0),
         violated_after: 0,
         bounds: bounds.len(),
+        bends: Vec::new(),
     };
+    bend_where_the_drift_changed(bounds, &mut correction);
     correction.violated_after = violated(bounds, |t| correction.at(t));
     Some(correction)
+}
+
+/// One line assumes the drift stays the same over the run. The run is cut into
+/// stretches (at least [`MIN_STRETCH_NS`] long, at most [`MAX_STRETCHES`] of them, each
+/// with [`MIN_STRETCH_FACTS`] facts both ways), and the offsets each stretch's facts allow
+/// by themselves are compared with the line. When the line lies outside them in some
+/// stretch (whose facts agree with each other), the drift changed: the correction then
+/// bends through the middle of what each stretch allows (interpolated between their
+/// middles), and its uncertainty becomes half the widest of those. When the line lies
+/// within every stretch's, it stays as it is.
+fn bend_where_the_drift_changed(bounds: &[Bound], line: &mut Correction) {
+    let mut sorted = bounds.to_vec();
+    sorted.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
+    let (Some(first), Some(last)) = (sorted.first(), sorted.last()) else {
+        return;
+    };
+    let length = MIN_STRETCH_NS.max((last.at_ns - first.at_ns) / MAX_STRETCHES);
+    let mut stretches: Vec<&[Bound]> = Vec::new();
+    let mut start = 0;
+    for (i, bound) in sorted.iter().enumerate() {
+        let stretch = &sorted[start..=i];
+        let both_ways = |side: fn(&Bound) -> bool| {
+            stretch.iter().filter(|b| side(b)).count() >= MIN_STRETCH_FACTS
+        };
+        if bound.at_ns - sorted[start].at_ns >= length
+            && both_ways(|b| b.lower.is_some())
+            && both_ways(|b| b.upper.is_some())
+        {
+            stretches.push(stretch);
+            start = i + 1;
+        }
+    }
+    // What is left joins the last stretch.
+    match stretches.last_mut() {
+        Some(tail) if start < sorted.len() => *tail = &sorted[start - tail.len()..],
+        _ => {}
+    }
+    if stretches.len() < 2 {
+        return;
+    }
+    let mut off_the_line = false;
+    let mut widest = 0.0_f64;
+    let mut bends = Vec::with_capacity(stretches.len());
+    for stretch in stretches {
+        let middle = (stretch[0].at_ns + stretch[stretch.len() - 1].at_ns) / 2.0;
+        let (low, high) = offsets_allowed(stretch, middle, line.drift);
+        let on_line = line.at(middle);
+        // A stretch whose facts contradict each other says nothing about the line.
+        off_the_line |= low <= high && (on_line < low || on_line > high);
+        widest = widest.max((high - low).abs());
+        bends.push((middle, (low + high) / 2.0 - on_line));
+    }
+    if off_the_line {
+        line.bends = bends;
+        line.uncertainty_ns = widest / 2.0;
+    }
 }
 
 /// The drift between the offsets the first and the last quarter of the run prove (each
@@ -506,26 +592,49 @@ impl OpsTimes {
     }
 }
 
-/// `offsets` (a location's clock offsets) with `correction` (of times after `base`) added:
-/// each record's offset moves by the correction at its real time, so that readers
-/// interpolating between the records apply the correction's line; each record's standard
-/// deviation becomes the correction's uncertainty.
+/// `offsets` (a location's clock offsets, in time order) with `correction` (of times
+/// after `base`) added: each record's offset moves by the correction at its real time, and
+/// a record is added at each of the correction's bends between two of them, so that
+/// readers interpolating between the records apply the correction's line and bends; each
+/// record's standard deviation becomes the correction's uncertainty.
 pub(crate) fn corrected_offsets(
     offsets: &[ClockOffset],
     correction: &Correction,
     base: u64,
 ) -> Vec<ClockOffset> {
-    offsets
-        .iter()
-        .map(|o| {
-            let real = (o.time as i128 + o.offset as i128 - base as i128) as f64;
-            ClockOffset {
-                offset: o.offset + correction.at(real).round() as i64,
-                // OTF2's only field for how sure an offset is: the uncertainty (a bound,
-                // wider than a standard deviation), in ticks (nanoseconds).
-                standard_deviation: o.standard_deviation.max(correction.uncertainty_ns),
-                ..*o
+    let real_of = |o: &ClockOffset| (o.time as i128 + o.offset as i128 - base as i128) as f64;
+    let mut with_bends: Vec<ClockOffset> = Vec::with_capacity(offsets.len());
+    for (i, o) in offsets.iter().enumerate() {
+        with_bends.push(*o);
+        let Some(next) = offsets.get(i + 1) else {
+            break;
+        };
+        let (real, next_real) = (real_of(o), real_of(next));
+        let run = next.time.saturating_sub(o.time) as f64;
+        for &(bend, _) in &correction.bends {
+            if bend <= real || bend >= next_real || run <= 0.0 {
+                continue;
             }
+            // Real time grows along the segment as time × (1 + slope of the offsets).
+            let slope = (next.offset - o.offset) as f64 / run;
+            let ticks = ((bend - real) / (1.0 + slope)).round() as u64;
+            // In integers: an offset since the epoch is beyond a double's nanoseconds.
+            let offset = o.offset + (slope * ticks as f64).round() as i64;
+            with_bends.push(ClockOffset {
+                time: o.time + ticks,
+                offset,
+                standard_deviation: o.standard_deviation,
+            });
+        }
+    }
+    with_bends
+        .iter()
+        .map(|o| ClockOffset {
+            offset: o.offset + correction.at(real_of(o)).round() as i64,
+            // OTF2's only field for how sure an offset is: the uncertainty (a bound,
+            // wider than a standard deviation), in ticks (nanoseconds).
+            standard_deviation: o.standard_deviation.max(correction.uncertainty_ns),
+            ..*o
         })
         .collect()
 }
@@ -547,6 +656,9 @@ pub struct HostCorrection {
     /// The hosts aligned before it that it shares collectives or messages with, when it
     /// shares none with the reference host (its uncertainty includes theirs).
     pub through: Vec<String>,
+    /// Stretches of the run the correction bends through, where the drift changed (0:
+    /// one line).
+    pub stretches: usize,
 }
 
 /// What the merge did to the hosts' clocks.
@@ -582,8 +694,13 @@ impl Alignment {
                 } else {
                     format!(" through={}", h.through.join(","))
                 };
+                let stretches = if h.stretches == 0 {
+                    String::new()
+                } else {
+                    format!(" stretches={}", h.stretches)
+                };
                 format!(
-                    "{} offset_ns={} drift_ppm={:.3} uncertainty_ns={} facts={} violated_before={} violated_after={}{through}",
+                    "{} offset_ns={} drift_ppm={:.3} uncertainty_ns={} facts={} violated_before={} violated_after={}{through}{stretches}",
                     h.host,
                     h.offset_ns,
                     h.drift_ppm,
@@ -615,7 +732,7 @@ impl Alignment {
 pub const PROPERTY_REFERENCE: &str = "NCCL_SCOREP::CLOCK_CORRECTION_REFERENCE";
 /// Each corrected host: `<host> offset_ns=… drift_ppm=… uncertainty_ns=… facts=…
 /// violated_before=… violated_after=…` (and ` through=<host>,…` for one aligned through
-/// other hosts), separated by `; `.
+/// other hosts, ` stretches=…` for one whose drift changed), separated by `; `.
 pub const PROPERTY_HOSTS: &str = "NCCL_SCOREP::CLOCK_CORRECTION_HOSTS";
 /// The largest uncertainty of the alignment, nanoseconds: a skew between processes of
 /// different hosts below it is not measured.
@@ -691,7 +808,7 @@ pub(crate) fn align(
     for (h, host) in hosts.iter().enumerate().skip(1) {
         match fitted.get(&h) {
             Some(aligned) => {
-                let c = aligned.correction;
+                let c = &aligned.correction;
                 alignment.hosts.push(HostCorrection {
                     host: host.to_string(),
                     offset_ns: c.offset_ns.round() as i64,
@@ -705,8 +822,9 @@ pub(crate) fn align(
                         .iter()
                         .map(|&t| hosts[t].to_owned())
                         .collect(),
+                    stretches: c.bends.len(),
                 });
-                corrections.insert(h, c);
+                corrections.insert(h, c.clone());
             }
             None => alignment.unaligned.push(host.to_string()),
         }
@@ -716,6 +834,10 @@ pub(crate) fn align(
             continue;
         };
         let clock = part.defs.clock;
+        // Readers hold a location's first and last offsets before and after them: the
+        // correction there is the one at those records, which a bent correction makes
+        // differ from the one at the clock range's ends.
+        let mut at_ends: Vec<f64> = Vec::new();
         for location in part.defs.locations.iter() {
             let offsets = part.clock_offsets.entry(location.id).or_default();
             if offsets.is_empty() {
@@ -733,14 +855,20 @@ pub(crate) fn align(
                     }
                 }
             }
+            for o in [offsets.first(), offsets.last()].into_iter().flatten() {
+                at_ends
+                    .push(correction.at((o.time as i128 + o.offset as i128 - base as i128) as f64));
+            }
             *offsets = corrected_offsets(offsets, correction, base);
         }
         if let Some(clock) = part.defs.clock.as_mut() {
             let start = clock.global_offset.saturating_sub(base) as f64;
             let end = start + clock.trace_length as f64;
-            let shifted = |t: f64| (base as i128 + (t + correction.at(t)) as i128).max(0) as u64;
-            let new_start = shifted(start).saturating_sub(1);
-            let new_end = shifted(end) + 1;
+            let shifted = |t: f64, by: f64| (base as i128 + (t + by) as i128).max(0) as u64;
+            let least = at_ends.iter().fold(correction.at(start), |a, &b| a.min(b));
+            let most = at_ends.iter().fold(correction.at(end), |a, &b| a.max(b));
+            let new_start = shifted(start, least).saturating_sub(1);
+            let new_end = shifted(end, most) + 1;
             clock.global_offset = new_start;
             clock.trace_length = new_end.saturating_sub(new_start).max(1);
             if clock.realtime_timestamp != otf2_sys::OTF2_UNDEFINED_TIMESTAMP {
@@ -758,16 +886,20 @@ mod tests {
     /// Bounds around a true line `offset + drift × t`: collectives every 10 ms over one
     /// second, each proving the truth within an asymmetric window of a few microseconds.
     fn synthetic(offset: f64, drift: f64) -> Vec<Bound> {
-        (0..100)
+        synthetic_along(|at| offset + drift * at, 100)
+    }
+
+    /// Bounds around the true offset `truth(t)`, as [`synthetic`]'s, `count` of them.
+    fn synthetic_along(truth: impl Fn(f64) -> f64, count: usize) -> Vec<Bound> {
+        (0..count)
             .map(|i| {
                 let at = 1e9 + i as f64 * 10e6;
-                let truth = offset + drift * at;
                 let below = 3_000.0 + (i % 7) as f64 * 1_000.0;
                 let above = 4_000.0 + (i % 5) as f64 * 1_500.0;
                 Bound {
                     at_ns: at,
-                    lower: Some(truth - below),
-                    upper: Some(truth + above),
+                    lower: Some(truth(at) - below),
+                    upper: Some(truth(at) + above),
                 }
             })
             .collect()
@@ -791,8 +923,41 @@ mod tests {
         assert!((fit.drift - drift).abs() < 5e-6, "drift {}", fit.drift);
         assert_eq!(fit.violated_before, 100, "5 ms off breaks every bound");
         assert_eq!(fit.violated_after, 0);
+        assert!(fit.bends.is_empty(), "a steady drift needs no bend");
         // The narrowest windows (3 µs below, 4 µs above) make the uncertainty.
         assert!(fit.uncertainty_ns <= 3_500.0, "{}", fit.uncertainty_ns);
+    }
+
+    /// A drift that changes in the middle of the run (+50 ppm for a second, then −50 ppm
+    /// for a second, as NTP slewing a clock back): the line alone is up to 25.5 µs off and
+    /// breaks 147 of the 200 facts; the correction bends through 18 stretches (11 facts,
+    /// 100 ms each) and stays within 1.9 µs of the truth, within its stated uncertainty,
+    /// breaking none.
+    #[test]
+    fn a_drift_that_changes_during_the_run_is_followed() {
+        let truth = |t: f64| -3e6 + 50e-6 * (1e9 - (t - 2e9).abs());
+        let bounds = synthetic_along(truth, 200);
+        let fit = fit(&bounds).expect("bounds on both sides");
+        assert_eq!(fit.bends.len(), 18);
+        let line = Correction {
+            bends: Vec::new(),
+            ..fit.clone()
+        };
+        assert!(
+            violated(&bounds, |t| line.at(t)) > 100,
+            "the line alone breaks most facts"
+        );
+        for i in 0..=200 {
+            let t = 1e9 + i as f64 * 10e6;
+            let error = (fit.at(t) - truth(t)).abs();
+            assert!(error < 3_000.0, "at {t}: {error} ns off");
+            assert!(
+                error <= fit.uncertainty_ns,
+                "at {t}: {error} ns off, stated {}",
+                fit.uncertainty_ns
+            );
+        }
+        assert_eq!(fit.violated_after, 0);
     }
 
     #[test]
@@ -933,20 +1098,18 @@ mod tests {
         assert!((corrected - (1e9 + 30.0)).abs() <= two.correction.uncertainty_ns);
     }
 
+    /// A location's clock offsets at its start and end: 500 ns at 1 000, 700 ns at 3 000.
+    fn two_offsets() -> [ClockOffset; 2] {
+        [(1_000, 500), (3_000, 700)].map(|(time, offset)| ClockOffset {
+            time,
+            offset,
+            standard_deviation: 0.0,
+        })
+    }
+
     #[test]
     fn clock_offsets_are_interpolated_and_corrected_along_the_line() {
-        let offsets = [
-            ClockOffset {
-                time: 1_000,
-                offset: 500,
-                standard_deviation: 0.0,
-            },
-            ClockOffset {
-                time: 3_000,
-                offset: 700,
-                standard_deviation: 0.0,
-            },
-        ];
+        let offsets = two_offsets();
         assert_eq!(to_realtime(&offsets, 2_000, 100), 2_500.0);
         assert_eq!(
             to_realtime(&offsets, 0, 0),
@@ -961,6 +1124,7 @@ mod tests {
             violated_before: 0,
             violated_after: 0,
             bounds: 0,
+            bends: Vec::new(),
         };
         let corrected = corrected_offsets(&offsets, &correction, 0);
         assert_eq!(corrected[0].offset, 510);
@@ -969,5 +1133,27 @@ mod tests {
             "no uncertainty stated"
         );
         assert_eq!(corrected[1].offset, 700 + 10 + 1_100);
+    }
+
+    /// A bend between two records gets a record of its own, where the location's time
+    /// reaches the bend's real time, so that readers interpolate through it.
+    #[test]
+    fn a_bend_between_two_clock_offsets_gets_a_record() {
+        let offsets = two_offsets();
+        let correction = Correction {
+            offset_ns: 0.0,
+            drift: 0.0,
+            at_ns: 0.0,
+            uncertainty_ns: 7.0,
+            violated_before: 0,
+            violated_after: 0,
+            bounds: 0,
+            bends: vec![(1_500.0, 0.0), (2_600.0, 100.0), (3_700.0, 0.0)],
+        };
+        let corrected = corrected_offsets(&offsets, &correction, 0);
+        let records: Vec<(u64, i64)> = corrected.iter().map(|o| (o.time, o.offset)).collect();
+        // Real time 2 600 is the location's time 2 000 (offset 600 there).
+        assert_eq!(records, [(1_000, 500), (2_000, 700), (3_000, 700)]);
+        assert!(corrected.iter().all(|o| o.standard_deviation == 7.0));
     }
 }

@@ -1539,10 +1539,19 @@ pub fn render(report: &Report) -> String {
             } else {
                 format!(" through {}", host.through.join(", "))
             };
+            let bent = if host.stretches == 0 {
+                String::new()
+            } else {
+                format!(
+                    " (on average: it changed during the run, and is followed through {} \
+                     stretches)",
+                    host.stretches
+                )
+            };
             let _ = writeln!(
                 out,
                 "clock of {} aligned to {}{through}: {:+.1} us added, its drift of {:+.2} ppm \
-                 taken out, within +-{:.1} us \
+                 taken out{bent}, within +-{:.1} us \
                  ({} facts from the collectives or messages; {} broken before, {} after)",
                 host.host,
                 alignment.reference,

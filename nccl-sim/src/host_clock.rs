@@ -16,23 +16,42 @@ static OFFSET_NS: AtomicI64 = AtomicI64::new(0);
 /// Drift in parts per billion (1 ppm = 1000 ppb).
 static DRIFT_PPB: AtomicI64 = AtomicI64::new(0);
 static EPOCH_NS: AtomicU64 = AtomicU64::new(0);
+/// When the drift changes (ns after the epoch; `u64::MAX`: never), and to what (ppb).
+static CHANGE_AFTER_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+static DRIFT_AFTER_PPB: AtomicI64 = AtomicI64::new(0);
 /// The machine's CLOCK_REALTIME minus CLOCK_MONOTONIC, taken once.
 static REALTIME_OFFSET_NS: AtomicI64 = AtomicI64::new(0);
 
 /// A host's clock against the true one: `simulated = true + offset + drift × (true −
-/// epoch)`.
+/// epoch)`, the drift changing once when `drift_change` says so (as NTP slews a clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimulatedClock {
     pub offset_ns: i64,
     pub drift_ppb: i64,
     pub epoch_ns: u64,
+    pub drift_change: Option<DriftChange>,
+}
+
+/// From `after_ns` after the epoch on, the clock drifts by `drift_ppb` instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriftChange {
+    pub after_ns: u64,
+    pub drift_ppb: i64,
 }
 
 impl SimulatedClock {
     /// The simulated host's reading at true time `true_ns`.
     pub fn at(&self, true_ns: u64) -> u64 {
         let since = true_ns as i128 - self.epoch_ns as i128;
-        let drifted = since * self.drift_ppb as i128 / 1_000_000_000;
+        let drifted = match self.drift_change {
+            Some(change) if since > i128::from(change.after_ns) => {
+                let after = since - i128::from(change.after_ns);
+                (i128::from(change.after_ns) * i128::from(self.drift_ppb)
+                    + after * i128::from(change.drift_ppb))
+                    / 1_000_000_000
+            }
+            _ => since * self.drift_ppb as i128 / 1_000_000_000,
+        };
         (true_ns as i128 + self.offset_ns as i128 + drifted).max(0) as u64
     }
 }
@@ -42,6 +61,9 @@ pub fn simulate(clock: SimulatedClock) {
     OFFSET_NS.store(clock.offset_ns, Ordering::Relaxed);
     DRIFT_PPB.store(clock.drift_ppb, Ordering::Relaxed);
     EPOCH_NS.store(clock.epoch_ns, Ordering::Relaxed);
+    let change = clock.drift_change;
+    CHANGE_AFTER_NS.store(change.map_or(u64::MAX, |c| c.after_ns), Ordering::Relaxed);
+    DRIFT_AFTER_PPB.store(change.map_or(0, |c| c.drift_ppb), Ordering::Relaxed);
     let realtime = nccl_scorep_common::clock::realtime_ns() as i64;
     let monotonic = nccl_scorep_common::clock::now_ns() as i64;
     REALTIME_OFFSET_NS.store(realtime - monotonic, Ordering::Relaxed);
@@ -56,6 +78,13 @@ pub fn simulated() -> Option<SimulatedClock> {
             offset_ns: OFFSET_NS.load(Ordering::Relaxed),
             drift_ppb: DRIFT_PPB.load(Ordering::Relaxed),
             epoch_ns: EPOCH_NS.load(Ordering::Relaxed),
+            drift_change: match CHANGE_AFTER_NS.load(Ordering::Relaxed) {
+                u64::MAX => None,
+                after_ns => Some(DriftChange {
+                    after_ns,
+                    drift_ppb: DRIFT_AFTER_PPB.load(Ordering::Relaxed),
+                }),
+            },
         })
 }
 
@@ -97,7 +126,8 @@ pub fn parse_offsets(text: &str) -> Result<Vec<i64>, String> {
     text.split(',').map(parse_offset).collect()
 }
 
-fn parse_offset(text: &str) -> Result<i64, String> {
+/// Parses one duration or offset (`1.5s`, `-250us`; a bare number is nanoseconds).
+pub fn parse_offset(text: &str) -> Result<i64, String> {
     let t = text.trim();
     let (number, scale) = [("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)]
         .iter()
@@ -138,10 +168,21 @@ mod tests {
             offset_ns: -5_000_000,
             drift_ppb: 20_000,
             epoch_ns: 1_000_000_000,
+            drift_change: None,
         };
         assert_eq!(clock.at(1_000_000_000), 995_000_000);
         // One second later, 20 ppm: 20 µs ahead of the offset.
         assert_eq!(clock.at(2_000_000_000), 1_995_020_000);
+        // The drift turns to -30 ppm after a second: 20 µs, then 30 µs less a second on.
+        let slewed = SimulatedClock {
+            drift_change: Some(DriftChange {
+                after_ns: 1_000_000_000,
+                drift_ppb: -30_000,
+            }),
+            ..clock
+        };
+        assert_eq!(slewed.at(2_000_000_000), 1_995_020_000);
+        assert_eq!(slewed.at(3_000_000_000), 2_994_990_000);
         assert_eq!(
             parse_offsets("-5ms, 5ms,250us,7").unwrap(),
             [-5_000_000, 5_000_000, 250_000, 7]

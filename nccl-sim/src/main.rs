@@ -154,6 +154,15 @@ struct RunArgs {
     /// 0. The drift counts from the job's start.
     #[arg(long, value_name = "PPMS", value_parser = parse_host_drifts, allow_hyphen_values = true)]
     host_clock_drift: Option<PerHost>,
+    /// Simulated host clocks: each host's drift after --host-clock-drift-change-at, in
+    /// parts per million, one value per host (`-20,20`), as NTP slewing a clock changes
+    /// its rate; hosts beyond the list: their --host-clock-drift.
+    #[arg(long, value_name = "PPMS", value_parser = parse_host_drifts, allow_hyphen_values = true)]
+    host_clock_drift_after: Option<PerHost>,
+    /// When the simulated host clocks' drift changes to --host-clock-drift-after, after
+    /// the job's start (`1s`, `500ms`).
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = parse_duration_ns)]
+    host_clock_drift_change_at: i64,
     /// Never destroy the communicators (the profiler gets no finalize), as applications
     /// that simply exit do.
     #[arg(long)]
@@ -234,10 +243,20 @@ fn parse_host_drifts(text: &str) -> Result<PerHost, String> {
     nccl_sim::host_clock::parse_drifts(text).map(PerHost)
 }
 
+fn parse_duration_ns(text: &str) -> Result<i64, String> {
+    nccl_sim::host_clock::parse_offset(text)
+        .ok()
+        .filter(|&ns| ns >= 0)
+        .ok_or_else(|| format!("{text:?} is not a time after the start (e.g. 1s, 500ms)"))
+}
+
 /// Starts this process's simulated host clock (`--host-clock-offset/--host-clock-drift`)
 /// for process `rank` of `size` on `hosts` hosts, drifting from the job's common epoch.
 fn simulate_host_clock(args: &RunArgs, rank: usize, size: usize) {
-    if args.host_clock_offset.is_none() && args.host_clock_drift.is_none() {
+    if args.host_clock_offset.is_none()
+        && args.host_clock_drift.is_none()
+        && args.host_clock_drift_after.is_none()
+    {
         return;
     }
     let host = rank * args.hosts.unwrap_or(1) as usize / size.max(1);
@@ -245,10 +264,19 @@ fn simulate_host_clock(args: &RunArgs, rank: usize, size: usize) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(nccl_sim::time::host_ns);
+    let drift_ppb = PerHost::of(args.host_clock_drift.as_ref(), host);
+    let drift_change =
+        args.host_clock_drift_after
+            .as_ref()
+            .map(|after| nccl_sim::host_clock::DriftChange {
+                after_ns: args.host_clock_drift_change_at as u64,
+                drift_ppb: after.0.get(host).copied().unwrap_or(drift_ppb),
+            });
     nccl_sim::host_clock::simulate(nccl_sim::host_clock::SimulatedClock {
         offset_ns: PerHost::of(args.host_clock_offset.as_ref(), host),
-        drift_ppb: PerHost::of(args.host_clock_drift.as_ref(), host),
+        drift_ppb,
         epoch_ns,
+        drift_change,
     });
 }
 
