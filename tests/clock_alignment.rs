@@ -18,8 +18,21 @@ use validate_json::assert_validates;
 /// How far apart the processes' clocks may be placed after the alignment: measured within
 /// a microsecond or two (docs/fidelity.md); this leaves room for a loaded 2-core machine,
 /// where each process's own real-time offset is measured less exactly, and stays far below
-/// the hosts' 10 ms.
+/// the hosts' 10 ms. A short job's facts may prove less: see [`aligned_within`].
 const ALIGNED_WITHIN_NS: i64 = 100_000;
+
+/// How far apart two processes of the trace at `anchor` may be placed: each lies within
+/// the uncertainty the trace states, so two of different hosts within twice the largest
+/// (a short debug-built job on a loaded machine states up to ±94 µs), or within
+/// [`ALIGNED_WITHIN_NS`].
+fn aligned_within(anchor: &Path) -> i64 {
+    let (properties, by_name) = otf2_properties::nccl_scorep_properties(anchor);
+    let uncertainty: i64 = by_name
+        .get("CLOCK_CORRECTION_UNCERTAINTY_NS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no uncertainty stated: {properties}"));
+    ALIGNED_WITHIN_NS.max(2 * uncertainty)
+}
 
 fn nccl_scorep(args: &[&str], path: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
@@ -217,7 +230,7 @@ fn hosts_clocks_apart_by_milliseconds_are_aligned_from_the_collectives() {
 
     // Aligned: every process where the truth puts it, within the bound.
     let (after, _, _) = placement(&anchor, &truth_dir);
-    assert!(spread(&after) <= ALIGNED_WITHIN_NS, "{after:?}");
+    assert!(spread(&after) <= aligned_within(&anchor), "{after:?}");
 
     // The trace says what was done and how surely; the summary says what it leaves unseen.
     let (properties, by_name) = otf2_properties::nccl_scorep_properties(&anchor);
@@ -319,7 +332,7 @@ fn a_host_that_shares_collectives_only_with_another_is_aligned_through_it() {
     let anchor = out.join("traces.otf2");
     let (after, broken, collectives) = placement(&anchor, &truth_dir);
     assert_eq!(after.len(), 4, "two ranks in each of two stages: {after:?}");
-    assert!(spread(&after) <= ALIGNED_WITHIN_NS, "{after:?}");
+    assert!(spread(&after) <= aligned_within(&anchor), "{after:?}");
     // Unaligned, node2's stage broke causality in every collective; aligned, at most a
     // few whose ranks' begins and ends lie within the alignment's uncertainty.
     assert_eq!(collectives, 120);
@@ -365,7 +378,7 @@ fn a_drift_that_changes_during_the_run_is_followed() {
     assert!(line.contains("it changed during the run"), "{line}");
     let anchor = out.join("traces.otf2");
     let (after, broken, collectives) = placement(&anchor, &truth_dir);
-    assert!(spread(&after) <= ALIGNED_WITHIN_NS, "{after:?}");
+    assert!(spread(&after) <= aligned_within(&anchor), "{after:?}");
     assert_eq!(collectives, 500);
     assert!(broken <= 25, "{broken} of {collectives}");
     let hosts = corrected_hosts(&anchor);
