@@ -1539,13 +1539,13 @@ pub fn render(report: &Report) -> String {
             } else {
                 format!(" through {}", host.through.join(", "))
             };
-            let bent = if host.stretches == 0 {
+            let bent = if host.bends == 0 {
                 String::new()
             } else {
                 format!(
                     " (on average: it changed during the run, and is followed through {} \
-                     stretches)",
-                    host.stretches
+                     bends)",
+                    host.bends
                 )
             };
             let _ = writeln!(
