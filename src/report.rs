@@ -5,7 +5,8 @@
 //!
 //! The trace is read three times, each streamed: the summary's pass (one record per rank
 //! and operation), the profile's (one value per call path and location) and the
-//! timeline's (only the window's intervals are kept).
+//! timeline's (only the window's intervals are kept); twice when the job's profile.cubex,
+//! written by the merge after the trace, gives the time per process instead.
 
 mod data;
 mod page;

@@ -356,3 +356,97 @@ fn the_timeline_shows_the_window_asked_for() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("ends before it starts"), "{stderr}");
 }
+
+/// The page's `report-data`: what the page's script and these tests read.
+fn report_data(page: &Path) -> Value {
+    let html = std::fs::read_to_string(page).unwrap();
+    let data = html
+        .split("<script type=\"application/json\" id=\"report-data\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</script>").next())
+        .expect("report data");
+    serde_json::from_str(data).unwrap()
+}
+
+/// Where each process's time went comes from the job's profile.cubex, which the merge
+/// wrote after the trace; it is what a profile's pass over the trace gives. A copy of the
+/// trace without the profile, or with one older than the trace, is read instead.
+#[test]
+fn the_time_split_comes_from_the_jobs_profile_and_is_the_traces() {
+    let from_profile = report_data(&page().0);
+    assert_eq!(
+        from_profile["time_split_source"],
+        "the job's CUBE profile (profile.cubex)"
+    );
+    let html = std::fs::read_to_string(&page().0).unwrap();
+    let source = html
+        .split("<p id=\"time-split-source\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</p>").next())
+        .expect("the time split's source");
+    assert!(
+        source.ends_with("CUBE profile (profile.cubex)."),
+        "{source}"
+    );
+
+    let copy = tempfile::tempdir().unwrap();
+    for file in ["traces.otf2", "traces.def"] {
+        std::fs::copy(job().join(file), copy.path().join(file)).unwrap();
+    }
+    std::fs::create_dir(copy.path().join("traces")).unwrap();
+    for entry in std::fs::read_dir(job().join("traces")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(
+            entry.path(),
+            copy.path().join("traces").join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    let page_of_copy = |name: &str| {
+        let page = copy.path().join(name);
+        let output = report(&[copy.path().to_str().unwrap(), "-o", page.to_str().unwrap()]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        report_data(&page)
+    };
+    let from_trace = page_of_copy("without-profile.html");
+    assert_eq!(from_trace["time_split_source"], "the trace");
+    let (a, b) = (
+        from_profile["time_split"].as_array().unwrap(),
+        from_trace["time_split"].as_array().unwrap(),
+    );
+    assert_eq!(a.len(), 4, "{a:?}");
+    assert_eq!(a.len(), b.len());
+    let mut total = 0.0;
+    for (p, t) in a.iter().zip(b) {
+        assert_eq!(p["process"], t["process"]);
+        for (x, y) in p["seconds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(t["seconds"].as_array().unwrap())
+        {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{p} against {t}");
+            total += x;
+        }
+    }
+    assert!(total > 0.0, "{a:?}");
+
+    // A profile older than the trace is some other trace's.
+    let stale = copy.path().join("profile.cubex");
+    std::fs::copy(job().join("profile.cubex"), &stale).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH)
+        .unwrap();
+    assert_eq!(
+        page_of_copy("stale-profile.html")["time_split_source"],
+        "the trace"
+    );
+}

@@ -223,6 +223,28 @@ impl Cube {
         self.values.get(metric.index()).map_or(0, |v| v.rows.len())
     }
 
+    /// Per location (by handle index), the sum of `metric`'s values over every call-tree
+    /// node: for an exclusive metric, its total on that location (a flat profile).
+    pub fn location_sums(&self, metric: MetricId) -> Result<Vec<f64>, CubeError> {
+        if metric.index() >= self.dims.metrics.len() {
+            return Err(CubeError::UnknownHandle {
+                kind: MetricId::KIND,
+                index: metric.0,
+            });
+        }
+        let data_type = self.dims.metrics[metric.index()].def().data_type();
+        let mut sums = vec![0.0; self.dims.locations.len()];
+        for (_, row) in self.rows(metric) {
+            for (sum, &bits) in sums.iter_mut().zip(row) {
+                *sum += match Value::from_bits(data_type, bits) {
+                    Value::Double(v) => v,
+                    Value::Uint64(v) => v as f64,
+                };
+            }
+        }
+        Ok(sums)
+    }
+
     /// Rows of a metric by cnode handle index, values by location handle index.
     pub(crate) fn rows(&self, metric: MetricId) -> impl Iterator<Item = (u32, &[u64])> {
         self.values[metric.index()]
@@ -344,6 +366,53 @@ mod tests {
         let other = cube.empty_like();
         assert_eq!(other.get(v, c, l).unwrap(), Value::Uint64(0));
         assert_eq!(other.dimensions().metric_by_name("visits"), Some(v));
+    }
+
+    /// A flat profile: per location, the values of every call path added up, after the
+    /// cube went through a file.
+    #[test]
+    fn location_sums_add_up_every_call_path() {
+        let mut b = CubeBuilder::new();
+        let time = MetricDef::new(
+            "time",
+            "Time",
+            units::SECONDS,
+            DataType::Double,
+            MetricKind::Exclusive,
+        );
+        let t = b.metric(None, time).unwrap();
+        let visits = MetricDef::new(
+            "visits",
+            "Visits",
+            units::OCCURRENCES,
+            DataType::Uint64,
+            MetricKind::Exclusive,
+        );
+        let v = b.metric(None, visits).unwrap();
+        let r = b.region(RegionDef::new("r")).unwrap();
+        let root = b.cnode(r, None).unwrap();
+        let child = b.cnode(r, Some(root)).unwrap();
+        let s = b.system_tree_node(None, "m", classes::MACHINE).unwrap();
+        let g = b
+            .location_group(s, "p", 0, LocationGroupType::Process)
+            .unwrap();
+        let l0 = b.location(g, "t0", 0, LocationType::CpuThread).unwrap();
+        let l1 = b.location(g, "t1", 1, LocationType::CpuThread).unwrap();
+        let mut cube = b.build().unwrap();
+        cube.set(t, root, l0, 1.5).unwrap();
+        cube.set(t, child, l0, 0.25).unwrap();
+        cube.set(t, child, l1, 2.0).unwrap();
+        cube.set(v, child, l1, 7u64).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        cube.write(dir.path().join("p.cubex")).unwrap();
+        let back = Cube::read(dir.path().join("p.cubex")).unwrap();
+        let (t, v) = (
+            back.dimensions().metric_by_name("time").unwrap(),
+            back.dimensions().metric_by_name("visits").unwrap(),
+        );
+        assert_eq!(back.location_sums(t).unwrap(), [1.75, 2.0]);
+        assert_eq!(back.location_sums(v).unwrap(), [0.0, 7.0]);
+        assert!(back.location_sums(MetricId(9)).is_err());
     }
 
     #[test]

@@ -210,6 +210,13 @@ pub fn render(report: &Report, plots: &[(Plot, String)]) -> Result<String, Strin
         if plot.id == "timeline" {
             let _ = writeln!(html, "<p>Window: {}.</p>", escape(&report.timeline.why));
         }
+        if plot.id == "time-per-rank" {
+            let _ = writeln!(
+                html,
+                "<p id=\"time-split-source\">From {}.</p>",
+                escape(&report.time_split_source)
+            );
+        }
         // The SVG's XML declaration is not wanted inside HTML.
         let svg = svg
             .trim_start()
@@ -224,6 +231,8 @@ pub fn render(report: &Report, plots: &[(Plot, String)]) -> Result<String, Strin
     let data = json!({
         "heatmap": report.heatmap,
         "plots": plots.iter().map(|(p, _)| p.id).collect::<Vec<_>>(),
+        "time_split": report.time_split,
+        "time_split_source": report.time_split_source,
     });
     // The self-check's element first: the script fills it in.
     let _ = write!(
