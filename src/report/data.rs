@@ -485,7 +485,8 @@ fn time_split(anchor: &Path) -> Result<Vec<ProcessTime>, String> {
 /// the merge writes it after the trace, from the same values (`nccl-scorep profile` too),
 /// so a file at least as new as the trace's anchor and definitions is taken; one older
 /// than them, unreadable or without the time metrics, is not (`None`: the trace is read).
-/// At 16 384 processes this saves a third of the report's time.
+/// The profile's pass is the costliest of the report's three (half its time on a 1 GB
+/// trace, docs/report.md).
 fn time_split_from_profile(anchor: &Path) -> Option<Vec<ProcessTime>> {
     let path = anchor.with_file_name(PROFILE_FILE);
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
