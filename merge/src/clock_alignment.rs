@@ -120,16 +120,15 @@ pub fn fit(bounds: &[Bound]) -> Option<Correction> {
     if !has_lower || !has_upper {
         return None;
     }
-    let first = bounds.iter().map(|b| b.at_ns).fold(f64::INFINITY, f64::min);
-    let last = bounds
-        .iter()
-        .map(|b| b.at_ns)
-        .fold(f64::NEG_INFINITY, f64::max);
+    // In time order, for the quarters and the stretches.
+    let mut sorted = bounds.to_vec();
+    sorted.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
+    let (first, last) = (sorted[0].at_ns, sorted[sorted.len() - 1].at_ns);
     let at_ns = (first + last) / 2.0;
     let drift = if last - first < MIN_SPAN_FOR_DRIFT_NS {
         0.0
     } else {
-        drift_between_ends(bounds).unwrap_or(0.0)
+        drift_between_ends(&sorted).unwrap_or(0.0)
     };
     let (low, high) = offsets_allowed(bounds, at_ns, drift);
     let mut correction = Correction {
@@ -142,7 +141,7 @@ pub fn fit(bounds: &[Bound]) -> Option<Correction> {
         bounds: bounds.len(),
         bends: Vec::new(),
     };
-    bend_where_the_drift_changed(bounds, &mut correction);
+    bend_where_the_drift_changed(&sorted, &mut correction);
     correction.violated_after = violated(bounds, |t| correction.at(t));
     Some(correction)
 }
@@ -155,10 +154,8 @@ pub fn fit(bounds: &[Bound]) -> Option<Correction> {
 /// bends through the middle of what each stretch allows (interpolated between their
 /// middles, as few of them as stay within a quarter of the uncertainty), and its
 /// uncertainty becomes half the widest of those. When the line lies within every
-/// stretch's, it stays as it is.
-fn bend_where_the_drift_changed(bounds: &[Bound], line: &mut Correction) {
-    let mut sorted = bounds.to_vec();
-    sorted.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
+/// stretch's, it stays as it is. `sorted`: the bounds in time order.
+fn bend_where_the_drift_changed(sorted: &[Bound], line: &mut Correction) {
     let (Some(first), Some(last)) = (sorted.first(), sorted.last()) else {
         return;
     };
@@ -242,10 +239,8 @@ fn fewest_bends(bends: &[(f64, f64)], tolerance: f64) -> Vec<(f64, f64)> {
 /// The drift between the offsets the first and the last quarter of the run prove (each
 /// the middle of what its bounds allow, taken as constant over its quarter), as the
 /// offsets measured at a run's start and end are interpolated; `None` when a quarter lacks
-/// bounds on either side.
-fn drift_between_ends(bounds: &[Bound]) -> Option<f64> {
-    let mut sorted = bounds.to_vec();
-    sorted.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
+/// bounds on either side. `sorted`: the bounds in time order.
+fn drift_between_ends(sorted: &[Bound]) -> Option<f64> {
     let quarter = (sorted.len() / 4).max(1);
     let middle = |part: &[Bound]| -> Option<(f64, f64)> {
         let at = part.iter().map(|b| b.at_ns).sum::<f64>() / part.len() as f64;
