@@ -157,6 +157,10 @@ enum Command {
         /// from the job's collectives and messages (docs/merge.md).
         #[arg(long, conflicts_with = "scorep")]
         no_clock_alignment: bool,
+        /// Walk every record of every event file before merging it (reads all of them
+        /// once), not only each chunk's header and the last chunk's records.
+        #[arg(long, conflicts_with = "scorep")]
+        check_records: bool,
     },
     /// Compare two runs per communicator, operation and size bucket: time per call, bus
     /// bandwidth, wait for the last rank, the change and a verdict (docs/profile.md).
@@ -401,6 +405,7 @@ fn main() -> ExitCode {
             all,
             no_profile,
             no_clock_alignment,
+            check_records,
             ..
         } => {
             if !all {
@@ -422,6 +427,11 @@ fn main() -> ExitCode {
                 only_parts: job_parts.as_deref(),
                 progress: Some(&|step| bar.show_merge(step)),
                 keep_host_clocks: no_clock_alignment,
+                check_event_files: if check_records {
+                    nccl_scorep_merge::EventFileCheck::Records
+                } else {
+                    nccl_scorep_merge::EventFileCheck::Chunks
+                },
             };
             let merged = nccl_scorep_merge::merge_with(&run_dir, &options);
             bar.finish();

@@ -135,6 +135,60 @@ fn a_damaged_event_file_is_refused_by_the_merge() {
     assert!(said.contains(&evt.display().to_string()), "{said}");
 }
 
+/// The merge reads every chunk's header and the last chunk's records of each event file;
+/// `--check-records` walks every record too, and so also refuses a file damaged inside a
+/// chunk before its last.
+#[test]
+fn the_merge_walks_every_record_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let ran = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--plugin"])
+        .arg(nccl_sim::our_plugin_for_tests())
+        .args(["--scenario", "single", "--iterations", "1200"])
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SCOREP_AUTO_MERGE", "0")
+        .env_remove("NCCL_DEBUG")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let part = std::fs::read_dir(out.join("parts"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let evt = std::fs::read_dir(part.join("traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "evt"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&evt).unwrap();
+    // The plugin's chunks are 256 KiB: damage the first chunk of a file that has more.
+    assert!(bytes.len() > 256 * 1024, "{} bytes", bytes.len());
+    // The first record's kind (after the 18-byte chunk header): one OTF2 does not know.
+    bytes[18] = 0x03;
+    std::fs::write(&evt, &bytes).unwrap();
+    let merge = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+            .args(["merge", "--no-profile"])
+            .args(extra)
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let walked = merge(&["--check-records"]);
+    assert_eq!(walked.status.code(), Some(1), "{walked:?}");
+    let said = String::from_utf8_lossy(&walked.stderr);
+    assert!(said.contains("is damaged: chunk 0:"), "{said}");
+    assert!(said.contains(&evt.display().to_string()), "{said}");
+    // Without it, the chunks' headers and the last chunk are sound: merged.
+    let quick = merge(&[]);
+    assert!(quick.status.success(), "{quick:?}");
+}
+
 /// The modes of every directory under `root` (itself included), by path.
 fn directory_modes(root: &Path) -> Vec<(String, u32)> {
     use std::os::unix::fs::PermissionsExt;

@@ -58,6 +58,7 @@ mod provenance;
 pub use provenance::as_json as provenance_as_json;
 mod ranks_named;
 mod recover;
+pub use recover::EventFileCheck;
 pub mod scorep;
 
 pub use nccl_scorep_common::run_dir::{SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR};
@@ -1183,6 +1184,8 @@ pub struct MergeOptions<'a> {
     /// Keep each host's clock as its parts say (trust NTP): no alignment of hosts from the
     /// job's collectives and messages.
     pub keep_host_clocks: bool,
+    /// How much of each event file is read to refuse a damaged one before it is linked.
+    pub check_event_files: EventFileCheck,
 }
 
 /// [`merge`] with options.
@@ -1262,7 +1265,12 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
                 let path = dir
                     .join(EVENT_FILES_DIR)
                     .join(format!("{}.evt", location.id));
-                recover::check_event_file(&path, defs.event_chunk, location.number_of_events)?;
+                recover::check_event_file(
+                    &path,
+                    defs.event_chunk,
+                    location.number_of_events,
+                    options.check_event_files,
+                )?;
             }
             Ok(defs)
         }) {

@@ -18,6 +18,7 @@
 mod event_file;
 
 pub(crate) use event_file::check_event_file;
+pub use event_file::EventFileCheck;
 
 use std::path::{Path, PathBuf};
 

@@ -15,6 +15,8 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use otf2_sys::event_format::{
@@ -240,15 +242,32 @@ pub(crate) fn keep_first_events(path: &Path, chunk_bytes: u64, keep: u64) -> Res
     Err(format!("{} has no event {keep}", path.display()))
 }
 
+/// How much of a finished event file the merge reads to tell whether it is sound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EventFileCheck {
+    /// Every chunk's header (byte order, the numbers of its events), the file's length,
+    /// and the records of its last chunk, where a write cut short would show: a few bytes
+    /// per chunk, so the merge's reading grows with the locations, not the events.
+    #[default]
+    Chunks,
+    /// Also walk every record of every chunk: reads every byte of the file once.
+    Records,
+}
+
 /// Checks a finished event file: every chunk starts with a header in a known byte order,
-/// the chunks number their events without a gap, each chunk's records walk to its end
-/// (known record kinds, lengths within the chunk) and are as many events as its header
-/// numbers, and the file holds the `events` events the definitions announce. A damaged or
-/// cut file is refused before the merge links it into a trace OTF2 cannot read. Reads the
-/// file once, chunk by chunk.
-pub(crate) fn check_event_file(path: &Path, chunk_bytes: u64, events: u64) -> Result<(), String> {
+/// the chunks number their events without a gap, the file holds the `events` events the
+/// definitions announce, and the records of the last chunk (of every chunk with
+/// [`EventFileCheck::Records`]) walk to its end (known record kinds, lengths within the
+/// chunk) and are as many events as its header numbers. A damaged or cut file is refused
+/// before the merge links it into a trace OTF2 cannot read.
+pub(crate) fn check_event_file(
+    path: &Path,
+    chunk_bytes: u64,
+    events: u64,
+    check: EventFileCheck,
+) -> Result<(), String> {
     let damaged = |why: String| format!("{} is damaged: {why}", path.display());
-    let mut file = match File::open(path) {
+    let file = match File::open(path) {
         Ok(file) => file,
         Err(_) if events == 0 => return Ok(()),
         Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
@@ -256,13 +275,23 @@ pub(crate) fn check_event_file(path: &Path, chunk_bytes: u64, events: u64) -> Re
     let length = file.metadata().map_err(|e| damaged(e.to_string()))?.len();
     let chunk_bytes = chunk_bytes.max(HEADER_BYTES as u64 + 1);
     let chunks = length.div_ceil(chunk_bytes);
+    if check == EventFileCheck::Chunks && chunks > 1 {
+        // A few bytes per chunk: without this, the kernel's read-ahead (megabytes on
+        // many disks and parallel file systems) would read most of the file anyway.
+        // SAFETY: advice on an open descriptor for its whole length; it reads no memory.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    }
     let mut next_event = 1u64;
     let mut chunk = Vec::new();
     for index in 0..chunks {
-        let size = chunk_bytes.min(length - index * chunk_bytes) as usize;
+        let walk = check == EventFileCheck::Records || index + 1 == chunks;
+        let size = if walk {
+            chunk_bytes.min(length - index * chunk_bytes) as usize
+        } else {
+            HEADER_BYTES
+        };
         chunk.resize(size, 0);
-        file.seek(SeekFrom::Start(index * chunk_bytes))
-            .and_then(|_| file.read_exact(&mut chunk))
+        file.read_exact_at(&mut chunk, index * chunk_bytes)
             .map_err(|e| damaged(format!("chunk {index}: {e}")))?;
         if chunk.len() < HEADER_BYTES || chunk[0] != CHUNK_HEADER {
             return Err(damaged(format!(
@@ -286,14 +315,16 @@ pub(crate) fn check_event_file(path: &Path, chunk_bytes: u64, events: u64) -> Re
                 next_event - 1
             )));
         }
-        let records = walk_chunk(&chunk, chunk.len())
-            .map_err(|why| damaged(format!("chunk {index}: {why}")))?;
-        let held = records.event_ends.len() as u64;
-        if held != last + 1 - first {
-            return Err(damaged(format!(
-                "chunk {index} holds {held} events where its header numbers {}",
-                last + 1 - first
-            )));
+        if walk {
+            let records = walk_chunk(&chunk, chunk.len())
+                .map_err(|why| damaged(format!("chunk {index}: {why}")))?;
+            let held = records.event_ends.len() as u64;
+            if held != last + 1 - first {
+                return Err(damaged(format!(
+                    "chunk {index} holds {held} events where its header numbers {}",
+                    last + 1 - first
+                )));
+            }
         }
         next_event = last + 1;
     }
@@ -340,37 +371,56 @@ mod tests {
 
     #[test]
     fn damaged_event_files_are_told_from_sound_ones() {
+        use EventFileCheck::{Chunks, Records};
         let dir = tempfile::tempdir().unwrap();
         // 30 000 pairs of nested intervals: 120 000 events in several chunks.
         let evt = write_nested_events(&dir.path().join("sound"), 30_000, 0);
         let events = 120_000;
-        check_event_file(&evt, CHUNK, events).unwrap();
-        let why = check_event_file(&evt, CHUNK, events + 1).unwrap_err();
-        assert!(why.contains("where the definitions announce"), "{why}");
-        // A chunk header overwritten, and the file cut after its first chunk.
-        let mut bytes = std::fs::read(&evt).unwrap();
-        assert!(bytes.len() as u64 > CHUNK, "several chunks");
-        let broken = dir.path().join("broken.evt");
-        bytes[CHUNK as usize] = 0x77;
-        std::fs::write(&broken, &bytes).unwrap();
-        let why = check_event_file(&broken, CHUNK, events).unwrap_err();
-        assert!(
-            why.contains("chunk 1 does not start with a chunk header"),
-            "{why}"
-        );
-        std::fs::write(&broken, &bytes[..CHUNK as usize]).unwrap();
-        assert!(check_event_file(&broken, CHUNK, events).is_err());
-        // Records inside a chunk damaged (the first record's kind byte; the second's
-        // length byte): the header is sound, the records are not.
         let sound = std::fs::read(&evt).unwrap();
+        let chunks = (sound.len() as u64).div_ceil(CHUNK);
+        assert!(chunks >= 3, "several chunks");
+        let broken = dir.path().join("broken.evt");
+        let check_broken = |bytes: &[u8], check| {
+            std::fs::write(&broken, bytes).unwrap();
+            check_event_file(&broken, CHUNK, events, check)
+        };
+        for check in [Chunks, Records] {
+            check_event_file(&evt, CHUNK, events, check).unwrap();
+            let why = check_event_file(&evt, CHUNK, events + 1, check).unwrap_err();
+            assert!(why.contains("where the definitions announce"), "{why}");
+            // A chunk header overwritten.
+            let mut bytes = sound.clone();
+            bytes[CHUNK as usize] = 0x77;
+            let why = check_broken(&bytes, check).unwrap_err();
+            assert!(
+                why.contains("chunk 1 does not start with a chunk header"),
+                "{why}"
+            );
+            // The file cut after its first chunk, and inside its last one.
+            let why = check_broken(&sound[..CHUNK as usize], check).unwrap_err();
+            assert!(why.contains("where the definitions announce"), "{why}");
+            let why = check_broken(&sound[..sound.len() - 100], check).unwrap_err();
+            assert!(why.contains(&format!("chunk {}", chunks - 1)), "{why}");
+            // The last chunk's records damaged (the first record's kind byte; the second's
+            // length byte): its header is sound, its records are not.
+            let last = ((chunks - 1) * CHUNK) as usize;
+            for (at, value) in [(HEADER_BYTES, 0x03u8), (HEADER_BYTES + 10, 0xF0)] {
+                let mut bytes = sound.clone();
+                bytes[last + at] = value;
+                let why = check_broken(&bytes, check).unwrap_err();
+                assert!(why.contains(&format!("chunk {}", chunks - 1)), "{why}");
+            }
+            assert!(check_event_file(&dir.path().join("none.evt"), CHUNK, 0, check).is_ok());
+        }
+        // The records of a chunk before the last damaged: only walking every record finds
+        // it; the chunks' headers and the last chunk are sound.
         for (at, value) in [(HEADER_BYTES, 0x03u8), (HEADER_BYTES + 10, 0xF0)] {
             let mut bytes = sound.clone();
             bytes[CHUNK as usize + at] = value;
-            std::fs::write(&broken, &bytes).unwrap();
-            let why = check_event_file(&broken, CHUNK, events).unwrap_err();
+            let why = check_broken(&bytes, Records).unwrap_err();
             assert!(why.contains("chunk 1"), "{why}");
+            check_broken(&bytes, Chunks).unwrap();
         }
-        assert!(check_event_file(&dir.path().join("none.evt"), CHUNK, 0).is_ok());
     }
 
     #[test]
