@@ -157,8 +157,8 @@ enum Command {
         /// from the job's collectives and messages (docs/merge.md).
         #[arg(long, conflicts_with = "scorep")]
         no_clock_alignment: bool,
-        /// Walk every record of every event file before merging it (reads all of them
-        /// once), not only each chunk's header and the last chunk's records.
+        /// Read every event file whole and walk its records before merging it, instead of
+        /// comparing it with the length its process listed (docs/merge.md).
         #[arg(long, conflicts_with = "scorep")]
         check_records: bool,
     },
@@ -430,7 +430,7 @@ fn main() -> ExitCode {
                 check_event_files: if check_records {
                     nccl_scorep_merge::EventFileCheck::Records
                 } else {
-                    nccl_scorep_merge::EventFileCheck::Chunks
+                    nccl_scorep_merge::EventFileCheck::Quick
                 },
             };
             let merged = nccl_scorep_merge::merge_with(&run_dir, &options);

@@ -226,3 +226,57 @@ fn merge_without_parts_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// A finished part lists each event file's length and events as its process wrote them
+/// (what the merge checks the files against without reading them), and its locations'
+/// local definition files, which hold the same clock offsets, are links to one file (which
+/// the merge reads once). A part whose files are copies, as an older plugin wrote them,
+/// merges to the same trace.
+#[test]
+fn a_part_lists_its_event_files_and_links_its_equal_local_definitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_job(dir.path());
+    for part in parts(&run) {
+        let traces = part.join("traces");
+        let list = std::fs::read_to_string(part.join("event-files.txt")).unwrap();
+        let listed = nccl_scorep_common::event_files::parse(&list).unwrap();
+        let locations = dump(&part.join("traces.otf2"))["locations"].clone();
+        let locations = locations.as_array().unwrap();
+        assert_eq!(listed.len(), locations.len(), "{}", part.display());
+        let mut inodes = BTreeSet::new();
+        for location in locations {
+            let id = location["id"].as_u64().unwrap();
+            let file = &listed[&id];
+            let evt = std::fs::metadata(traces.join(format!("{id}.evt"))).unwrap();
+            assert_eq!(file.bytes, evt.len(), "{id}");
+            assert_eq!(file.events, location["events"].as_u64().unwrap(), "{id}");
+            inodes.insert(
+                std::fs::metadata(traces.join(format!("{id}.def")))
+                    .unwrap()
+                    .ino(),
+            );
+        }
+        assert!(locations.len() > 1);
+        assert_eq!(inodes.len(), 1, "{}: {inodes:?}", part.display());
+    }
+    let merged = |run: &Path| {
+        let output = merge(run);
+        assert!(output.status.success(), "{output:?}");
+        assert_otf2_print_clean(&run.join("traces.otf2"));
+        dump(&run.join("traces.otf2"))
+    };
+    let linked = merged(&run);
+
+    // The same part with a copy of the file for each location.
+    for part in parts(&run) {
+        for entry in std::fs::read_dir(part.join("traces")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "def") {
+                let bytes = std::fs::read(&path).unwrap();
+                std::fs::remove_file(&path).unwrap();
+                std::fs::write(&path, bytes).unwrap();
+            }
+        }
+    }
+    assert_eq!(merged(&run), linked);
+}

@@ -1,7 +1,7 @@
 //! The plugin never ends the job: a file size limit (`ulimit -f`) smaller than the trace
 //! makes the trace incomplete, says so once on stderr, and the application exits normally.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A one-process nccl-sim job (one AllReduce scenario) writing into `out`, merged at its
@@ -48,6 +48,30 @@ fn a_file_size_limit_cuts_the_trace_not_the_job() {
         .collect();
     assert_eq!(said.len(), 1, "{stderr}");
     assert!(said[0].starts_with("[NCCL-Score-P] Warning: "), "{stderr}");
+    // The part's list of its event files leaves out those not all written (the merge reads
+    // them), and gives the others' lengths.
+    let part = std::fs::read_dir(out.join("parts"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let list = std::fs::read_to_string(part.join("event-files.txt")).unwrap();
+    let listed = nccl_scorep_common::event_files::parse(&list).unwrap();
+    let files: Vec<PathBuf> = std::fs::read_dir(part.join("traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "evt"))
+        .collect();
+    let mut unlisted = 0;
+    for file in &files {
+        let id: u64 = file.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+        match listed.get(&id) {
+            Some(written) => assert_eq!(written.bytes, std::fs::metadata(file).unwrap().len()),
+            None => unlisted += 1,
+        }
+    }
+    assert!(unlisted >= 1 && unlisted < files.len(), "{list}");
 }
 
 /// Links planted where the plugin writes (another user's doing, in a shared directory) are
@@ -98,34 +122,55 @@ fn a_second_job_in_the_same_directory_says_that_it_replaces_the_first_ones_trace
     assert!(out.join("traces.otf2").is_file());
 }
 
-/// A damaged event file is refused with a message naming it, never merged into a trace
-/// OTF2 cannot read.
-#[test]
-fn a_damaged_event_file_is_refused_by_the_merge() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    assert!(single_job(&out).status.success());
+/// The biggest event file of the single job's (only) part, after running it.
+fn biggest_event_file(out: &Path) -> PathBuf {
+    assert!(single_job(out).status.success());
     let part = std::fs::read_dir(out.join("parts"))
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
-    // The biggest event file: one with events.
-    let evt = std::fs::read_dir(part.join("traces"))
+    std::fs::read_dir(part.join("traces"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "evt"))
         .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .unwrap();
-    let mut bytes = std::fs::read(&evt).unwrap();
-    bytes[0] = 0x77;
-    std::fs::write(&evt, &bytes).unwrap();
-    let merged = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .unwrap()
+}
+
+fn merge_without_profile(out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
         .args(["merge", "--no-profile"])
-        .arg(&out)
+        .arg(out)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// A damaged event file is refused with a message naming it, never merged into a trace
+/// OTF2 cannot read: one cut short (not as long as its process listed it), and, in a part
+/// without the list of its event files (an older plugin's), one whose chunk header is
+/// damaged.
+#[test]
+fn a_damaged_event_file_is_refused_by_the_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let evt = biggest_event_file(&out);
+    let part = evt.parent().unwrap().parent().unwrap();
+    assert!(part.join("event-files.txt").is_file());
+    let bytes = std::fs::read(&evt).unwrap();
+    std::fs::write(&evt, &bytes[..bytes.len() - 5]).unwrap();
+    let merged = merge_without_profile(&out);
+    assert_eq!(merged.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&merged.stderr);
+    assert!(said.contains("is damaged: chunk 0: "), "{said}");
+    assert!(said.contains(&evt.display().to_string()), "{said}");
+
+    let mut damaged = bytes.clone();
+    damaged[0] = 0x77;
+    std::fs::write(&evt, &damaged).unwrap();
+    std::fs::remove_file(part.join("event-files.txt")).unwrap();
+    let merged = merge_without_profile(&out);
     assert_eq!(merged.status.code(), Some(1));
     let said = String::from_utf8_lossy(&merged.stderr);
     assert!(
@@ -135,57 +180,29 @@ fn a_damaged_event_file_is_refused_by_the_merge() {
     assert!(said.contains(&evt.display().to_string()), "{said}");
 }
 
-/// The merge reads every chunk's header and the last chunk's records of each event file;
-/// `--check-records` walks every record too, and so also refuses a file damaged inside a
-/// chunk before its last.
+/// The merge takes an event file that is as long as its process listed it, with as many
+/// events, without reading it; `--check-records` walks every record of every file, and so
+/// also refuses one damaged inside.
 #[test]
 fn the_merge_walks_every_record_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let ran = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--plugin"])
-        .arg(nccl_sim::our_plugin_for_tests())
-        .args(["--scenario", "single", "--iterations", "1200"])
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
-        .env("NCCL_SCOREP_EVENTS", "all")
-        .env("NCCL_SCOREP_AUTO_MERGE", "0")
-        .env_remove("NCCL_DEBUG")
-        .output()
-        .unwrap();
-    assert!(ran.status.success(), "{ran:?}");
-    let part = std::fs::read_dir(out.join("parts"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let evt = std::fs::read_dir(part.join("traces"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "evt"))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .unwrap();
+    let evt = biggest_event_file(&out);
     let mut bytes = std::fs::read(&evt).unwrap();
-    // The plugin's chunks are 256 KiB: damage the first chunk of a file that has more.
-    assert!(bytes.len() > 256 * 1024, "{} bytes", bytes.len());
     // The first record's kind (after the 18-byte chunk header): one OTF2 does not know.
     bytes[18] = 0x03;
     std::fs::write(&evt, &bytes).unwrap();
-    let merge = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
-            .args(["merge", "--no-profile"])
-            .args(extra)
-            .arg(&out)
-            .output()
-            .unwrap()
-    };
-    let walked = merge(&["--check-records"]);
+    let walked = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["merge", "--no-profile", "--check-records"])
+        .arg(&out)
+        .output()
+        .unwrap();
     assert_eq!(walked.status.code(), Some(1), "{walked:?}");
     let said = String::from_utf8_lossy(&walked.stderr);
     assert!(said.contains("is damaged: chunk 0:"), "{said}");
     assert!(said.contains(&evt.display().to_string()), "{said}");
-    // Without it, the chunks' headers and the last chunk are sound: merged.
-    let quick = merge(&[]);
+    // Without it, the file is as its process listed it: merged.
+    let quick = merge_without_profile(&out);
     assert!(quick.status.success(), "{quick:?}");
 }
 

@@ -3,10 +3,11 @@
 //! clocks ([`clock`]), the layout of a run directory ([`run_dir`]) and the ledger in which
 //! a job's processes record their parts ([`ledger`]), the size buckets of payloads
 //! ([`sizes`]), what a trace records of how it was made ([`provenance`]), and how output files are
-//! opened without following planted links ([`safe_file`]), and the flight recorder's
-//! file ([`flight`]).
+//! opened without following planted links ([`safe_file`]), the flight recorder's
+//! file ([`flight`]), and the list of a part's event files ([`event_files`]).
 
 pub mod clock;
+pub mod event_files;
 pub mod flight;
 pub mod flock;
 pub mod job;

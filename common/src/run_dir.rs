@@ -11,6 +11,7 @@
 //!   parts/<host>.<pid>[.<n>]/            one process's part per init/finalize cycle:
 //!     traces.otf2, traces.def, traces/   its archive (complete once traces.otf2 is there)
 //!     snapshot/, snapshot.clock          its definitions and clock pairs while it runs
+//!     event-files.txt                    its event files' lengths, once it is complete
 //!     scorep-clock.json                  Score-P mode: how its clock maps onto Score-P's
 //! ```
 
@@ -38,6 +39,8 @@ pub const SNAPSHOT_DIR: &str = "snapshot";
 pub const SNAPSHOT_NEW_DIR: &str = "snapshot.new";
 /// The snapshot being replaced, removed once the new one is in place.
 pub const SNAPSHOT_OLD_DIR: &str = "snapshot.old";
+/// A finished part's list of its event files ([`crate::event_files`]).
+pub const EVENT_FILES_LIST: &str = "event-files.txt";
 /// A running part's clock pairs.
 pub const SNAPSHOT_CLOCK_FILE: &str = "snapshot.clock";
 /// Score-P mode: the clock pairs that map a part's time onto Score-P's.

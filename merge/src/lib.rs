@@ -38,7 +38,7 @@ use std::io::{Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
 use nccl_scorep_common::run_dir::{
-    ANCHOR_FILE, EVENT_FILES_DIR, GLOBAL_DEFINITIONS_FILE, PARTS_DIR,
+    ANCHOR_FILE, EVENT_FILES_DIR, EVENT_FILES_LIST, GLOBAL_DEFINITIONS_FILE, PARTS_DIR,
 };
 use nccl_scorep_common::RunDir;
 use otf2_sys::read::{
@@ -1261,12 +1261,17 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         }
         match otf2::read_part(&anchor).and_then(|defs| {
             // A damaged event file would make the merged trace unreadable: refused here.
+            let listed = std::fs::read_to_string(dir.join(EVENT_FILES_LIST))
+                .ok()
+                .and_then(|text| nccl_scorep_common::event_files::parse(&text))
+                .unwrap_or_default();
             for location in defs.defs.locations.iter() {
                 let path = dir
                     .join(EVENT_FILES_DIR)
                     .join(format!("{}.evt", location.id));
-                recover::check_event_file(
+                recover::check_listed_event_file(
                     &path,
+                    listed.get(&location.id),
                     defs.event_chunk,
                     location.number_of_events,
                     options.check_event_files,

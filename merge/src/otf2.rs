@@ -6,8 +6,11 @@
 //! them into place). The helpers for archives and local definitions serve `merge --scorep`
 //! too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+
+use nccl_scorep_common::run_dir::EVENT_FILES_DIR;
 
 use otf2_sys::error::drain_thread_error_reports;
 use otf2_sys::read::{
@@ -101,21 +104,49 @@ pub(super) fn read_part(anchor: &Path) -> Result<PartDefs, String> {
         properties: reader.properties().unwrap_or_default(),
         ranks_named: Default::default(),
     };
-    read_clock_offsets(&reader, &mut part)?;
+    read_clock_offsets(&reader, anchor, &mut part)?;
     Ok(part)
 }
 
 /// Reads every location's local definitions: its clock offsets. A part written by the
 /// plugin has no mapping tables; one that has them is refused (its events would need the
 /// maps composed).
-fn read_clock_offsets(reader: &Reader, part: &mut PartDefs) -> Result<(), String> {
-    let ids: Vec<u64> = part.defs.locations.iter().map(|l| l.id).collect();
-    reader.select_locations(&ids).map_err(message)?;
-    read_local_definitions(reader, &ids, |id, local| {
+///
+/// Locations whose files are links to one file (the plugin links equal ones) are read
+/// once: one file per part instead of one per location.
+fn read_clock_offsets(reader: &Reader, anchor: &Path, part: &mut PartDefs) -> Result<(), String> {
+    let dir = anchor.with_file_name(EVENT_FILES_DIR);
+    // The locations by the file that holds their definitions; a location whose file
+    // cannot be looked at is read on its own.
+    let mut sharing: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
+    let mut read = Vec::new();
+    for location in part.defs.locations.iter() {
+        let id = location.id;
+        match std::fs::metadata(dir.join(format!("{id}.def"))) {
+            Ok(file) => {
+                let same = sharing.entry((file.dev(), file.ino())).or_default();
+                if same.is_empty() {
+                    read.push(id);
+                }
+                same.push(id);
+            }
+            Err(_) => read.push(id),
+        }
+    }
+    let mut also: HashMap<u64, Vec<u64>> = sharing
+        .into_values()
+        .map(|ids| (ids[0], ids[1..].to_vec()))
+        .collect();
+    reader.select_locations(&read).map_err(message)?;
+    read_local_definitions(reader, &read, |id, local| {
         if local.has_mapping_tables() {
             return Err(format!(
                 "location {id} has mapping tables (is this a merged archive?)"
             ));
+        }
+        for other in also.remove(&id).unwrap_or_default() {
+            part.clock_offsets
+                .insert(other, local.clock_offsets.clone());
         }
         part.clock_offsets.insert(id, local.clock_offsets);
         Ok(())

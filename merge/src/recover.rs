@@ -17,7 +17,7 @@
 
 mod event_file;
 
-pub(crate) use event_file::check_event_file;
+pub(crate) use event_file::check_listed_event_file;
 pub use event_file::EventFileCheck;
 
 use std::path::{Path, PathBuf};

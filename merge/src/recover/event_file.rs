@@ -19,6 +19,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use nccl_scorep_common::event_files::WrittenEventFile;
+
 use otf2_sys::event_format::{
     ATTRIBUTE_LIST, BIG_ENDIAN, CHUNK_HEADER, END_OF_BUFFER, END_OF_CHUNK, END_OF_FILE,
     FIRST_EVENT_AT, FIRST_EVENT_KIND, HEADER_BYTES, LAST_EVENT_AT, LITTLE_ENDIAN, LONG_LENGTH,
@@ -245,21 +247,43 @@ pub(crate) fn keep_first_events(path: &Path, chunk_bytes: u64, keep: u64) -> Res
 /// How much of a finished event file the merge reads to tell whether it is sound.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EventFileCheck {
-    /// Every chunk's header (byte order, the numbers of its events), the file's length,
-    /// and the records of its last chunk, where a write cut short would show: a few bytes
-    /// per chunk, so the merge's reading grows with the locations, not the events.
+    /// A file as long as its process listed it, with as many events
+    /// ([`nccl_scorep_common::event_files`]), is taken without reading it. Another one is
+    /// read: every chunk's header (byte order, the numbers of its events), its length,
+    /// and the records of its last chunk, where a write cut short would show (a few bytes
+    /// per chunk). Either way the merge's reading grows with the locations, not the events.
     #[default]
-    Chunks,
-    /// Also walk every record of every chunk: reads every byte of the file once.
+    Quick,
+    /// Walk every record of every chunk: reads every byte of the file once.
     Records,
 }
 
-/// Checks a finished event file: every chunk starts with a header in a known byte order,
-/// the chunks number their events without a gap, the file holds the `events` events the
-/// definitions announce, and the records of the last chunk (of every chunk with
-/// [`EventFileCheck::Records`]) walk to its end (known record kinds, lengths within the
-/// chunk) and are as many events as its header numbers. A damaged or cut file is refused
-/// before the merge links it into a trace OTF2 cannot read.
+/// Checks a finished event file: it was listed by its process as this long with `events`
+/// events and is ([`EventFileCheck::Quick`]), or it passes [`check_event_file`].
+pub(crate) fn check_listed_event_file(
+    path: &Path,
+    listed: Option<&WrittenEventFile>,
+    chunk_bytes: u64,
+    events: u64,
+    check: EventFileCheck,
+) -> Result<(), String> {
+    let as_listed = check == EventFileCheck::Quick
+        && listed.is_some_and(|listed| {
+            listed.events == events
+                && std::fs::metadata(path).is_ok_and(|file| file.len() == listed.bytes)
+        });
+    if as_listed {
+        return Ok(());
+    }
+    check_event_file(path, chunk_bytes, events, check)
+}
+
+/// Checks a finished event file by reading it: every chunk starts with a header in a
+/// known byte order, the chunks number their events without a gap, the file holds the
+/// `events` events the definitions announce, and the records of the last chunk (of every
+/// chunk with [`EventFileCheck::Records`]) walk to its end (known record kinds, lengths
+/// within the chunk) and are as many events as its header numbers. A damaged or cut file
+/// is refused before the merge links it into a trace OTF2 cannot read.
 pub(crate) fn check_event_file(
     path: &Path,
     chunk_bytes: u64,
@@ -275,7 +299,7 @@ pub(crate) fn check_event_file(
     let length = file.metadata().map_err(|e| damaged(e.to_string()))?.len();
     let chunk_bytes = chunk_bytes.max(HEADER_BYTES as u64 + 1);
     let chunks = length.div_ceil(chunk_bytes);
-    if check == EventFileCheck::Chunks && chunks > 1 {
+    if check == EventFileCheck::Quick && chunks > 1 {
         // A few bytes per chunk: without this, the kernel's read-ahead (megabytes on
         // many disks and parallel file systems) would read most of the file anyway.
         // SAFETY: advice on an open descriptor for its whole length; it reads no memory.
@@ -371,7 +395,7 @@ mod tests {
 
     #[test]
     fn damaged_event_files_are_told_from_sound_ones() {
-        use EventFileCheck::{Chunks, Records};
+        use EventFileCheck::{Quick, Records};
         let dir = tempfile::tempdir().unwrap();
         // 30 000 pairs of nested intervals: 120 000 events in several chunks.
         let evt = write_nested_events(&dir.path().join("sound"), 30_000, 0);
@@ -384,7 +408,7 @@ mod tests {
             std::fs::write(&broken, bytes).unwrap();
             check_event_file(&broken, CHUNK, events, check)
         };
-        for check in [Chunks, Records] {
+        for check in [Quick, Records] {
             check_event_file(&evt, CHUNK, events, check).unwrap();
             let why = check_event_file(&evt, CHUNK, events + 1, check).unwrap_err();
             assert!(why.contains("where the definitions announce"), "{why}");
@@ -419,7 +443,45 @@ mod tests {
             bytes[CHUNK as usize + at] = value;
             let why = check_broken(&bytes, Records).unwrap_err();
             assert!(why.contains("chunk 1"), "{why}");
-            check_broken(&bytes, Chunks).unwrap();
+            check_broken(&bytes, Quick).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_file_as_its_process_listed_it_is_not_read() {
+        use EventFileCheck::{Quick, Records};
+        let dir = tempfile::tempdir().unwrap();
+        let evt = write_nested_events(&dir.path().join("sound"), 1000, 0);
+        let bytes = std::fs::metadata(&evt).unwrap().len();
+        let listed = |bytes, events| WrittenEventFile {
+            location: LOCATION,
+            bytes,
+            events,
+        };
+        let check = |listed: Option<&WrittenEventFile>, events, check| {
+            check_listed_event_file(&evt, listed, CHUNK, events, check)
+        };
+        // Sound, listed or not.
+        check(Some(&listed(bytes, 4000)), 4000, Quick).unwrap();
+        check(None, 4000, Quick).unwrap();
+        // Its header damaged: as listed, it is taken unread; reading it finds the damage,
+        // and so does a list of another length or other events.
+        let mut damaged = std::fs::read(&evt).unwrap();
+        damaged[0] = 0x77;
+        std::fs::write(&evt, &damaged).unwrap();
+        check(Some(&listed(bytes, 4000)), 4000, Quick).unwrap();
+        for (listed, check) in [
+            (Some(listed(bytes, 4000)), Records),
+            (Some(listed(bytes + 1, 4000)), Quick),
+            (Some(listed(bytes, 3999)), Quick),
+            (None, Quick),
+        ] {
+            let why = check_listed_event_file(&evt, listed.as_ref(), CHUNK, 4000, check);
+            assert!(
+                why.unwrap_err()
+                    .contains("does not start with a chunk header"),
+                "{listed:?} {check:?}"
+            );
         }
     }
 

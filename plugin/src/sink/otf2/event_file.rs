@@ -215,6 +215,8 @@ pub struct EventFile {
     /// The time of the last timestamp record in the current chunk.
     time: Option<u64>,
     finished: bool,
+    /// A write to the file failed: some of what was written is not in it.
+    write_failed: bool,
 }
 
 impl EventFile {
@@ -233,6 +235,7 @@ impl EventFile {
             events: 0,
             time: None,
             finished: false,
+            write_failed: false,
         };
         file.start_chunk();
         file
@@ -241,6 +244,16 @@ impl EventFile {
     /// Events written.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// The file's length once everything written so far is in it.
+    pub fn length(&self) -> u64 {
+        self.chunk_index * self.chunk_bytes as u64 + self.len as u64
+    }
+
+    /// Whether every write to the file succeeded.
+    pub fn all_written(&self) -> bool {
+        !self.write_failed
     }
 
     /// Bytes of events not yet in the file.
@@ -448,6 +461,12 @@ impl EventFile {
     /// records and the chunk's event count. A reader of the file (a killed process's)
     /// then finds every event written so far.
     pub fn persist(&mut self) -> std::io::Result<()> {
+        let result = self.write_to_file();
+        self.write_failed |= result.is_err();
+        result
+    }
+
+    fn write_to_file(&mut self) -> std::io::Result<()> {
         let last_event = self.events;
         if self.persisted == self.len && self.persisted_last_event == last_event {
             return Ok(());

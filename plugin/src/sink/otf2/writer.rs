@@ -13,11 +13,13 @@
 
 use super::defs::{Attr, Definitions, LocationKind, LocationOrder};
 use super::event_file::{AttributeValue, Event, EventFile, MAX_ATTRIBUTES};
+use nccl_scorep_common::event_files::{render, WrittenEventFile};
 use nccl_scorep_common::run_dir::{
-    ANCHOR_FILE, EVENT_FILES_DIR, SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR, SNAPSHOT_NEW_DIR,
-    SNAPSHOT_OLD_DIR,
+    ANCHOR_FILE, EVENT_FILES_DIR, EVENT_FILES_LIST, SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR,
+    SNAPSHOT_NEW_DIR, SNAPSHOT_OLD_DIR,
 };
 use otf2_sys::*;
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::ptr;
@@ -147,6 +149,8 @@ impl Writer {
         nccl_scorep_common::safe_file::create_dirs(dir)
             .map_err(|e| OpenError(format!("cannot create {}: {e}", dir.display())))?;
         let archive = create_archive(dir).map_err(OpenError)?;
+        // A list left by another process of this name would describe other files.
+        let _ = std::fs::remove_file(dir.join(EVENT_FILES_LIST));
         // SAFETY: the rest of OTF2's write sequence on this thread
         // only, with the archive just created.
         unsafe {
@@ -546,7 +550,61 @@ impl Writer {
             self.check(code);
         }
         self.archive = ptr::null_mut();
+        self.link_equal_local_definitions();
+        self.write_event_files_list();
         total
+    }
+
+    /// Makes the locations' local definition files that hold the same bytes (every
+    /// location of a process has the same clock offsets) hard links to one file, so that
+    /// the merge reads one file per part instead of one per location. OTF2 reads a link
+    /// like the file. Where a link cannot be made the copy stays.
+    fn link_equal_local_definitions(&self) {
+        let dir = self.path.with_file_name(EVENT_FILES_DIR);
+        let mut first_with: HashMap<Vec<u8>, PathBuf> = HashMap::new();
+        for id in self.defs.location_ids() {
+            let path = dir.join(format!("{id}.def"));
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            match first_with.get(&bytes) {
+                None => {
+                    first_with.insert(bytes, path);
+                }
+                Some(first) => {
+                    // Linked under a new name, then renamed over the copy: the location
+                    // never lacks its file.
+                    let linked = dir.join(format!(".{id}.def.link"));
+                    let _ = std::fs::remove_file(&linked);
+                    if std::fs::hard_link(first, &linked).is_ok()
+                        && std::fs::rename(&linked, &path).is_err()
+                    {
+                        let _ = std::fs::remove_file(&linked);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes `<part>/event-files.txt`: each event file's length and events as written,
+    /// which the merge compares with the file instead of reading it. A file with a failed
+    /// write is left out (the merge reads it); a list that cannot be written only makes
+    /// the merge read every file.
+    fn write_event_files_list(&self) {
+        let files: Vec<WrittenEventFile> = self
+            .defs
+            .location_ids()
+            .into_iter()
+            .zip(&self.entries)
+            .filter(|(_, entry)| entry.file.all_written())
+            .map(|(location, entry)| WrittenEventFile {
+                location,
+                bytes: entry.file.length(),
+                events: entry.file.events(),
+            })
+            .collect();
+        let list = self.path.with_file_name(EVENT_FILES_LIST);
+        let _ = nccl_scorep_common::safe_file::replace(&list, render(&files).as_bytes());
     }
 
     /// Writes the definitions so far as an archive of their own, without events or local
