@@ -1546,45 +1546,7 @@ pub fn render(report: &Report) -> String {
         );
     }
     if let Some(alignment) = &report.clock_alignment {
-        for host in &alignment.hosts {
-            let through = if host.through.is_empty() {
-                String::new()
-            } else {
-                format!(" through {}", host.through.join(", "))
-            };
-            let bent = if host.bends == 0 {
-                String::new()
-            } else {
-                format!(
-                    " (on average: it changed during the run, and is followed through {} \
-                     bends)",
-                    host.bends
-                )
-            };
-            let _ = writeln!(
-                out,
-                "clock of {} aligned to {}{through}: {:+.1} us added, its drift of {:+.2} ppm \
-                 taken out{bent}, within +-{:.1} us \
-                 ({} facts from the collectives or messages; {} broken before, {} after)",
-                host.host,
-                alignment.reference,
-                host.offset_ns as f64 / 1e3,
-                host.drift_ppm,
-                host.uncertainty_ns as f64 / 1e3,
-                host.bounds,
-                host.violated_before,
-                host.violated_after
-            );
-        }
-        if !alignment.unaligned.is_empty() {
-            let _ = writeln!(
-                out,
-                "clocks left as they are (no collective or message both ways with {} or a host \
-                 aligned to it, or facts that contradict each other): {}",
-                alignment.reference,
-                alignment.unaligned.join(", ")
-            );
-        }
+        render_clock_alignment(&mut out, alignment);
     }
     for note in &report.notes {
         let _ = writeln!(out, "note: {note}");
@@ -1593,8 +1555,170 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// Hosts the merge report gives a line each; beyond, it sums them up and names the least
+/// certain (the trace's properties hold every host's correction).
+const HOSTS_LISTED: usize = 8;
+
+fn render_clock_alignment(out: &mut String, alignment: &clock_alignment::Alignment) {
+    let line = |out: &mut String, host: &clock_alignment::HostCorrection| {
+        let through = if host.through.is_empty() {
+            String::new()
+        } else {
+            format!(" through {}", host.through.join(", "))
+        };
+        let bent = if host.bends == 0 {
+            String::new()
+        } else {
+            format!(
+                " (on average: it changed during the run, and is followed through {} bends)",
+                host.bends
+            )
+        };
+        let _ = writeln!(
+            out,
+            "clock of {} aligned to {}{through}: {:+.1} us added, its drift of {:+.2} ppm \
+             taken out{bent}, within +-{:.1} us \
+             ({} facts from the collectives or messages; {} broken before, {} after)",
+            host.host,
+            alignment.reference,
+            host.offset_ns as f64 / 1e3,
+            host.drift_ppm,
+            host.uncertainty_ns as f64 / 1e3,
+            host.bounds,
+            host.violated_before,
+            host.violated_after
+        );
+    };
+    let hosts = &alignment.hosts;
+    if hosts.len() <= HOSTS_LISTED {
+        for host in hosts {
+            line(out, host);
+        }
+    } else {
+        let range = |value: &dyn Fn(&clock_alignment::HostCorrection) -> f64| {
+            let values = hosts.iter().map(value);
+            let low = values.clone().fold(f64::INFINITY, f64::min);
+            (low, values.fold(f64::NEG_INFINITY, f64::max))
+        };
+        let (offset_low, offset_high) = range(&|h| h.offset_ns as f64 / 1e3);
+        let (drift_low, drift_high) = range(&|h| h.drift_ppm);
+        let (within_low, within_high) = range(&|h| h.uncertainty_ns as f64 / 1e3);
+        let bent = hosts.iter().filter(|h| h.bends > 0).count();
+        let _ = writeln!(
+            out,
+            "clocks of {} hosts aligned to {}: {offset_low:+.1} to {offset_high:+.1} us added, \
+             drifts of {drift_low:+.2} to {drift_high:+.2} ppm taken out, within +-{within_low:.1} \
+             to +-{within_high:.1} us ({} facts from the collectives or messages; {} broken \
+             before, {} after; {bent} followed through bends where the drift changed)",
+            hosts.len(),
+            alignment.reference,
+            hosts.iter().map(|h| h.bounds).sum::<usize>(),
+            hosts.iter().map(|h| h.violated_before).sum::<usize>(),
+            hosts.iter().map(|h| h.violated_after).sum::<usize>(),
+        );
+        let mut least_certain: Vec<&clock_alignment::HostCorrection> = hosts.iter().collect();
+        least_certain.sort_by_key(|h| std::cmp::Reverse(h.uncertainty_ns));
+        let _ = writeln!(
+            out,
+            "the {HOSTS_LISTED} least certain (every host's correction is in the trace \
+             property NCCL_SCOREP::CLOCK_CORRECTION_HOSTS):"
+        );
+        for host in least_certain.into_iter().take(HOSTS_LISTED) {
+            out.push_str("  ");
+            line(out, host);
+        }
+    }
+    if !alignment.unaligned.is_empty() {
+        let unaligned = &alignment.unaligned;
+        let named = if unaligned.len() <= HOSTS_LISTED {
+            unaligned.join(", ")
+        } else {
+            format!(
+                "{}, ... ({} hosts: the trace property NCCL_SCOREP::CLOCK_CORRECTION_UNALIGNED \
+                 names them all)",
+                unaligned[..HOSTS_LISTED].join(", "),
+                unaligned.len()
+            )
+        };
+        let _ = writeln!(
+            out,
+            "clocks left as they are (no collective or message both ways with {} or a host \
+             aligned to it, or facts that contradict each other): {named}",
+            alignment.reference,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use crate::clock_alignment::{Alignment, HostCorrection};
+
+    #[test]
+    fn a_large_jobs_clock_alignment_is_summed_up_in_the_report() {
+        let host = |i: i64| HostCorrection {
+            host: format!("node{i}"),
+            offset_ns: -5_000_000 + i * 1000,
+            drift_ppm: i as f64 / 10.0,
+            uncertainty_ns: 1000 + i * 100,
+            bounds: 10,
+            violated_before: 10,
+            violated_after: usize::from(i == 3),
+            through: Vec::new(),
+            bends: usize::from(i % 10 == 0) * 2,
+        };
+        let alignment = |hosts: i64, unaligned: usize| Alignment {
+            reference: "node0".to_owned(),
+            hosts: (1..=hosts).map(host).collect(),
+            unaligned: (0..unaligned).map(|i| format!("far{i}")).collect(),
+        };
+        let render = |alignment: &Alignment| {
+            let mut out = String::new();
+            super::render_clock_alignment(&mut out, alignment);
+            out
+        };
+        // A few hosts: a line each, and every host left as it is named.
+        let few = render(&alignment(3, 2));
+        assert_eq!(few.lines().count(), 4, "{few}");
+        assert!(
+            few.contains("clock of node3 aligned to node0: -4997.0 us added"),
+            "{few}"
+        );
+        assert!(
+            few.ends_with("contradict each other): far0, far1\n"),
+            "{few}"
+        );
+        // Many: one line sums them up, the least certain follow, the rest is in the trace.
+        let many = render(&alignment(40, 30));
+        let lines: Vec<&str> = many.lines().collect();
+        assert_eq!(lines.len(), 1 + 1 + 8 + 1, "{many}");
+        assert_eq!(
+            lines[0],
+            "clocks of 40 hosts aligned to node0: -4999.0 to -4960.0 us added, drifts of +0.10 \
+             to +4.00 ppm taken out, within +-1.1 to +-5.0 us (400 facts from the collectives \
+             or messages; 400 broken before, 1 after; 4 followed through bends where the drift \
+             changed)"
+        );
+        assert!(
+            lines[1].contains("NCCL_SCOREP::CLOCK_CORRECTION_HOSTS"),
+            "{many}"
+        );
+        assert!(
+            lines[2].starts_with("  clock of node40 aligned to node0:"),
+            "{many}"
+        );
+        assert!(
+            lines[9].starts_with("  clock of node33 aligned to node0:"),
+            "{many}"
+        );
+        assert!(
+            lines[10].ends_with(
+                "far0, far1, far2, far3, far4, far5, far6, far7, ... (30 hosts: the trace \
+                 property NCCL_SCOREP::CLOCK_CORRECTION_UNALIGNED names them all)"
+            ),
+            "{many}"
+        );
+    }
+
     #[test]
     fn a_killed_merges_leftovers_are_removed_and_a_running_ones_kept() {
         let dir = tempfile::tempdir().unwrap();
