@@ -50,12 +50,7 @@ fn a_file_size_limit_cuts_the_trace_not_the_job() {
     assert!(said[0].starts_with("[NCCL-Score-P] Warning: "), "{stderr}");
     // The part's list of its event files leaves out those not all written (the merge reads
     // them), and gives the others' lengths.
-    let part = std::fs::read_dir(out.join("parts"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let part = only_part(&out);
     let list = std::fs::read_to_string(part.join("event-files.txt")).unwrap();
     let listed = nccl_scorep_common::event_files::parse(&list).unwrap();
     let files: Vec<PathBuf> = std::fs::read_dir(part.join("traces"))
@@ -122,15 +117,18 @@ fn a_second_job_in_the_same_directory_says_that_it_replaces_the_first_ones_trace
     assert!(out.join("traces.otf2").is_file());
 }
 
+/// The only part in the output directory `out`.
+fn only_part(out: &Path) -> PathBuf {
+    let mut parts = std::fs::read_dir(out.join("parts")).unwrap();
+    let part = parts.next().unwrap().unwrap().path();
+    assert!(parts.next().is_none(), "one part");
+    part
+}
+
 /// The biggest event file of the single job's (only) part, after running it.
 fn biggest_event_file(out: &Path) -> PathBuf {
     assert!(single_job(out).status.success());
-    let part = std::fs::read_dir(out.join("parts"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let part = only_part(out);
     std::fs::read_dir(part.join("traces"))
         .unwrap()
         .map(|e| e.unwrap().path())
