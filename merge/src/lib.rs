@@ -1476,29 +1476,7 @@ pub fn render(report: &Report) -> String {
         report.comms.len(),
         if report.comms.len() == 1 { "" } else { "s" },
     );
-    for comm in &report.comms {
-        let _ = write!(out, "  {}: {} ranks", comm.name, comm.members);
-        if comm.missing_rank_count > comm.missing_ranks.len() as u64 {
-            let _ = write!(
-                out,
-                " (no part has {} of the ranks below the highest, the first {:?})",
-                comm.missing_rank_count, comm.missing_ranks
-            );
-        } else if !comm.missing_ranks.is_empty() {
-            let _ = write!(out, " (no part has rank {:?})", comm.missing_ranks);
-        }
-        if comm.placeholders > 0 {
-            let _ = write!(
-                out,
-                "; {} empty location{} stand{} for the ranks without a part, which its \
-                 messages and roots name",
-                comm.placeholders,
-                if comm.placeholders == 1 { "" } else { "s" },
-                if comm.placeholders == 1 { "s" } else { "" },
-            );
-        }
-        out.push('\n');
-    }
+    render_comms(&mut out, &report.comms);
     if !report.recovered.is_empty() {
         let _ = writeln!(
             out,
@@ -1553,6 +1531,68 @@ pub fn render(report: &Report) -> String {
     }
     out.truncate(out.trim_end().len());
     out
+}
+
+/// Communicators the merge report gives a line each; beyond, it counts them by size and
+/// gives a line each only to those with ranks missing (the trace's definitions hold all).
+const COMMS_LISTED: usize = 16;
+
+fn render_comms(out: &mut String, comms: &[CommSummary]) {
+    let line = |out: &mut String, comm: &CommSummary| {
+        let _ = write!(out, "  {}: {} ranks", comm.name, comm.members);
+        if comm.missing_rank_count > comm.missing_ranks.len() as u64 {
+            let _ = write!(
+                out,
+                " (no part has {} of the ranks below the highest, the first {:?})",
+                comm.missing_rank_count, comm.missing_ranks
+            );
+        } else if !comm.missing_ranks.is_empty() {
+            let _ = write!(out, " (no part has rank {:?})", comm.missing_ranks);
+        }
+        if comm.placeholders > 0 {
+            let _ = write!(
+                out,
+                "; {} empty location{} stand{} for the ranks without a part, which its \
+                 messages and roots name",
+                comm.placeholders,
+                if comm.placeholders == 1 { "" } else { "s" },
+                if comm.placeholders == 1 { "s" } else { "" },
+            );
+        }
+        out.push('\n');
+    };
+    if comms.len() <= COMMS_LISTED {
+        for comm in comms {
+            line(out, comm);
+        }
+        return;
+    }
+    let mut by_size: BTreeMap<usize, usize> = BTreeMap::new();
+    for comm in comms {
+        *by_size.entry(comm.members).or_default() += 1;
+    }
+    for (members, count) in by_size.iter().rev() {
+        let _ = writeln!(
+            out,
+            "  {count} communicator{} of {members} rank{}",
+            if *count == 1 { "" } else { "s" },
+            if *members == 1 { "" } else { "s" }
+        );
+    }
+    let incomplete: Vec<&CommSummary> = comms
+        .iter()
+        .filter(|c| c.missing_rank_count > 0 || c.placeholders > 0)
+        .collect();
+    for comm in incomplete.iter().take(COMMS_LISTED) {
+        line(out, comm);
+    }
+    if incomplete.len() > COMMS_LISTED {
+        let _ = writeln!(
+            out,
+            "  ... and {} more communicators with ranks missing",
+            incomplete.len() - COMMS_LISTED
+        );
+    }
 }
 
 /// Hosts the merge report gives a line each; beyond, it sums them up and names the least
@@ -1652,6 +1692,44 @@ fn render_clock_alignment(out: &mut String, alignment: &clock_alignment::Alignme
 #[cfg(test)]
 mod tests {
     use crate::clock_alignment::{Alignment, HostCorrection};
+
+    #[test]
+    fn a_large_jobs_communicators_are_counted_by_size_in_the_report() {
+        let comm = |i: usize, members: usize, missing: u64| super::CommSummary {
+            name: format!("comm{i} (0x{i:x})"),
+            members,
+            missing_ranks: (0..missing as u32).collect(),
+            missing_rank_count: missing,
+            placeholders: 0,
+        };
+        let render = |comms: &[super::CommSummary]| {
+            let mut out = String::new();
+            super::render_comms(&mut out, comms);
+            out
+        };
+        let few: Vec<_> = (0..3).map(|i| comm(i, 8, 0)).collect();
+        assert_eq!(
+            render(&few),
+            "  comm0 (0x0): 8 ranks\n  comm1 (0x1): 8 ranks\n  comm2 (0x2): 8 ranks\n"
+        );
+        let mut many: Vec<_> = (0..2048).map(|i| comm(i, 8, 0)).collect();
+        many.push(comm(2048, 16384, 0));
+        many.extend((2049..2069).map(|i| comm(i, 7, 1)));
+        let out = render(&many);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3 + 16 + 1, "{out}");
+        assert_eq!(lines[0], "  1 communicator of 16384 ranks");
+        assert_eq!(lines[1], "  2048 communicators of 8 ranks");
+        assert_eq!(lines[2], "  20 communicators of 7 ranks");
+        assert_eq!(
+            lines[3],
+            "  comm2049 (0x801): 7 ranks (no part has rank [0])"
+        );
+        assert_eq!(
+            lines[19],
+            "  ... and 4 more communicators with ranks missing"
+        );
+    }
 
     #[test]
     fn a_large_jobs_clock_alignment_is_summed_up_in_the_report() {
