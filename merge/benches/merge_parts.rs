@@ -40,7 +40,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use nccl_scorep_common::job::{ENV_JOB, ENV_RANK, ENV_SIZE};
-use nccl_scorep_common::run_dir::{ANCHOR_FILE, EVENT_FILES_DIR, PARTS_DIR};
+use nccl_scorep_common::run_dir::{ANCHOR_FILE, EVENT_FILES_DIR, EVENT_FILES_LIST, PARTS_DIR};
 
 /// The first argument of a merge child: `--merge-child <run-dir> <output-dir> <parts>`, or
 /// `--merge-child --idle` for the baseline memory of the child process itself.
@@ -422,6 +422,17 @@ fn check_one_job(run_dir: &Path, procs: usize) -> Result<(), String> {
             "{} processes wrote {} parts, not one each",
             procs,
             parts.len()
+        ));
+    }
+    // Parts as the plugin writes them now list their event files, which the merge then
+    // does not read: parts kept from an older plugin would measure another merge.
+    if let Some(part) = parts
+        .iter()
+        .find(|part| !part.path().join(EVENT_FILES_LIST).is_file())
+    {
+        return Err(format!(
+            "{} has no {EVENT_FILES_LIST} (made by an older plugin?): make the parts anew",
+            part.path().display()
         ));
     }
     let jobs: std::collections::BTreeSet<Option<&String>> =
