@@ -313,39 +313,44 @@ impl Cube {
 mod tests {
     use super::*;
 
-    fn cube() -> (Cube, MetricId, MetricId, CnodeId, LocationId) {
-        let mut b = CubeBuilder::new();
-        let t = b
-            .metric(
-                None,
-                MetricDef::new(
-                    "time",
-                    "Time",
-                    units::SECONDS,
-                    DataType::Double,
-                    MetricKind::Exclusive,
-                ),
-            )
-            .unwrap();
-        let v = b
-            .metric(
-                Some(t),
-                MetricDef::new(
-                    "visits",
-                    "Visits",
-                    units::OCCURRENCES,
-                    DataType::Uint64,
-                    MetricKind::Exclusive,
-                ),
-            )
-            .unwrap();
-        let r = b.region(RegionDef::new("r")).unwrap();
-        let c = b.cnode(r, None).unwrap();
+    /// The metrics `time` (seconds) and its child `visits`.
+    fn time_and_visits(b: &mut CubeBuilder) -> (MetricId, MetricId) {
+        let time = MetricDef::new(
+            "time",
+            "Time",
+            units::SECONDS,
+            DataType::Double,
+            MetricKind::Exclusive,
+        );
+        let t = b.metric(None, time).unwrap();
+        let visits = MetricDef::new(
+            "visits",
+            "Visits",
+            units::OCCURRENCES,
+            DataType::Uint64,
+            MetricKind::Exclusive,
+        );
+        (t, b.metric(Some(t), visits).unwrap())
+    }
+
+    /// Locations `t0`, `t1`, … of one process on one machine.
+    fn threads<const N: usize>(b: &mut CubeBuilder) -> [LocationId; N] {
         let s = b.system_tree_node(None, "m", classes::MACHINE).unwrap();
         let g = b
             .location_group(s, "p", 0, LocationGroupType::Process)
             .unwrap();
-        let l = b.location(g, "t", 0, LocationType::CpuThread).unwrap();
+        std::array::from_fn(|i| {
+            b.location(g, format!("t{i}"), i as u32, LocationType::CpuThread)
+                .unwrap()
+        })
+    }
+
+    fn cube() -> (Cube, MetricId, MetricId, CnodeId, LocationId) {
+        let mut b = CubeBuilder::new();
+        let (t, v) = time_and_visits(&mut b);
+        let r = b.region(RegionDef::new("r")).unwrap();
+        let c = b.cnode(r, None).unwrap();
+        let [l] = threads(&mut b);
         (b.build().unwrap(), t, v, c, l)
     }
 
@@ -373,31 +378,11 @@ mod tests {
     #[test]
     fn location_sums_add_up_every_call_path() {
         let mut b = CubeBuilder::new();
-        let time = MetricDef::new(
-            "time",
-            "Time",
-            units::SECONDS,
-            DataType::Double,
-            MetricKind::Exclusive,
-        );
-        let t = b.metric(None, time).unwrap();
-        let visits = MetricDef::new(
-            "visits",
-            "Visits",
-            units::OCCURRENCES,
-            DataType::Uint64,
-            MetricKind::Exclusive,
-        );
-        let v = b.metric(None, visits).unwrap();
+        let (t, v) = time_and_visits(&mut b);
         let r = b.region(RegionDef::new("r")).unwrap();
         let root = b.cnode(r, None).unwrap();
         let child = b.cnode(r, Some(root)).unwrap();
-        let s = b.system_tree_node(None, "m", classes::MACHINE).unwrap();
-        let g = b
-            .location_group(s, "p", 0, LocationGroupType::Process)
-            .unwrap();
-        let l0 = b.location(g, "t0", 0, LocationType::CpuThread).unwrap();
-        let l1 = b.location(g, "t1", 1, LocationType::CpuThread).unwrap();
+        let [l0, l1] = threads(&mut b);
         let mut cube = b.build().unwrap();
         cube.set(t, root, l0, 1.5).unwrap();
         cube.set(t, child, l0, 0.25).unwrap();
