@@ -394,6 +394,28 @@ fn a_killed_process_is_merged_with_the_events_it_had_written() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // And once the part's definitions were saved again after that (`snapshot.clock` is
+    // rewritten with them): the ranks' ops streams, whose operations are written when they
+    // complete, may have been defined after the snapshot of the proxy lanes' first chunk
+    // (a loaded machine), and a killed process's part has only what its last snapshot
+    // defined.
+    let snapshot_clock = || {
+        let part = std::fs::read_dir(out.join("parts"))
+            .ok()?
+            .next()?
+            .ok()?
+            .path();
+        std::fs::read_to_string(part.join("snapshot.clock")).ok()
+    };
+    let saved = snapshot_clock();
+    while snapshot_clock() == saved {
+        assert!(
+            victim.try_wait().unwrap().is_none(),
+            "nccl-sim ended before it saved its definitions again"
+        );
+        assert!(Instant::now() < deadline, "no new snapshot in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     victim.kill().unwrap();
     victim.wait().unwrap();
     let killed = realtime_ns();
