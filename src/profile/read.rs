@@ -20,6 +20,7 @@ use otf2_sys::read::{
 };
 use otf2_sys::{OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_UINT32};
 
+use super::read_ahead::ReadAhead;
 use super::{LocationKind, Metric, Process, Profile, ProfileLocation, Sample};
 use crate::nccl_ops::{is_point_to_point, size_and_factor};
 
@@ -138,12 +139,15 @@ pub(crate) const LOCATIONS_PER_OPENING: usize = 1024;
 /// in turn, with the location's mapping tables and clock offsets applied: reading one
 /// location at a time keeps one chunk in memory and one location's files open instead of
 /// one per location, and the archive is opened again for every
-/// [`LOCATIONS_PER_OPENING`] locations. `read` says whether to go on.
+/// [`LOCATIONS_PER_OPENING`] locations. The files of the next locations are asked for
+/// while one is read ([`ReadAhead`]). `read` says whether to go on.
 pub(crate) fn each_location(
     anchor: &Path,
     locations: &[u64],
     mut read: impl FnMut(u64, LocationEvents<'_, '_>) -> Result<bool, otf2_sys::Error>,
 ) -> Result<(), otf2_sys::Error> {
+    let ahead = ReadAhead::start(anchor, locations);
+    let mut index = 0;
     for batch in locations.chunks(LOCATIONS_PER_OPENING) {
         let archive = Reader::open(anchor)?;
         archive.select_locations(batch)?;
@@ -151,6 +155,8 @@ pub(crate) fn each_location(
         let definitions = archive.open_definition_files()?;
         let mut go_on = true;
         for &location in batch {
+            ahead.reading(index);
+            index += 1;
             let location_events = events.location(location)?;
             definitions.apply(location)?;
             if !read(location, location_events)? {
