@@ -37,6 +37,7 @@ use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
+use nccl_scorep_common::read_ahead::{ask_for, ReadAhead};
 use nccl_scorep_common::run_dir::{
     ANCHOR_FILE, EVENT_FILES_DIR, EVENT_FILES_LIST, GLOBAL_DEFINITIONS_FILE, PARTS_DIR,
 };
@@ -998,6 +999,25 @@ fn part_dirs(run_dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
         .collect())
 }
 
+/// Asks for what the merge reads of a part before it reaches the part (see
+/// [`ReadAhead`]): its anchor, definitions and list of event files, each location's
+/// definitions, and the inodes of its event files, whose lengths are checked.
+fn ask_for_part(dir: &Path) {
+    for file in [ANCHOR_FILE, GLOBAL_DEFINITIONS_FILE, EVENT_FILES_LIST] {
+        ask_for(&dir.join(file));
+    }
+    let Ok(entries) = std::fs::read_dir(dir.join(EVENT_FILES_DIR)) else {
+        return;
+    };
+    for path in entries.filter_map(|entry| entry.ok().map(|entry| entry.path())) {
+        match path.extension().and_then(|extension| extension.to_str()) {
+            Some("def") => ask_for(&path),
+            Some("evt") => drop(std::fs::metadata(&path)),
+            _ => {}
+        }
+    }
+}
+
 /// The host of a part named `<host>.<pid>[.N]`.
 fn host_of(part: &str) -> &str {
     nccl_scorep_common::run_dir::host_of_part(part)
@@ -1214,8 +1234,13 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
         candidates.retain(|(name, _)| only.contains(name));
     }
     let total = candidates.len();
+    let ahead = ReadAhead::start(
+        candidates.iter().map(|(_, dir)| dir.clone()).collect(),
+        |dir: &PathBuf| ask_for_part(dir),
+    );
     for (done, (name, dir)) in candidates.into_iter().enumerate() {
         report(Progress::Reading { done, total });
+        ahead.reading(done);
         let anchor = dir.join(ANCHOR_FILE);
         if !anchor.exists() && recover::has_snapshot(&dir) {
             match recover::recover_part(&dir, &scratch) {
@@ -1291,6 +1316,7 @@ pub fn merge_with(run_dir: &Path, options: &MergeOptions) -> Result<Report, Stri
             }),
         }
     }
+    drop(ahead);
     if parts.is_empty() {
         let mut message = format!(
             "no complete trace part in {}",

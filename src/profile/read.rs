@@ -15,12 +15,12 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 
+use nccl_scorep_common::read_ahead::{ask_for, ReadAhead};
 use otf2_sys::read::{
     CollectiveEnd, EventContext, EventVisitor, GlobalDefs, LocationEvents, MpiMessage, Reader,
 };
 use otf2_sys::{OTF2_LOCATION_GROUP_TYPE_PROCESS, OTF2_UNDEFINED_UINT32};
 
-use super::read_ahead::ReadAhead;
 use super::{LocationKind, Metric, Process, Profile, ProfileLocation, Sample};
 use crate::nccl_ops::{is_point_to_point, size_and_factor};
 
@@ -146,7 +146,13 @@ pub(crate) fn each_location(
     locations: &[u64],
     mut read: impl FnMut(u64, LocationEvents<'_, '_>) -> Result<bool, otf2_sys::Error>,
 ) -> Result<(), otf2_sys::Error> {
-    let ahead = ReadAhead::start(anchor, locations);
+    // The location files lie in `traces/` beside `traces.otf2`.
+    let directory = anchor.with_extension("");
+    let ahead = ReadAhead::start(locations.to_vec(), move |location| {
+        for extension in ["evt", "def"] {
+            ask_for(&directory.join(format!("{location}.{extension}")));
+        }
+    });
     let mut index = 0;
     for batch in locations.chunks(LOCATIONS_PER_OPENING) {
         let archive = Reader::open(anchor)?;
