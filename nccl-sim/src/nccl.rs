@@ -1457,7 +1457,8 @@ fn proxy_main(nccl: Arc<Nccl>, session: Option<Session>, receiver: Receiver<Prox
             schedule(&nccl, &mut batch);
             for work in batch {
                 sleep_until(work.gpu_stop);
-                nccl.truth.push(truth_of(&work, host_ns()));
+                let completion = host_ns();
+                nccl.truth.push(truth_of(&work, completion, completion));
             }
         }
         if !drains.is_empty() {
@@ -1525,7 +1526,7 @@ fn quick_wake_ups() {
 }
 
 /// The ground truth of one operation on one rank.
-fn truth_of(work: &Work, completion: u64) -> TruthRecord {
+fn truth_of(work: &Work, completion: u64, reported: u64) -> TruthRecord {
     TruthRecord {
         comm_hash: format!("{:#x}", work.comm_hash),
         rank: work.rank,
@@ -1537,6 +1538,7 @@ fn truth_of(work: &Work, completion: u64) -> TruthRecord {
         gpu_start_ns: work.gpu_start,
         gpu_stop_ns: work.gpu_stop,
         completion_ns: completion,
+        reported_ns: reported,
     }
 }
 
@@ -1933,7 +1935,7 @@ fn progress_work(
     if kernels.is_none() {
         kernel_stop(nccl, session, &job, kernel);
     }
-    nccl.truth.push(truth_of(work, completion));
+    nccl.truth.push(truth_of(work, completion, host_ns()));
 }
 
 /// NetPlugin events of one send step: start if the mask has NetPlugin (else the

@@ -157,6 +157,10 @@ pub struct TruthRecord {
     pub gpu_stop_ns: u64,
     /// When the host saw it complete (last ProxyOp or KernelCh stop).
     pub completion_ns: u64,
+    /// When the simulator had told the plugin (its stops returned). A trace's host-side
+    /// end lies between the two: a simulator thread preempted after it saw the completion
+    /// and before it called the stops widens the window, and the trace cannot be earlier.
+    pub reported_ns: u64,
 }
 
 /// Collects ground truth; written as JSON lines at the end of a run.
