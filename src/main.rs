@@ -189,6 +189,8 @@ enum Command {
         /// Exit with status 1 when a regression is found.
         #[arg(long)]
         fail_on_regression: bool,
+        #[command(flatten)]
+        threads: ReadingThreads,
     },
     /// Write the CUBE4 profile of a job's merged trace, for Cube and Scalasca:
     /// metrics (time split into host, stream execution, GPU kernel and proxy time; the
@@ -199,6 +201,8 @@ enum Command {
         /// Where to write the profile (default: profile.cubex beside the trace).
         #[arg(short, long)]
         output: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        threads: ReadingThreads,
     },
     /// Write a job's merged trace as Chrome trace-event JSON for Perfetto UI and
     /// chrome://tracing: a process per rank, a thread per location, a slice per interval
@@ -344,6 +348,7 @@ fn main() -> ExitCode {
             threshold,
             json,
             fail_on_regression,
+            threads,
         } => {
             if !(0.0..1000.0).contains(&threshold) {
                 eprintln!("nccl-scorep compare: --threshold is a percentage between 0 and 1000");
@@ -356,6 +361,7 @@ fn main() -> ExitCode {
                 &b,
                 threshold / 100.0,
                 diff.as_deref(),
+                threads.get(),
                 &|done, total| bar.show("reading", done, total),
             );
             bar.finish();
@@ -380,11 +386,16 @@ fn main() -> ExitCode {
             }
             written
         }
-        Command::Profile { path, output } => {
+        Command::Profile {
+            path,
+            output,
+            threads,
+        } => {
             let bar = ProgressBar::for_profile();
-            let written = profile::write_profile(&path, output.as_deref(), &|done, total| {
-                bar.show("reading", done, total)
-            });
+            let written =
+                profile::write_profile(&path, output.as_deref(), threads.get(), &|done, total| {
+                    bar.show("reading", done, total)
+                });
             bar.finish();
             match written {
                 Ok((profile, target)) => {
@@ -439,7 +450,7 @@ fn main() -> ExitCode {
                 Ok(report) => {
                     let archive = output.as_deref().unwrap_or(&run_dir);
                     let profiled = (!no_profile).then(|| {
-                        profile::write_profile(archive, None, &|_, _| {})
+                        profile::write_profile(archive, None, None, &|_, _| {})
                             .map(|(profile, target)| profile::describe(&profile, &target))
                     });
                     let mut out = io::stdout().lock();
@@ -577,6 +588,21 @@ fn one_job_only(run_dir: &std::path::Path, job: Option<&str>) -> Result<(), Stri
 
 /// A progress bar on stderr for long merges and profiles (drawn only on a terminal, and
 /// only for work big enough to take a while).
+/// How many threads read a trace (`profile`, `compare`).
+#[derive(clap::Args, Debug)]
+struct ReadingThreads {
+    /// Threads that read a trace (default: one per CPU, at most 8, each with at least
+    /// 256 of the trace's locations).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
+}
+
+impl ReadingThreads {
+    fn get(&self) -> Option<usize> {
+        self.threads.map(usize::from)
+    }
+}
+
 struct ProgressBar {
     bar: indicatif::ProgressBar,
     min_total: u64,

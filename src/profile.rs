@@ -6,7 +6,8 @@
 //!
 //! The trace is read one location at a time ([`read`]), the ops streams twice: first for
 //! each collective's latest arrival and end across its ranks, then, with every other
-//! location, for the metrics. What it gives is kept in a [`Profile`] whose size grows with
+//! location, for the metrics; a large trace by several threads, each a shard of the
+//! locations. What it gives is kept in a [`Profile`] whose size grows with
 //! locations × call paths and with the collectives, not with events, and written with
 //! `nccl-scorep-cube` ([`to_cube`]).
 
@@ -271,6 +272,49 @@ impl Profile {
         }
     }
 
+    /// An empty profile of the same job (machine, processes, locations, source) for one
+    /// reading thread, to be [absorbed](Profile::absorb) into this one.
+    fn for_a_reader(&self) -> Profile {
+        Profile {
+            machine: self.machine.clone(),
+            processes: self.processes.clone(),
+            locations: self.locations.clone(),
+            source: self.source.clone(),
+            ..Profile::default()
+        }
+    }
+
+    /// Adds what one reading thread found, made by [`Profile::for_a_reader`]; returns
+    /// where each of its call paths is in this profile. Its regions and call paths new
+    /// here are defined in the order it found them, so reading the locations in contiguous
+    /// shards and absorbing the shards in order gives the order one reader would.
+    fn absorb(&mut self, part: Profile) -> Vec<usize> {
+        let regions: Vec<usize> = part
+            .regions
+            .iter()
+            .map(|r| self.region(&r.name, &r.description, &r.role))
+            .collect();
+        let mut call_paths = Vec::with_capacity(part.call_paths.len());
+        for path in part.call_paths {
+            // A call path's parent is defined before it.
+            let parent = path.parent.map(|p| call_paths[p]);
+            call_paths.push(self.call_path(regions[path.region], parent, path.parameters));
+        }
+        for ((call_path, location), row) in part.values {
+            let sums = self
+                .values
+                .entry((call_paths[call_path], location))
+                .or_insert([0.0; Metric::ALL.len()]);
+            for (sum, value) in sums.iter_mut().zip(row) {
+                *sum += value;
+            }
+        }
+        self.complete_collectives += part.complete_collectives;
+        self.incomplete_collectives += part.incomplete_collectives;
+        self.samples.extend(part.samples);
+        call_paths
+    }
+
     /// Every non-zero value.
     pub fn values(&self) -> impl Iterator<Item = ((Metric, usize, usize), f64)> + '_ {
         self.values
@@ -312,15 +356,17 @@ pub fn archive_of(path: &Path) -> Result<PathBuf, String> {
     ))
 }
 
-/// Reads the trace at `path` (see [`archive_of`]) and writes its profile to `output`
-/// (default: `profile.cubex` beside the trace). Returns the profile and where it went.
+/// Reads the trace at `path` (see [`archive_of`]) with `threads` threads (None: as many
+/// as [`read::reading_threads`] says) and writes its profile to `output` (default:
+/// `profile.cubex` beside the trace). Returns the profile and where it went.
 pub fn write_profile(
     path: &Path,
     output: Option<&Path>,
-    progress: &dyn Fn(u64, u64),
+    threads: Option<usize>,
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(Profile, PathBuf), String> {
     let anchor = archive_of(path)?;
-    let profile = read_trace(&anchor, false, progress)?;
+    let profile = read_trace(&anchor, false, threads, progress)?;
     let target = match output {
         Some(output) => output.to_path_buf(),
         None => anchor.with_file_name(nccl_scorep_common::run_dir::PROFILE_FILE),

@@ -253,6 +253,71 @@ fn a_job_s_profile_agrees_with_its_trace_and_shows_who_waited_for_the_late_rank(
     assert_eq!(processes.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
 
     cube_tools_agree(&cubex, &profile);
+    read_by_threads_as_by_one(&run, &profile);
+}
+
+/// Read by several threads, each a shard of the locations, the trace gives the profile
+/// one thread gives (the job end's), file for file; with 64 threads the shards hold a
+/// location or two, so the ranks of one collective lie in different shards. `compare`,
+/// which also keeps each collective's samples, says the same too.
+fn read_by_threads_as_by_one(run: &Path, profile: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let profile_by = |threads: usize| {
+        let cubex = dir.path().join(format!("{threads}.cubex"));
+        let output = Command::new(TOOL)
+            .args(["profile", "--threads", &threads.to_string(), "-o"])
+            .arg(&cubex)
+            .arg(run)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        cubex
+    };
+    // The files in a profile, by name (the archive's times aside).
+    let files = |cubex: &Path| -> BTreeMap<String, Vec<u8>> {
+        let mut archive = tar::Archive::new(std::fs::File::open(cubex).unwrap());
+        let mut files = BTreeMap::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().display().to_string();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+            files.insert(name, bytes);
+        }
+        files
+    };
+    let one = profile_by(1);
+    assert_eq!(&read_with_pycubexr(&one), profile);
+    let one = files(&one);
+    assert!(one.contains_key("anchor.xml"), "{:?}", one.keys());
+    for threads in [2, 64] {
+        let cubex = profile_by(threads);
+        assert_eq!(&read_with_pycubexr(&cubex), profile, "{threads} threads");
+        assert!(
+            files(&cubex) == one,
+            "{threads} threads: not the same files as one thread's"
+        );
+    }
+    let compare_by = |threads: usize| {
+        let output = Command::new(TOOL)
+            .args(["compare", "--no-diff", "--threads", &threads.to_string()])
+            .args([run, run])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let by_one = compare_by(1);
+    assert!(by_one.contains("AllReduce"), "{by_one}");
+    assert_eq!(compare_by(64), by_one);
 }
 
 /// CubeLib's tools, when they are on PATH: they accept the file, and `cube_dump` gives the

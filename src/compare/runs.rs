@@ -19,7 +19,11 @@ enum Run {
 }
 
 impl Run {
-    fn read(path: &Path, progress: &dyn Fn(u64, u64)) -> Result<Run, String> {
+    fn read(
+        path: &Path,
+        threads: Option<usize>,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<Run, String> {
         if is_cube(path) {
             let cube = Cube::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             let difference = cube
@@ -37,7 +41,7 @@ impl Run {
         }
         let anchor = profile::archive_of(path)?;
         Ok(Run::Trace(Box::new(profile::read_trace(
-            &anchor, true, progress,
+            &anchor, true, threads, progress,
         )?)))
     }
 
@@ -87,16 +91,18 @@ pub fn diff_name(a: &Path, b: &Path) -> PathBuf {
     PathBuf::from(format!("{}-vs-{}.cubex", run_name(a), run_name(b)))
 }
 
-/// Compares run `a` with run `b`; writes B − A to `diff` when given.
+/// Compares run `a` with run `b`, a trace read by `threads` threads (None: the
+/// default); writes B − A to `diff` when given.
 pub fn run(
     a: &Path,
     b: &Path,
     threshold: f64,
     diff: Option<&Path>,
-    progress: &dyn Fn(u64, u64),
+    threads: Option<usize>,
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Comparison, String> {
-    let run_a = Run::read(a, progress)?;
-    let run_b = Run::read(b, progress)?;
+    let run_a = Run::read(a, threads, progress)?;
+    let run_b = Run::read(b, threads, progress)?;
     let (name_a, name_b) = (a.display().to_string(), b.display().to_string());
     let mut cubes = None;
     let mut comparison = match (&run_a, &run_b) {

@@ -11,9 +11,16 @@
 //! with the collectives, not with ranks × collectives); the second knows each part's wait
 //! as it reads it. Reading one location at a time, OTF2 holds one event chunk (256 KiB
 //! in the plugin's traces) instead of one per ops stream: 4 GiB for 16 384 ranks.
+//!
+//! Large traces are read by several threads, each a contiguous shard of the locations
+//! with a profile of its own; the shards' profiles are added up in order, which gives the
+//! profile one thread would (every value belongs to one location, so it is summed in the
+//! same order; regions and call paths are defined in the same order).
 
 use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nccl_scorep_common::read_ahead::{ask_for, ReadAhead};
 use otf2_sys::read::{
@@ -25,7 +32,7 @@ use super::{LocationKind, Metric, Process, Profile, ProfileLocation, Sample};
 use crate::nccl_ops::{is_point_to_point, size_and_factor};
 
 /// The attributes the profile reads.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct AttributeIds {
     comm_hash: Option<u32>,
     seq: Option<u32>,
@@ -39,13 +46,32 @@ struct AttributeIds {
     lost_records: Option<u32>,
 }
 
-/// Reads the trace whose anchor file is `anchor`; `progress(events read, events in all)`
-/// is called now and then. With `samples`, the profile also keeps one [`Sample`] per
+/// Threads that read a trace at most, whatever the CPUs: beyond, they mostly wait for
+/// the file system.
+pub const MAX_READING_THREADS: usize = 8;
+
+/// Locations a reading thread gets at least: each opens the archive anew, which a few
+/// small locations do not repay.
+const LOCATIONS_PER_THREAD: usize = 256;
+
+/// How many threads read a trace of `locations` locations by default: one per CPU, at
+/// most [`MAX_READING_THREADS`], each with at least [`LOCATIONS_PER_THREAD`] locations.
+pub fn reading_threads(locations: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus.min(MAX_READING_THREADS)
+        .min(locations / LOCATIONS_PER_THREAD)
+        .max(1)
+}
+
+/// Reads the trace whose anchor file is `anchor` with `threads` threads (None: as many as
+/// [`reading_threads`] says); `progress(events read, events in all)` is called now and
+/// then, from any of them. With `samples`, the profile also keeps one [`Sample`] per
 /// operation (for comparing runs: memory that grows with the operations).
 pub fn read_trace(
     anchor: &Path,
     samples: bool,
-    progress: &dyn Fn(u64, u64),
+    threads: Option<usize>,
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Profile, String> {
     otf2_sys::install_error_handler(otf2_sys::error::ignore);
     let archive = Reader::open(anchor).map_err(|e| format!("{}: {e}", anchor.display()))?;
@@ -65,57 +91,170 @@ pub fn read_trace(
         ..Profile::default()
     };
     let locations = define_system(&defs, &mut profile);
-    let root_region = profile.region("NCCL", "everything NCCL did in the job", "artificial");
-    let root = profile.call_path(root_region, None, Vec::new());
+    define_root(&mut profile);
     let ns_per_tick = defs
         .clock
         .as_ref()
         .map_or(1.0, |c| 1e9 / c.timer_resolution.max(1) as f64);
     let total_events = defs.locations.iter().map(|l| l.number_of_events).sum();
-    let mut reader = ProfileReader {
-        defs: &defs,
-        ids,
-        ns_per_tick,
-        profile,
-        root,
-        locations,
-        stacks: HashMap::default(),
-        regions: HashMap::default(),
-        collectives: HashMap::default(),
-        lost_seen: HashMap::default(),
-        events: 0,
-        total_events,
-        progress,
-        keep_samples: samples,
-    };
-    let (ops_streams, others): (Vec<u64>, Vec<u64>) = defs.locations.keys().partition(|id| {
-        reader.locations.get(id).map(|&(_, kind)| kind) == Some(LocationKind::OpsStream)
-    });
+    let (ops_streams, others): (Vec<u64>, Vec<u64>) = defs
+        .locations
+        .keys()
+        .partition(|id| locations.get(id).map(|&(_, kind)| kind) == Some(LocationKind::OpsStream));
     drop(archive.close());
+    let threads = threads
+        .unwrap_or_else(|| reading_threads(defs.locations.len()))
+        .max(1);
     let unreadable = |error: otf2_sys::Error| {
         format!(
             "{}: the events could not all be read ({error}); `nccl-scorep validate` says why",
             anchor.display()
         )
     };
-    let mut gathered = CollectiveGatherer {
-        defs: &defs,
-        ids: &reader.ids,
-        ns_per_tick,
-        stack: Vec::new(),
-        location: None,
-        collectives: HashMap::default(),
-    };
-    let read = read_one_by_one(anchor, &ops_streams, &mut gathered);
-    drop(otf2_sys::error::drain_thread_error_reports());
-    read.map_err(unreadable)?;
-    reader.collectives = gathered.collectives;
-    let read = read_one_by_one(anchor, &ops_streams, &mut reader)
-        .and_then(|()| read_one_by_one(anchor, &others, &mut reader));
-    drop(otf2_sys::error::drain_thread_error_reports());
-    read.map_err(unreadable)?;
+
+    // First read: each collective's parts, latest arrival and latest end.
+    let gathered = in_threads(&shards(&ops_streams, threads, |id| id), |shard| {
+        let mut gatherer = CollectiveGatherer {
+            defs: &defs,
+            ids: &ids,
+            ns_per_tick,
+            stack: Vec::new(),
+            location: None,
+            collectives: HashMap::default(),
+        };
+        let read = read_one_by_one(anchor, shard, &mut gatherer);
+        drop(otf2_sys::error::drain_thread_error_reports());
+        read.map(|()| gatherer.collectives)
+    });
+    let mut collectives: HashMap<CollectiveKey, Collective> = HashMap::default();
+    for shard in gathered {
+        for (key, found) in shard.map_err(unreadable)? {
+            match collectives.entry(key) {
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    entry.insert(found);
+                }
+                std::collections::hash_map::Entry::Occupied(mut entry) => {
+                    entry.get_mut().add(&found);
+                }
+            }
+        }
+    }
+
+    // Second read: every location, the ops streams first, for the metrics. The lanes of
+    // a profile location are read one after the other, by one thread: their values are
+    // summed in the same order whatever the threads.
+    let profile_location = |id: u64| locations.get(&id).map_or(usize::MAX, |&(index, _)| index);
+    let mut others = others;
+    others.sort_by_key(|&id| (profile_location(id), id));
+    let in_order: Vec<u64> = ops_streams.into_iter().chain(others).collect();
+    let events_read = AtomicU64::new(0);
+    let read = in_threads(&shards(&in_order, threads, profile_location), |shard| {
+        let mut own = profile.for_a_reader();
+        let root = define_root(&mut own);
+        let mut reader = ProfileReader {
+            defs: &defs,
+            ids,
+            ns_per_tick,
+            profile: own,
+            root,
+            locations: &locations,
+            stacks: HashMap::default(),
+            regions: HashMap::default(),
+            collectives: &collectives,
+            parts_read: HashMap::default(),
+            lost_seen: HashMap::default(),
+            events: 0,
+            events_read: &events_read,
+            total_events,
+            progress,
+            keep_samples: samples,
+        };
+        let read = read_one_by_one(anchor, shard, &mut reader);
+        drop(otf2_sys::error::drain_thread_error_reports());
+        read.map(|()| (reader.profile, reader.parts_read))
+    });
+    // Collectives whose parts lay in several shards are finished here.
+    let mut unfinished: BTreeMap<CollectiveKey, PartsRead> = BTreeMap::new();
+    for shard in read {
+        let (own, parts_read) = shard.map_err(unreadable)?;
+        let call_paths = profile.absorb(own);
+        for (key, mut read) in parts_read {
+            read.last_part.call_path = call_paths[read.last_part.call_path];
+            match unfinished.entry(key) {
+                std::collections::btree_map::Entry::Vacant(entry) => {
+                    entry.insert(read);
+                }
+                std::collections::btree_map::Entry::Occupied(mut entry) => {
+                    entry.get_mut().add(&read);
+                }
+            }
+        }
+    }
+    for (key, read) in unfinished {
+        match collectives.get(&key) {
+            // Only a trace that changed between the two reads leaves parts unread.
+            Some(collective) if read.parts < collective.parts => {
+                profile.incomplete_collectives += 1;
+            }
+            Some(collective) => {
+                collective_done(&mut profile, &defs, samples, collective, &read);
+            }
+            None => {}
+        }
+    }
     progress(total_events, total_events);
-    Ok(reader.finish())
+    Ok(profile)
+}
+
+/// The root of the call tree, "NCCL": the first region and call path of a profile.
+fn define_root(profile: &mut Profile) -> usize {
+    let region = profile.region("NCCL", "everything NCCL did in the job", "artificial");
+    profile.call_path(region, None, Vec::new())
+}
+
+/// `locations` cut into at most `threads` contiguous shards of about equal length, never
+/// between two neighbours of one `group`.
+fn shards<G: PartialEq>(
+    locations: &[u64],
+    threads: usize,
+    group: impl Fn(u64) -> G,
+) -> Vec<&[u64]> {
+    let length = locations.len().div_ceil(threads.max(1)).max(1);
+    let mut cut = Vec::new();
+    let mut rest = locations;
+    while !rest.is_empty() {
+        let mut end = length.min(rest.len());
+        while end < rest.len() && group(rest[end]) == group(rest[end - 1]) {
+            end += 1;
+        }
+        let (shard, after) = rest.split_at(end);
+        cut.push(shard);
+        rest = after;
+    }
+    cut
+}
+
+/// `work` done on each shard, in a thread each when there are several; the results in
+/// the shards' order.
+fn in_threads<'s, T: Send>(shards: &[&'s [u64]], work: impl Fn(&'s [u64]) -> T + Sync) -> Vec<T> {
+    if shards.len() <= 1 {
+        return shards.iter().map(|&shard| work(shard)).collect();
+    }
+    std::thread::scope(|scope| {
+        let work = &work;
+        let running: Vec<_> = shards
+            .iter()
+            .map(|&shard| scope.spawn(move || work(shard)))
+            .collect();
+        running
+            .into_iter()
+            .map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// Reads the events of each of `locations`, one location after the other.
@@ -354,6 +493,7 @@ struct Operation {
 }
 
 /// One rank's part of an operation, as its ops stream has it.
+#[derive(Clone, Copy)]
 struct Part {
     call_path: usize,
     location: usize,
@@ -366,7 +506,6 @@ struct Part {
 type CollectiveKey = (u64, u64, u32);
 
 /// What the ops streams say of one collective's parts together.
-#[derive(Default)]
 struct Collective {
     /// The ranks its first part names.
     expected: i64,
@@ -374,20 +513,43 @@ struct Collective {
     parts: u64,
     last_arrival_ns: f64,
     last_end_ns: f64,
-    /// Of its parts, those the profile's pass has read, and their sums so far.
-    parts_read: u64,
-    wait_sum_ns: f64,
-    bus_bytes_sum: f64,
 }
 
 impl Collective {
     fn new(expected: i64) -> Self {
         Collective {
             expected,
+            parts: 0,
             last_arrival_ns: f64::NEG_INFINITY,
             last_end_ns: f64::NEG_INFINITY,
-            ..Collective::default()
         }
+    }
+
+    /// Adds what a later shard of the ops streams found of it.
+    fn add(&mut self, later: &Collective) {
+        self.parts += later.parts;
+        self.last_arrival_ns = self.last_arrival_ns.max(later.last_arrival_ns);
+        self.last_end_ns = self.last_end_ns.max(later.last_end_ns);
+    }
+}
+
+/// Of a collective's parts, those the second read has found so far, and their sums.
+struct PartsRead {
+    parts: u64,
+    wait_sum_ns: f64,
+    bus_bytes_sum: f64,
+    /// The last of them (its call path and communicator are every part's).
+    last_part: Part,
+    op: Operation,
+}
+
+impl PartsRead {
+    /// Adds the parts a later shard read.
+    fn add(&mut self, later: &PartsRead) {
+        self.parts += later.parts;
+        self.wait_sum_ns += later.wait_sum_ns;
+        self.bus_bytes_sum += later.bus_bytes_sum;
+        self.last_part = later.last_part;
     }
 }
 
@@ -439,6 +601,7 @@ impl EventVisitor for CollectiveGatherer<'_> {
     }
 }
 
+/// The second read of one shard of the locations, into a profile of its own.
 struct ProfileReader<'a> {
     defs: &'a GlobalDefs,
     ids: AttributeIds,
@@ -446,18 +609,22 @@ struct ProfileReader<'a> {
     profile: Profile,
     root: usize,
     /// Trace location → (profile location, kind).
-    locations: HashMap<u64, (usize, LocationKind)>,
+    locations: &'a HashMap<u64, (usize, LocationKind)>,
     stacks: HashMap<u64, Vec<Frame>>,
     /// Trace region → (profile region, kind).
     regions: HashMap<u32, (usize, RegionKind)>,
-    /// Every collective of the ops streams, from their first read; gone once each of its
-    /// parts has been read again.
-    collectives: HashMap<CollectiveKey, Collective>,
+    /// Every collective of the ops streams, from their first read.
+    collectives: &'a HashMap<CollectiveKey, Collective>,
+    /// The collectives this shard has read parts of, until it has read them all.
+    parts_read: HashMap<CollectiveKey, PartsRead>,
     /// Per trace location, the records its thread reported lost so far (cumulative).
     lost_seen: HashMap<u64, u64>,
+    /// Events this reader read since it last added them to `events_read`.
     events: u64,
+    /// Events every reader read.
+    events_read: &'a AtomicU64,
     total_events: u64,
-    progress: &'a dyn Fn(u64, u64),
+    progress: &'a (dyn Fn(u64, u64) + Sync),
     keep_samples: bool,
 }
 
@@ -550,12 +717,25 @@ impl ProfileReader<'_> {
         };
         if !op.collective {
             // A point-to-point operation is a sample of its own, without a wait.
-            self.sample(&part, &op, end_ns - start_ns, 0.0, bus_bytes);
+            if self.keep_samples {
+                let time_ns = end_ns - start_ns;
+                let sample = sample(
+                    &self.profile,
+                    self.defs,
+                    &part,
+                    &op,
+                    time_ns,
+                    0.0,
+                    bus_bytes,
+                );
+                self.profile.samples.push(sample);
+            }
             return;
         }
         let key = op.key();
         // The first read saw this part, unless the trace changed in between.
-        let Some(collective) = self.collectives.get_mut(&key) else {
+        let collectives = self.collectives;
+        let Some(collective) = collectives.get(&key) else {
             return;
         };
         // The part of its execution before the last rank arrived.
@@ -569,75 +749,98 @@ impl ProfileReader<'_> {
             part.location,
             waited / 1e9,
         );
-        collective.parts_read += 1;
-        collective.wait_sum_ns += waited;
-        collective.bus_bytes_sum += part.bus_bytes;
-        if collective.parts_read < collective.parts {
+        let read = PartsRead {
+            parts: 1,
+            wait_sum_ns: waited,
+            bus_bytes_sum: part.bus_bytes,
+            last_part: part,
+            op,
+        };
+        let parts = match self.parts_read.entry(key) {
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(read).parts,
+            std::collections::hash_map::Entry::Occupied(mut entry) => {
+                entry.get_mut().add(&read);
+                entry.get().parts
+            }
+        };
+        if parts < collective.parts {
             return;
         }
-        let collective = self.collectives.remove(&key).expect("present");
-        self.collective_done(&collective, &part, &op);
-    }
-
-    /// Every part of a collective has been read: counted, and a sample.
-    fn collective_done(&mut self, collective: &Collective, last_part: &Part, op: &Operation) {
-        if collective.parts as i64 >= collective.expected.max(1) {
-            self.profile.complete_collectives += 1;
-        } else {
-            self.profile.incomplete_collectives += 1;
-        }
-        // As the summary counts a collective's time: from the last rank's arrival to the
-        // last completion (without the wait for late ranks); one part alone, its execution.
-        let time_ns = if collective.parts == 1 {
-            last_part.end_ns - last_part.start_ns
-        } else {
-            (collective.last_end_ns - collective.last_arrival_ns).max(0.0)
-        };
-        let n = collective.parts_read as f64;
-        self.sample(
-            last_part,
-            op,
-            time_ns,
-            collective.wait_sum_ns / n,
-            collective.bus_bytes_sum / n,
+        let read = self.parts_read.remove(&key).expect("present");
+        collective_done(
+            &mut self.profile,
+            self.defs,
+            self.keep_samples,
+            collective,
+            &read,
         );
     }
+}
 
-    /// One operation (all its ranks' parts) as a sample for comparing runs; `part` is one
-    /// of its parts (their call paths and communicator names are the same).
-    fn sample(&mut self, part: &Part, op: &Operation, time_ns: f64, wait_ns: f64, bus_bytes: f64) {
-        if !self.keep_samples {
-            return;
-        }
-        let location = &self.profile.locations[part.location];
-        let comm = nccl_scorep_merge::ops_stream(&location.name)
-            .map_or_else(String::new, |(comm, _)| comm.to_owned());
-        let bucket = self.profile.call_paths[part.call_path]
-            .parameters
-            .iter()
-            .find(|(key, _)| key == "nccl.bytes")
-            .map_or_else(String::new, |(_, value)| value.clone());
-        let sample = Sample {
-            comm,
-            nranks: op.nranks,
-            func: self.string(op.func).to_owned(),
-            bucket,
-            time_ns,
-            wait_ns,
-            bus_bytes,
-        };
-        self.profile.samples.push(sample);
+/// Every part of a collective has been read: counted, and a sample.
+fn collective_done(
+    profile: &mut Profile,
+    defs: &GlobalDefs,
+    keep_samples: bool,
+    collective: &Collective,
+    read: &PartsRead,
+) {
+    if collective.parts as i64 >= collective.expected.max(1) {
+        profile.complete_collectives += 1;
+    } else {
+        profile.incomplete_collectives += 1;
     }
+    if !keep_samples {
+        return;
+    }
+    // As the summary counts a collective's time: from the last rank's arrival to the
+    // last completion (without the wait for late ranks); one part alone, its execution.
+    let part = &read.last_part;
+    let time_ns = if collective.parts == 1 {
+        part.end_ns - part.start_ns
+    } else {
+        (collective.last_end_ns - collective.last_arrival_ns).max(0.0)
+    };
+    let n = read.parts as f64;
+    let sample = sample(
+        profile,
+        defs,
+        part,
+        &read.op,
+        time_ns,
+        read.wait_sum_ns / n,
+        read.bus_bytes_sum / n,
+    );
+    profile.samples.push(sample);
+}
 
-    fn finish(mut self) -> Profile {
-        // Only a trace that changed between the two reads leaves parts unread.
-        let unread = self
-            .collectives
-            .values()
-            .filter(|c| c.parts_read > 0)
-            .count();
-        self.profile.incomplete_collectives += unread as u64;
-        self.profile
+/// One operation (all its ranks' parts) as a sample for comparing runs; `part` is one of
+/// its parts (their call paths and communicator names are the same).
+fn sample(
+    profile: &Profile,
+    defs: &GlobalDefs,
+    part: &Part,
+    op: &Operation,
+    time_ns: f64,
+    wait_ns: f64,
+    bus_bytes: f64,
+) -> Sample {
+    let location = &profile.locations[part.location];
+    let comm = nccl_scorep_merge::ops_stream(&location.name)
+        .map_or_else(String::new, |(comm, _)| comm.to_owned());
+    let bucket = profile.call_paths[part.call_path]
+        .parameters
+        .iter()
+        .find(|(key, _)| key == "nccl.bytes")
+        .map_or_else(String::new, |(_, value)| value.clone());
+    Sample {
+        comm,
+        nranks: op.nranks,
+        func: defs.string(op.func).unwrap_or("").to_owned(),
+        bucket,
+        time_ns,
+        wait_ns,
+        bus_bytes,
     }
 }
 
@@ -746,9 +949,12 @@ impl EventVisitor for ProfileReader<'_> {
 
 impl ProfileReader<'_> {
     fn tick(&mut self) {
+        const EVERY: u64 = 1 << 16;
         self.events += 1;
-        if self.events % (1 << 16) == 0 {
-            (self.progress)(self.events, self.total_events);
+        if self.events == EVERY {
+            self.events = 0;
+            let read = self.events_read.fetch_add(EVERY, Ordering::Relaxed) + EVERY;
+            (self.progress)(read, self.total_events);
         }
     }
 }
@@ -857,6 +1063,31 @@ mod tests {
             "PXN for pid 7 ctx 0x1 proxy"
         );
         assert_eq!(without_lane("world rank 3 proxy"), "world rank 3 proxy");
+    }
+
+    #[test]
+    fn shards_are_contiguous_and_cover_every_location_once() {
+        let locations: Vec<u64> = (100..110).collect();
+        let lengths = |threads, group: fn(u64) -> u64| -> Vec<usize> {
+            let cut = shards(&locations, threads, group);
+            assert_eq!(cut.concat(), locations, "{threads} threads");
+            cut.iter().map(|shard| shard.len()).collect()
+        };
+        let alone = |id| id;
+        assert_eq!(lengths(1, alone), [10]);
+        assert_eq!(lengths(3, alone), [4, 4, 2]);
+        assert_eq!(lengths(4, alone), [3, 3, 3, 1]);
+        assert_eq!(lengths(64, alone), [1; 10]);
+        assert!(shards(&[], 4, alone).is_empty());
+        // Lanes of one location (here 100-103, then 104-105, …) stay in one shard.
+        let lanes = |id| (id - 100) / 4 + u64::from(id >= 104) * 10 + u64::from(id >= 106);
+        assert_eq!(lengths(3, lanes), [4, 4, 2]);
+        assert_eq!(lengths(5, lanes), [4, 2, 2, 2]);
+        assert_eq!(lengths(10, lanes), [4, 2, 2, 2]);
+        // What each shard's work gives comes back in the shards' order.
+        let cut = shards(&locations, 4, alone);
+        let firsts = in_threads(&cut, |shard| shard[0]);
+        assert_eq!(firsts, [100, 103, 106, 109]);
     }
 
     #[test]

@@ -460,7 +460,7 @@ fn slowest_window(
 
 /// Seconds per process and kind of time, from the profile's pass over the trace.
 fn time_split(anchor: &Path) -> Result<Vec<ProcessTime>, String> {
-    let profile = crate::profile::read_trace(anchor, false, &|_, _| {})?;
+    let profile = crate::profile::read_trace(anchor, false, None, &|_, _| {})?;
     let mut seconds = vec![vec![0.0; TIME_KINDS.len()]; profile.processes.len()];
     for ((metric, _, location), value) in profile.values() {
         let Some(kind) = TIME_KINDS.iter().position(|(m, _)| *m == metric) else {
