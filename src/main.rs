@@ -450,6 +450,7 @@ fn main() -> ExitCode {
                 Ok(report) => {
                     let archive = output.as_deref().unwrap_or(&run_dir);
                     let profiled = (!no_profile).then(|| {
+                        release_freed_memory();
                         profile::write_profile(archive, None, None, &|_, _| {})
                             .map(|(profile, target)| profile::describe(&profile, &target))
                     });
@@ -588,6 +589,18 @@ fn one_job_only(run_dir: &std::path::Path, job: Option<&str>) -> Result<(), Stri
 
 /// A progress bar on stderr for long merges and profiles (drawn only on a terminal, and
 /// only for work big enough to take a while).
+/// Returns the memory the merge freed to the system before the profile's threads take
+/// their own: glibc keeps freed memory in the heap of the thread that freed it, and the
+/// merge's peak and the profile's would otherwise add up.
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only hands glibc's free pages back to the kernel; it takes no
+    // pointer and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// How many threads read a trace (`profile`, `compare`).
 #[derive(clap::Args, Debug)]
 struct ReadingThreads {

@@ -300,7 +300,27 @@ impl Profile {
             let parent = path.parent.map(|p| call_paths[p]);
             call_paths.push(self.call_path(regions[path.region], parent, path.parameters));
         }
-        for ((call_path, location), row) in part.values {
+        // The first shard's call paths are this profile's (it has only the root yet): its
+        // values are taken as they are, instead of copied while both are in memory.
+        let same_paths = call_paths.iter().enumerate().all(|(i, &path)| i == path);
+        if same_paths && self.values.is_empty() {
+            self.values = part.values;
+        } else {
+            self.add_values(part.values, &call_paths);
+        }
+        self.complete_collectives += part.complete_collectives;
+        self.incomplete_collectives += part.incomplete_collectives;
+        self.samples.extend(part.samples);
+        call_paths
+    }
+
+    /// Adds `values` whose call paths are `call_paths` here.
+    fn add_values(
+        &mut self,
+        values: FxHashMap<(usize, usize), [f64; Metric::ALL.len()]>,
+        call_paths: &[usize],
+    ) {
+        for ((call_path, location), row) in values {
             let sums = self
                 .values
                 .entry((call_paths[call_path], location))
@@ -309,10 +329,6 @@ impl Profile {
                 *sum += value;
             }
         }
-        self.complete_collectives += part.complete_collectives;
-        self.incomplete_collectives += part.incomplete_collectives;
-        self.samples.extend(part.samples);
-        call_paths
     }
 
     /// Every non-zero value.
