@@ -587,9 +587,7 @@ fn one_job_only(run_dir: &std::path::Path, job: Option<&str>) -> Result<(), Stri
     ))
 }
 
-/// A progress bar on stderr for long merges and profiles (drawn only on a terminal, and
-/// only for work big enough to take a while).
-/// Returns the memory the merge freed to the system before the profile's threads take
+/// Hands the memory the merge freed back to the system before the profile's threads take
 /// their own: glibc keeps freed memory in the heap of the thread that freed it, and the
 /// merge's peak and the profile's would otherwise add up.
 fn release_freed_memory() {
@@ -616,6 +614,8 @@ impl ReadingThreads {
     }
 }
 
+/// A progress bar on stderr for long merges and profiles (drawn only on a terminal, and
+/// only for work big enough to take a while).
 struct ProgressBar {
     bar: indicatif::ProgressBar,
     min_total: u64,
