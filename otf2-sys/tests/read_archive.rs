@@ -321,7 +321,8 @@ fn definitions_come_back_as_written() {
     reader.close().unwrap();
 }
 
-/// Every event as a line, with its attributes.
+/// Every event as a line, with its attributes: those decoded, then attribute 0 and the
+/// absent attribute 9 as the event finds them (decoded or not).
 #[derive(Default)]
 struct Lines {
     lines: Vec<String>,
@@ -340,8 +341,13 @@ impl EventVisitor for Lines {
 
     fn enter(&mut self, e: &EventContext<'_>, region: u32) {
         let line = format!(
-            "{} {} {:?} Enter {region} {:?}",
-            e.location, e.time, e.position, e.attributes
+            "{} {} {:?} Enter {region} {:?} {:?} {:?}",
+            e.location,
+            e.time,
+            e.position,
+            e.attributes,
+            e.attribute(0),
+            e.attribute(9)
         );
         self.lines.push(line);
     }
@@ -381,9 +387,9 @@ fn events_come_back_in_time_order_mapped_and_corrected() {
     assert_eq!(
         lines.lines,
         [
-            "0 10 None Enter 0 []",
+            "0 10 None Enter 0 [] None None",
             "0 20 None Leave 0",
-            "1 1005 None Enter 1 [(0, Int64(-7))]",
+            "1 1005 None Enter 1 [(0, Int64(-7))] Some(Int64(-7)) None",
             "1 1006 MpiSend 0 3",
             "1 1007 MpiRecv",
             "1 1008 None Leave 1",
@@ -419,7 +425,14 @@ fn one_location_reads_in_file_order_with_positions() {
             interrupted: true
         }
     );
-    assert_eq!(lines.lines, ["1 5 Some(1) Enter 1 []", "1 6 MpiSend 0 3"]);
+    // Not decoded, the attribute is still found when asked for.
+    assert_eq!(
+        lines.lines,
+        [
+            "1 5 Some(1) Enter 1 [] Some(Int64(-7)) None",
+            "1 6 MpiSend 0 3"
+        ]
+    );
     // The read goes on where it stopped.
     lines.stop_after = None;
     let read = thread.read_all(&mut lines).unwrap();

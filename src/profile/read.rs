@@ -567,6 +567,11 @@ struct CollectiveGatherer<'a> {
 }
 
 impl EventVisitor for CollectiveGatherer<'_> {
+    /// Only operations' Enters are asked for theirs.
+    fn wants_attributes(&self) -> bool {
+        false
+    }
+
     fn enter(&mut self, e: &EventContext<'_>, _region: u32) {
         if self.location != Some(e.location) {
             self.location = Some(e.location);
@@ -845,6 +850,11 @@ fn sample(
 }
 
 impl EventVisitor for ProfileReader<'_> {
+    /// Only the Enters of operations and of lost-record gaps are asked for theirs.
+    fn wants_attributes(&self) -> bool {
+        false
+    }
+
     fn enter(&mut self, e: &EventContext<'_>, region: u32) {
         self.tick();
         let Some(&(location, kind)) = self.locations.get(&e.location) else {

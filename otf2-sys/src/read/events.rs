@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use crate::callbacks::{first_failure, guarded, CallbackState};
-use crate::read::values::{decode_attribute_list, AttributeValue};
+use crate::read::values::{decode_attribute_list, find_attribute, AttributeValue};
 use crate::reading::copy_array;
 use crate::*;
 
@@ -20,17 +20,27 @@ pub struct EventContext<'a> {
     /// The event's number in its location (from 1); only a one-location read knows it.
     pub position: Option<u64>,
     /// The (attribute id, value) pairs of its attribute list; empty when the visitor does
-    /// not want them.
+    /// not want them decoded ([`EventVisitor::wants_attributes`]): [`Self::attribute`]
+    /// then finds the one asked for in the record's list.
     pub attributes: &'a [(u32, AttributeValue)],
+    /// The record's attribute list when it was not decoded (else NULL), live while the
+    /// visitor's method runs: a context is only lent to it, for `'a`.
+    undecoded: *const OTF2_AttributeList,
 }
 
 impl EventContext<'_> {
     /// The value of attribute `id`, if the event has it.
     pub fn attribute(&self, id: u32) -> Option<AttributeValue> {
-        self.attributes
-            .iter()
-            .find(|(a, _)| *a == id)
-            .map(|(_, v)| *v)
+        if self.undecoded.is_null() {
+            return self
+                .attributes
+                .iter()
+                .find(|(a, _)| *a == id)
+                .map(|(_, v)| *v);
+        }
+        // SAFETY: `undecoded` is the list OTF2 handed to the callback that lends this
+        // context to the visitor, live for as long as the context (see the field).
+        unsafe { find_attribute(self.undecoded, id) }
     }
 }
 
@@ -60,7 +70,9 @@ pub struct MpiMessage {
 /// [`EventVisitor::other`] with its OTF2 name, so a visitor that counts records by kind
 /// implements `other` and sees every event.
 pub trait EventVisitor {
-    /// Whether to decode each event's attribute list (a cost per event).
+    /// Whether to decode each event's attribute list (a cost per event). A visitor that
+    /// does not can still ask an event for an attribute ([`EventContext::attribute`]),
+    /// at a cost only for the events it asks.
     fn wants_attributes(&self) -> bool {
         true
     }
@@ -191,6 +203,11 @@ unsafe fn deliver<V: EventVisitor + ?Sized>(
             time,
             position,
             attributes: &state.attributes,
+            undecoded: if state.wants_attributes {
+                std::ptr::null()
+            } else {
+                list
+            },
         };
         call(&mut *state.visitor, &event);
         stop = !state.visitor.keep_reading();

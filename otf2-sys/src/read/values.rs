@@ -222,6 +222,42 @@ impl AttributeValue {
     }
 }
 
+/// The value of attribute `id` in `list`, found without decoding the others; an entry
+/// OTF2 cannot hand out counts as absent.
+///
+/// # Safety
+/// `list` is NULL or an attribute list that is live for the call (one OTF2 handed to an
+/// event callback).
+pub(crate) unsafe fn find_attribute(
+    list: *const OTF2_AttributeList,
+    id: OTF2_AttributeRef,
+) -> Option<AttributeValue> {
+    if list.is_null() {
+        return None;
+    }
+    // SAFETY: a live list (caller).
+    let count = unsafe { OTF2_AttributeList_GetNumberOfElements(list) };
+    for index in 0..count {
+        let mut found: OTF2_AttributeRef = 0;
+        let mut value_type: OTF2_Type = 0;
+        let mut value = OTF2_AttributeValue { uint64: 0 };
+        // SAFETY: a live list and index < count; the out pointers are valid locals.
+        let code = unsafe {
+            OTF2_AttributeList_GetAttributeByIndex(
+                list,
+                index,
+                &mut found,
+                &mut value_type,
+                &mut value,
+            )
+        };
+        if code == OTF2_SUCCESS && found == id {
+            return Some(AttributeValue::from_raw(value_type, value));
+        }
+    }
+    None
+}
+
 /// Appends the (attribute id, value) pairs of `list` to `out`; entries OTF2 cannot hand
 /// out are skipped.
 ///
