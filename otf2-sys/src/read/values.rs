@@ -232,30 +232,10 @@ pub(crate) unsafe fn find_attribute(
     list: *const OTF2_AttributeList,
     id: OTF2_AttributeRef,
 ) -> Option<AttributeValue> {
-    if list.is_null() {
-        return None;
-    }
-    // SAFETY: a live list (caller).
-    let count = unsafe { OTF2_AttributeList_GetNumberOfElements(list) };
-    for index in 0..count {
-        let mut found: OTF2_AttributeRef = 0;
-        let mut value_type: OTF2_Type = 0;
-        let mut value = OTF2_AttributeValue { uint64: 0 };
-        // SAFETY: a live list and index < count; the out pointers are valid locals.
-        let code = unsafe {
-            OTF2_AttributeList_GetAttributeByIndex(
-                list,
-                index,
-                &mut found,
-                &mut value_type,
-                &mut value,
-            )
-        };
-        if code == OTF2_SUCCESS && found == id {
-            return Some(AttributeValue::from_raw(value_type, value));
-        }
-    }
-    None
+    // SAFETY: as the caller promises.
+    unsafe { attribute_entries(list) }
+        .find(|&(found, _)| found == id)
+        .map(|(_, value)| value)
 }
 
 /// Appends the (attribute id, value) pairs of `list` to `out`; entries OTF2 cannot hand
@@ -268,16 +248,30 @@ pub(crate) unsafe fn decode_attribute_list(
     list: *const OTF2_AttributeList,
     out: &mut Vec<(u32, AttributeValue)>,
 ) {
-    if list.is_null() {
-        return;
-    }
-    // SAFETY: a live list (caller).
-    let count = unsafe { OTF2_AttributeList_GetNumberOfElements(list) };
-    for index in 0..count {
+    // SAFETY: as the caller promises.
+    out.extend(unsafe { attribute_entries(list) });
+}
+
+/// The (attribute id, value) pairs of `list`, decoded one at a time as they are taken;
+/// entries OTF2 cannot hand out are skipped.
+///
+/// # Safety
+/// `list` is NULL or an attribute list that stays live while the iterator is used.
+unsafe fn attribute_entries(
+    list: *const OTF2_AttributeList,
+) -> impl Iterator<Item = (OTF2_AttributeRef, AttributeValue)> {
+    let count = if list.is_null() {
+        0
+    } else {
+        // SAFETY: a live list (caller).
+        unsafe { OTF2_AttributeList_GetNumberOfElements(list) }
+    };
+    (0..count).filter_map(move |index| {
         let mut id: OTF2_AttributeRef = 0;
         let mut value_type: OTF2_Type = 0;
         let mut value = OTF2_AttributeValue { uint64: 0 };
-        // SAFETY: a live list and index < count; the out pointers are valid locals.
+        // SAFETY: a live list (caller) and index < count; the out pointers are valid
+        // locals.
         let code = unsafe {
             OTF2_AttributeList_GetAttributeByIndex(
                 list,
@@ -287,10 +281,8 @@ pub(crate) unsafe fn decode_attribute_list(
                 &mut value,
             )
         };
-        if code == OTF2_SUCCESS {
-            out.push((id, AttributeValue::from_raw(value_type, value)));
-        }
-    }
+        (code == OTF2_SUCCESS).then(|| (id, AttributeValue::from_raw(value_type, value)))
+    })
 }
 
 #[cfg(test)]
