@@ -234,8 +234,8 @@ pub(crate) unsafe fn find_attribute(
 ) -> Option<AttributeValue> {
     // SAFETY: as the caller promises.
     unsafe { attribute_entries(list) }
-        .find(|&(found, _)| found == id)
-        .map(|(_, value)| value)
+        .find(|&(found, _, _)| found == id)
+        .map(|(_, value_type, value)| AttributeValue::from_raw(value_type, value))
 }
 
 /// Appends the (attribute id, value) pairs of `list` to `out`; entries OTF2 cannot hand
@@ -249,17 +249,20 @@ pub(crate) unsafe fn decode_attribute_list(
     out: &mut Vec<(u32, AttributeValue)>,
 ) {
     // SAFETY: as the caller promises.
-    out.extend(unsafe { attribute_entries(list) });
+    let entries = unsafe { attribute_entries(list) };
+    out.extend(
+        entries.map(|(id, value_type, value)| (id, AttributeValue::from_raw(value_type, value))),
+    );
 }
 
-/// The (attribute id, value) pairs of `list`, decoded one at a time as they are taken;
-/// entries OTF2 cannot hand out are skipped.
+/// The entries of `list` as OTF2 hands them out (attribute id, type, raw value), one at a
+/// time as they are taken; entries it cannot hand out are skipped.
 ///
 /// # Safety
 /// `list` is NULL or an attribute list that stays live while the iterator is used.
 unsafe fn attribute_entries(
     list: *const OTF2_AttributeList,
-) -> impl Iterator<Item = (OTF2_AttributeRef, AttributeValue)> {
+) -> impl Iterator<Item = (OTF2_AttributeRef, OTF2_Type, OTF2_AttributeValue)> {
     let count = if list.is_null() {
         0
     } else {
@@ -281,7 +284,7 @@ unsafe fn attribute_entries(
                 &mut value,
             )
         };
-        (code == OTF2_SUCCESS).then(|| (id, AttributeValue::from_raw(value_type, value)))
+        (code == OTF2_SUCCESS).then_some((id, value_type, value))
     })
 }
 
