@@ -46,9 +46,12 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Per location group (a communicator rank), the median of (op end − the moment the GPU
-/// finished it: the default events record kernel channels, so an operation ends there),
-/// and how many of the job's collectives end on some rank before another rank's op began.
+/// Per communicator rank, the median of (its enqueue's start in the trace − when nccl-sim
+/// truly made the call), and how many of the job's collectives end on some rank before
+/// another rank's op began. The enqueue is a host time: it is placed by the host's clock
+/// and the merge's correction of it alone, not by the estimate of the GPU's clock that
+/// places the ops (a short job on loaded cores can leave one process's estimate some
+/// 100 µs late for most of its operations, which says nothing of the hosts' alignment).
 fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, usize) {
     let mut truth = BTreeMap::new();
     for entry in std::fs::read_dir(truth_dir).unwrap() {
@@ -66,38 +69,38 @@ fn placement(anchor: &Path, truth_dir: &Path) -> (BTreeMap<String, i64>, usize, 
                 record["rank"].as_i64().unwrap(),
                 record["seq"].as_u64().unwrap(),
             );
-            truth.insert(key, record["gpu_stop_ns"].as_i64().unwrap());
+            truth.insert(key, record["enqueue_start_ns"].as_i64().unwrap());
         }
     }
     let trace = dump(anchor);
-    let group: BTreeMap<&str, &str> = trace["locations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| (l["name"].as_str().unwrap(), l["group"].as_str().unwrap()))
-        .collect();
     let mut errors: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     let mut spans: BTreeMap<(u64, u64), Vec<(i64, i64)>> = BTreeMap::new();
-    for op in trace["intervals"].as_array().unwrap() {
-        let loc = op["loc"].as_str().unwrap();
-        if op["region"] != "AllReduce" || !loc.ends_with(" ops") {
+    for interval in trace["intervals"].as_array().unwrap() {
+        let key = |name: &str| interval["attrs"][name].as_u64();
+        let (Some(comm), Some(rank), Some(seq)) =
+            (key("nccl.comm_hash"), key("nccl.rank"), key("nccl.seq"))
+        else {
             continue;
+        };
+        let (start, end) = (
+            interval["start"].as_i64().unwrap(),
+            interval["end"].as_i64().unwrap(),
+        );
+        let on_ops = interval["loc"].as_str().unwrap().ends_with(" ops");
+        if interval["region"] == "AllReduce" && on_ops {
+            spans.entry((comm, seq)).or_default().push((start, end));
+        } else if interval["region"] == "AllReduce enqueue" {
+            errors
+                .entry(format!("{comm:#x} rank {rank}"))
+                .or_default()
+                .push(start - truth[&(comm, rank as i64, seq)]);
         }
-        let comm = op["attrs"]["nccl.comm_hash"].as_u64().unwrap();
-        let rank = op["attrs"]["nccl.rank"].as_i64().unwrap();
-        let seq = op["attrs"]["nccl.seq"].as_u64().unwrap();
-        let (start, end) = (op["start"].as_i64().unwrap(), op["end"].as_i64().unwrap());
-        spans.entry((comm, seq)).or_default().push((start, end));
-        errors
-            .entry(group[loc].to_owned())
-            .or_default()
-            .push(end - truth[&(comm, rank, seq)]);
     }
     let medians = errors
         .into_iter()
-        .map(|(process, mut e)| {
+        .map(|(rank, mut e)| {
             e.sort_unstable();
-            (process, e[e.len() / 2])
+            (rank, e[e.len() / 2])
         })
         .collect();
     let broken = spans
