@@ -129,14 +129,10 @@ pub fn read_trace(
     let mut collectives: HashMap<CollectiveKey, Collective> = HashMap::default();
     for shard in gathered {
         for (key, found) in shard.map_err(unreadable)? {
-            match collectives.entry(key) {
-                std::collections::hash_map::Entry::Vacant(entry) => {
-                    entry.insert(found);
-                }
-                std::collections::hash_map::Entry::Occupied(mut entry) => {
-                    entry.get_mut().add(&found);
-                }
-            }
+            collectives
+                .entry(key)
+                .and_modify(|known| known.add(&found))
+                .or_insert(found);
         }
     }
 
@@ -180,14 +176,10 @@ pub fn read_trace(
         let call_paths = profile.absorb(own);
         for (key, mut read) in parts_read {
             read.last_part.call_path = call_paths[read.last_part.call_path];
-            match unfinished.entry(key) {
-                std::collections::btree_map::Entry::Vacant(entry) => {
-                    entry.insert(read);
-                }
-                std::collections::btree_map::Entry::Occupied(mut entry) => {
-                    entry.get_mut().add(&read);
-                }
-            }
+            unfinished
+                .entry(key)
+                .and_modify(|earlier| earlier.add(&read))
+                .or_insert(read);
         }
     }
     for (key, read) in unfinished {
@@ -761,13 +753,12 @@ impl ProfileReader<'_> {
             last_part: part,
             op,
         };
-        let parts = match self.parts_read.entry(key) {
-            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(read).parts,
-            std::collections::hash_map::Entry::Occupied(mut entry) => {
-                entry.get_mut().add(&read);
-                entry.get().parts
-            }
-        };
+        let parts = self
+            .parts_read
+            .entry(key)
+            .and_modify(|earlier| earlier.add(&read))
+            .or_insert(read)
+            .parts;
         if parts < collective.parts {
             return;
         }
