@@ -11,10 +11,14 @@ use std::time::Duration;
 /// job's other ranks to learn the start ([`Nccl::latest_across_processes`]).
 const PACED_START_MARGIN: Duration = Duration::from_millis(5);
 
+/// How long `held-group` holds its group open after its API call.
+pub const GROUP_HOLD: Duration = Duration::from_millis(1);
+
 /// Every scenario, with its name and what it reproduces.
 pub const SCENARIOS: &[(&str, &str)] = &[
     ("single", "one AllReduce per call outside any group, one rank per thread"),
     ("group", "ncclGroupStart; AllReduce, AllGather, ReduceScatter; ncclGroupEnd: lazy GroupApi with depth 2, states 23/24"),
+    ("held-group", "an AllReduce in a user group the application holds open for 1 ms before ncclGroupEnd: its kernel starts long after its API call"),
     ("nested-group", "a group opened inside a group after its first operation: the GroupApi ends early"),
     ("multi-comm", "one thread drives every rank's communicator in one group"),
     ("p2p", "send/recv rounds around a ring inside groups"),
@@ -247,6 +251,14 @@ pub fn run(name: &str, nccl: &Arc<Nccl>, params: &Params) -> bool {
             comm.all_reduce(p.size(i) / 4, DataType::Float32);
             comm.all_gather(p.size(i) / 2 / comm.n_ranks() as usize, DataType::Bfloat16);
             comm.reduce_scatter(p.size(i) / 4 / comm.n_ranks() as usize, DataType::Float32);
+            nccl::group_end();
+        }),
+        "held-group" => per_rank(nccl, params, "held-group", |comm, p, i| {
+            p.delay(comm.rank());
+            nccl::group_start();
+            comm.all_reduce(p.size(i) / 4, DataType::Float32);
+            // The application does other work before it ends the group.
+            std::thread::sleep(GROUP_HOLD);
             nccl::group_end();
         }),
         "nested-group" => per_rank(nccl, params, "nested", |comm, p, i| {

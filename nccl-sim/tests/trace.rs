@@ -259,6 +259,33 @@ fn kernel_spans(d: &Value) -> BTreeMap<(i64, u64), (i64, i64, i64)> {
 fn kernel_times_match_the_ground_truth_within_their_stated_error() {
     let run = run("single", "all", 4, 8, &[]);
     assert_eq!(run.parts.len(), 1);
+    let stated = assert_kernel_times_within_their_stated_error(&run);
+    assert_eq!(stated.len(), 4 * 8);
+}
+
+/// A kernel starts after its operation's API call, and after the first kernel launch of
+/// the call's group, which comes later where the application held the group open: here
+/// 1 ms after the AllReduce's call, the group's only one. The plugin takes the launch as the lower bound of
+/// the kernel's GPU start, so the error it states stays well under that millisecond
+/// (with the API call as the only lower bound, it was above it), and the times still lie
+/// within it.
+#[test]
+fn a_groups_kernel_launch_bounds_the_start_of_its_kernels() {
+    let run = run("held-group", "default", 4, 20, &[]);
+    let mut stated = assert_kernel_times_within_their_stated_error(&run);
+    assert_eq!(stated.len(), 4 * 20);
+    stated.sort_unstable();
+    let median = stated[stated.len() / 2];
+    let hold = scenario::GROUP_HOLD.as_nanos() as i64;
+    assert!(
+        median < hold / 2,
+        "median stated error {median} ns, not under half the group's hold ({hold} ns): {stated:?}"
+    );
+}
+
+/// Every AllReduce's kernel channels lie within the error they state of nccl-sim's truth
+/// (never earlier); returns the stated errors, one per operation.
+fn assert_kernel_times_within_their_stated_error(run: &TraceRun) -> Vec<i64> {
     let d = dump(&run.anchor);
     let offsets = clock_offsets(&run.anchor);
     assert_eq!(
@@ -282,6 +309,7 @@ fn kernel_times_match_the_ground_truth_within_their_stated_error() {
         missing.is_empty(),
         "no kernel for {missing:?}; other kernels: {regions:?}"
     );
+    let mut stated = Vec::new();
     for truth in truths {
         let key = (i64::from(truth.rank), truth.seq);
         let &(start, stop, bound) = spans
@@ -295,7 +323,9 @@ fn kernel_times_match_the_ground_truth_within_their_stated_error() {
                 "{key:?}: kernel time off by {error} ns, stated bound {bound} ns"
             );
         }
+        stated.push(bound);
     }
+    stated
 }
 
 /// An operation ends when the GPU finished it, never before, and late by no more than

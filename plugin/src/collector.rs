@@ -33,6 +33,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(2);
 /// Closed events remembered for resolving later children (their parents stop first); a
 /// power of two.
 const REMEMBERED_CLOSED: usize = 1 << 16;
+/// Groups whose first kernel launch is remembered; a power of two. A kernel that ends
+/// after about that many later groups launched falls back to its API call's start.
+const REMEMBERED_LAUNCHES: usize = 1 << 14;
 /// Open ProxyOps with no step yet, per communicator rank, before the oldest is taken for
 /// one NCCL never stops (non-network transports start ProxyOps and never stop them).
 pub const MAX_STEPLESS_PROXY_OPS: usize = 2048;
@@ -136,46 +139,42 @@ struct Known {
     parent: u64,
 }
 
-/// Closed events, in a table indexed by a hash of the handle: a newer event whose handle
-/// lands on the same entry replaces an older one. No removal, no eviction queue: one
-/// write per remembered event. With [`REMEMBERED_CLOSED`] entries, an event is kept
-/// until about that many more have closed (fewer when entries collide).
-struct KnownTable {
-    entries: Vec<(u64, Known)>,
+/// Values kept per event handle in a table indexed by a hash of the handle: a newer
+/// handle that lands on the same entry replaces an older one. No removal, no eviction
+/// queue: one write per insert. With `N` entries, a value is kept until about that many
+/// more have been inserted (fewer when entries collide).
+struct HandleTable<V: Copy, const N: usize> {
+    entries: Vec<(u64, V)>,
 }
 
-impl KnownTable {
-    const EMPTY: (u64, Known) = (
-        0,
-        Known {
-            kind: Kind::Group,
-            owner: Owner::Unknown,
-            start_ns: 0,
-            parent: 0,
-        },
-    );
-
-    fn new() -> KnownTable {
-        KnownTable {
-            entries: vec![Self::EMPTY; REMEMBERED_CLOSED],
+impl<V: Copy, const N: usize> HandleTable<V, N> {
+    fn new(empty: V) -> Self {
+        HandleTable {
+            entries: vec![(0, empty); N],
         }
     }
 
     fn index(handle: u64) -> usize {
         // Fibonacci hashing: the top bits of the product mix every bit of the handle.
-        (handle.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - REMEMBERED_CLOSED.trailing_zeros()))
-            as usize
+        (handle.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - N.trailing_zeros())) as usize
     }
 
-    fn insert(&mut self, handle: u64, known: Known) {
-        self.entries[Self::index(handle)] = (handle, known);
+    fn insert(&mut self, handle: u64, value: V) {
+        self.entries[Self::index(handle)] = (handle, value);
     }
 
-    fn get(&self, handle: u64) -> Option<Known> {
-        let (stored, known) = self.entries[Self::index(handle)];
-        (stored == handle && handle != 0).then_some(known)
+    fn get(&self, handle: u64) -> Option<V> {
+        let (stored, value) = self.entries[Self::index(handle)];
+        (stored == handle && handle != 0).then_some(value)
     }
 }
+
+/// Closed events. With [`REMEMBERED_CLOSED`] entries, an event is kept until about that
+/// many more have closed.
+type KnownTable = HandleTable<Known, REMEMBERED_CLOSED>;
+
+/// When each GroupApi's first kernel launch started (host time), by the GroupApi's handle.
+type FirstLaunches = HandleTable<u64, REMEMBERED_LAUNCHES>;
 
 /// A running collector thread.
 pub struct Collector {
@@ -262,6 +261,8 @@ struct State {
     processed_until: u64,
     open: OpenTable<OpenEvent>,
     known: KnownTable,
+    /// A lower bound of the GPU start of every kernel of a group (see `check_gpu_interval`).
+    first_launches: FirstLaunches,
     /// Stop/state records that arrived before their start (another thread's ring).
     early: HashMap<u64, Vec<(u32, Record)>>,
     early_count: usize,
@@ -301,7 +302,13 @@ impl State {
             remembered: kinds::remembered_kinds(shared.config.event_mask),
             processed_until: 0,
             open: OpenTable::default(),
-            known: KnownTable::new(),
+            known: KnownTable::new(Known {
+                kind: Kind::Group,
+                owner: Owner::Unknown,
+                start_ns: 0,
+                parent: 0,
+            }),
+            first_launches: FirstLaunches::new(0),
             early: HashMap::default(),
             early_count: 0,
             stop_lost_suspects: Vec::new(),
@@ -600,6 +607,19 @@ impl State {
         }
         if let Owner::Local(context) = owner {
             self.learn_comm_from(context, start);
+        }
+        if let (
+            Kind::KernelLaunch,
+            Parent::Local {
+                handle: group,
+                kind: Kind::GroupApi,
+            },
+        ) = (kind, parent)
+        {
+            // Launches come in time order: the first one of a group is kept.
+            if self.first_launches.get(group).is_none() {
+                self.first_launches.insert(group, time);
+            }
         }
         let open = OpenEvent {
             kind,
@@ -1039,16 +1059,12 @@ impl State {
             return GpuCheck::Rejected(rejection);
         }
         if open.kind == Kind::KernelCh {
-            // The API call of the kernel's operation came before the kernel started.
-            let api_start = task
-                .and_then(|task| self.known_or_open(task.parent))
-                .filter(|api| api.kind.facts().is_api_call)
-                .map(|api| api.start_ns);
+            let not_before = self.kernel_not_before(task, open.start_ns);
             let clock = self.gpu_clocks.entry(context).or_default();
             clock.observed_after(open.start_ns, start_ptimer);
             clock.observed_after(seen_end_ns, stop_ptimer_value);
-            if let Some(api_start) = api_start {
-                clock.happened_before(api_start, start_ptimer);
+            if let Some(not_before) = not_before {
+                clock.happened_before(not_before, start_ptimer);
             }
         }
         if !self.gpu_clocks.contains_key(&context) {
@@ -1058,6 +1074,22 @@ impl State {
         GpuCheck::Convert(RawGpuInterval {
             ptimers: (start_ptimer, stop_ptimer_value),
         })
+    }
+
+    /// The latest host time known to lie before a kernel started: its operation's API
+    /// call came before it, and so did the first kernel launch of the API call's group
+    /// (NCCL launches a group's kernels after its last API call, each kernel after the
+    /// launch that runs it). `seen_start_ns`: when NCCL noticed the kernel start.
+    fn kernel_not_before(&self, task: Option<Known>, seen_start_ns: u64) -> Option<u64> {
+        let api = task
+            .and_then(|task| self.known_or_open(task.parent))
+            .filter(|api| api.kind.facts().is_api_call)?;
+        let launched = self
+            .first_launches
+            .get(api.parent)
+            // A launch out of that order is not this kernel's: the API call's bound stays.
+            .filter(|&launch_ns| launch_ns >= api.start_ns && launch_ns <= seen_start_ns);
+        Some(launched.unwrap_or(api.start_ns))
     }
 
     /// What is known of an event, open or closed.
