@@ -8,7 +8,9 @@
 //!   (the stop record) only after the GPU wrote the timestamp, so
 //!   `offset <= host_callback - ptimer` for both;
 //! - **from below**: a kernel cannot start before the application enqueued its operation,
-//!   so `offset >= api_call_start - ptimer_start` (the CollApi/P2pApi start, NCCL 2.28+).
+//!   nor before NCCL began to launch it, so `offset >= not_before - ptimer_start`, where
+//!   `not_before` is the CollApi/P2pApi start or, later, the first KernelLaunch start of
+//!   that call's group (NCCL 2.28+; the collector picks it).
 //!
 //! The estimate is the tightest upper bound (the minimum-delay filter NTP uses): the host
 //! polls the GPU's timestamps every few microseconds, so its quickest detection is close to
