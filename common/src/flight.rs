@@ -8,6 +8,7 @@
 //! the writer changes them; a reader copies, checks the counter is even and unchanged, and
 //! retries otherwise.
 
+use crate::rank_ranges::ranks_phrase;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
@@ -830,6 +831,44 @@ fn seconds(ns: u64) -> String {
 }
 
 /// The diagnosis as the text `nccl-scorep status` prints and the hang report holds.
+/// The ranks' progress, one line per group of ranks at the same point (last collective,
+/// finalized or not), in the order of their lowest rank: a job of a thousand ranks where
+/// one is behind gives two lines. A group of one rank names its process and host; a
+/// larger one its host, or how many hosts it spans.
+fn render_progress(out: &mut String, ranks: &[RankProgress]) {
+    use std::fmt::Write;
+    let mut by_point: BTreeMap<(Option<u64>, bool), Vec<&RankProgress>> = BTreeMap::new();
+    for rank in ranks {
+        by_point
+            .entry((rank.last_seq, rank.finalized))
+            .or_default()
+            .push(rank);
+    }
+    let mut groups: Vec<_> = by_point.into_iter().collect();
+    groups.sort_by_key(|(_, members)| members.iter().map(|r| r.rank).min());
+    for ((last_seq, finalized), members) in groups {
+        let seq = last_seq.map_or_else(|| "none".to_owned(), |s| s.to_string());
+        let finalized = if finalized { ", finalized" } else { "" };
+        let place = match members.as_slice() {
+            [one] => format!("pid {} on {}", one.pid, one.host),
+            _ => {
+                let mut hosts: Vec<&str> = members.iter().map(|r| r.host.as_str()).collect();
+                hosts.sort_unstable();
+                hosts.dedup();
+                match hosts.as_slice() {
+                    [host] => format!("{} ranks on {host}", members.len()),
+                    _ => format!("{} ranks on {} hosts", members.len(), hosts.len()),
+                }
+            }
+        };
+        let _ = writeln!(
+            out,
+            "  {}: last collective seq {seq}{finalized} ({place})",
+            ranks_phrase(members.iter().map(|r| i64::from(r.rank)))
+        );
+    }
+}
+
 pub fn render(diagnosis: &Diagnosis) -> String {
     use std::fmt::Write;
     let mut out = String::new();
@@ -850,31 +889,26 @@ pub fn render(diagnosis: &Diagnosis) -> String {
             "communicator {:#018x} ({} ranks)",
             comm.comm_hash, comm.nranks
         );
-        for r in &comm.ranks {
-            let seq = r
-                .last_seq
-                .map_or_else(|| "none".to_owned(), |s| s.to_string());
-            let _ = writeln!(
-                out,
-                "  rank {}: last collective seq {seq}{} (pid {} on {})",
-                r.rank,
-                if r.finalized { ", finalized" } else { "" },
-                r.pid,
-                r.host
-            );
-        }
+        render_progress(&mut out, &comm.ranks);
         if !comm.unseen_ranks.is_empty() {
             let _ = writeln!(
                 out,
-                "  no recorder file seen for ranks {:?}",
-                comm.unseen_ranks
+                "  no recorder file seen for {}",
+                ranks_phrase(comm.unseen_ranks.iter().map(|&r| i64::from(r)))
             );
         }
         if let Some(missing) = &comm.missing {
             let _ = writeln!(
                 out,
-                "  not arrived: rank(s) {:?} have not entered {} seq {} that the others wait in",
-                missing.ranks, missing.func, missing.seq
+                "  not arrived: {} {} not entered {} seq {} that the others wait in",
+                ranks_phrase(missing.ranks.iter().map(|&r| i64::from(r))),
+                if missing.ranks.len() == 1 {
+                    "has"
+                } else {
+                    "have"
+                },
+                missing.func,
+                missing.seq
             );
         }
         match &comm.longest {
@@ -977,7 +1011,15 @@ mod tests {
         );
         let text = render(&d);
         assert!(
-            text.contains("rank(s) [3] have not entered AllReduce seq 1"),
+            text.contains("not arrived: rank 3 has not entered AllReduce seq 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  ranks 0-2: last collective seq 1 (3 ranks on node)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  rank 3: last collective seq 0 (pid 103 on node)\n"),
             "{text}"
         );
         assert!(
@@ -987,6 +1029,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("no heartbeat for 10.0 s"), "{text}");
+    }
+
+    /// A thousand ranks where one is behind: two lines of progress, not a thousand.
+    #[test]
+    fn ranks_at_the_same_point_share_one_line() {
+        let ranks: Vec<RankProgress> = (0..1024)
+            .map(|rank| RankProgress {
+                rank,
+                host: format!("node{}", rank / 8),
+                pid: 1000 + rank,
+                last_seq: Some(if rank == 512 { 6 } else { 7 }),
+                finalized: false,
+            })
+            .collect();
+        let mut text = String::new();
+        render_progress(&mut text, &ranks);
+        assert_eq!(
+            text,
+            "  ranks 0-511,513-1023: last collective seq 7 (1023 ranks on 128 hosts)\n  \
+             rank 512: last collective seq 6 (pid 1512 on node64)\n"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod job;
 pub mod ledger;
 pub mod natural;
 pub mod provenance;
+pub mod rank_ranges;
 pub mod read_ahead;
 pub mod recording;
 pub mod run_dir;
