@@ -8,11 +8,13 @@ Run by scripts/measure-clock-alignment.sh, or by hand:
 Every operation on an ops stream is matched to its truth by communicator, communicator
 rank, function and sequence number; its completion is the moment the GPU finished it where its kernel
 channels are in the trace (the trace ends it there), the moment the host knew it complete
-otherwise. The trace is in real time and the truth in the machine's CLOCK_MONOTONIC: one
-offset C between the two is taken out, the median of (trace end - truth completion) over
-all operations. Then, in microseconds:
+otherwise. The trace is in real time on the clock of its reference host (the merge aligns
+the others to it), the truth in nccl-sim's true clock, from which each simulated host's
+clock is off by its offset and drift: one line C(t) between the two is taken out, the
+drift fitted over all operations by least squares, the offset the median of what is left
+of (trace end - truth completion). Then, in microseconds:
 
-- completion error: an operation's end - its completion - C;
+- completion error: an operation's end - its completion - C(its completion);
 - alignment error: per process, the median completion error of its operations (how far
   its clock is placed from the job's), and the same for every operation;
 - causality: collectives that end on a rank before another rank began them, and
@@ -98,6 +100,20 @@ def main(anchor, truth_dir, as_json):
             done_at.append(done)
     if not raw:
         sys.exit("no operation of the trace matches the truth")
+    # The reference host's own drift against the truth is not the trace's error. Computed
+    # on differences from the first operation: real-time nanoseconds (about 2^60) in a
+    # double would lose everything below 256 ns.
+    base_r = raw[0][1]
+    raw = [(p, r - base_r) for p, r in raw]
+    mean_t = sum(done_at) / len(done_at)
+    mean_r = sum(r for _, r in raw) / len(raw)
+    spread = sum((t - mean_t) ** 2 for t in done_at)
+    drift = (
+        sum((t - mean_t) * (r - mean_r) for t, (_, r) in zip(done_at, raw)) / spread
+        if spread > 0
+        else 0.0
+    )
+    raw = [(p, r - drift * (t - mean_t)) for (p, r), t in zip(raw, done_at)]
     common = sorted(r for _, r in raw)[len(raw) // 2]
     errors = [r - common for _, r in raw]
     by_process = collections.defaultdict(list)
@@ -141,6 +157,7 @@ def main(anchor, truth_dir, as_json):
             [abs(process_offsets[p]) for p, v in by_process.items() for _ in v]
         ),
         "process_offsets_us": {p: o / 1e3 for p, o in process_offsets.items()},
+        "time_base_drift_ppm": drift * 1e6,
         "collectives_ending_before_their_last_begin": broken_collectives,
         "collectives": checked_collectives,
         "receives_before_their_send": broken_messages,
@@ -149,7 +166,10 @@ def main(anchor, truth_dir, as_json):
     if as_json:
         print(json.dumps(result, indent=1))
         return
-    print("error = trace - truth - common offset, microseconds (absolute values)")
+    print(
+        "error = trace - truth - common line (the time base's drift against the truth: "
+        "{:+.2f} ppm), microseconds (absolute values)".format(drift * 1e6)
+    )
     print(line("completion error (op end - completion)", result["completion_error_us"]))
     print(line("alignment error (its process's median)", result["alignment_error_us"]))
     for p, o in result["process_offsets_us"].items():

@@ -4,7 +4,8 @@
 # whose clocks are off by -5 ms and +5 ms and drift by -20 and +20 ppm (the truth stays in
 # the true clock). Each job is merged twice, with the hosts' clocks as they are
 # (`--no-clock-alignment`) and aligned (the default); scripts/clock-alignment-errors.py
-# prints the completion and alignment errors of each. One run of each.
+# prints the completion and alignment errors of each (the reference host's own offset and
+# drift against the true clock taken out). One run of each.
 #
 #   scripts/measure-clock-alignment.sh [ITERATIONS] [NCCL_SIM_ARGS...]   (default: 300)
 #
