@@ -283,6 +283,24 @@ fn a_groups_kernel_launch_bounds_the_start_of_its_kernels() {
     );
 }
 
+/// The lower bounds of the GPU clock estimate hold in NCCL's other call patterns too: a
+/// group whose GroupApi ends early (nested), one thread launching every rank's kernels in
+/// one group (several launches under one GroupApi), and launches on another thread
+/// (non-blocking communicators). A launch taken for one that came later would place
+/// kernels early; every kernel time lies within its stated error of the truth.
+#[test]
+fn kernel_times_stay_within_their_stated_error_in_every_launch_pattern() {
+    for scenario in ["nested-group", "multi-comm", "nonblocking", "group"] {
+        let run = run(scenario, "default", 4, 20, &[]);
+        let stated = assert_kernel_times_within_their_stated_error(&run);
+        assert!(
+            stated.len() >= 4 * 20,
+            "{scenario}: {} kernels",
+            stated.len()
+        );
+    }
+}
+
 /// Every AllReduce's kernel channels lie within the error they state of nccl-sim's truth
 /// (never earlier); returns the stated errors, one per operation.
 fn assert_kernel_times_within_their_stated_error(run: &TraceRun) -> Vec<i64> {
