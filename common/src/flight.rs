@@ -830,7 +830,6 @@ fn seconds(ns: u64) -> String {
     format!("{:.1} s", ns as f64 / 1e9)
 }
 
-/// The diagnosis as the text `nccl-scorep status` prints and the hang report holds.
 /// The ranks' progress, one line per group of ranks at the same point (last collective,
 /// finalized or not), in the order of their lowest rank: a job of a thousand ranks where
 /// one is behind gives two lines. A group of one rank names its process and host; a
@@ -869,6 +868,7 @@ fn render_progress(out: &mut String, ranks: &[RankProgress]) {
     }
 }
 
+/// The diagnosis as the text `nccl-scorep status` prints and the hang report holds.
 pub fn render(diagnosis: &Diagnosis) -> String {
     use std::fmt::Write;
     let mut out = String::new();
