@@ -360,3 +360,37 @@ fn status_says_when_there_is_no_recorder_file_or_a_damaged_one() {
         "{stderr}"
     );
 }
+
+/// A process whose communicators were all destroyed and which then created new ones
+/// wrote a second part; its recorder file goes on, so `status` after the job still shows
+/// the first part's communicator beside the second's, every rank finalized.
+#[test]
+fn the_recorder_file_keeps_the_communicators_of_earlier_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let run = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "group", "--scenario", "p2p"])
+        .args(["--ranks", "2", "--iterations", "2", "--plugin"])
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_AUTO_MERGE", "0")
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let parts = std::fs::read_dir(out.join("parts")).unwrap().count();
+    assert_eq!(parts, 2, "one part per scenario");
+    let after = status(&out, true);
+    assert_eq!(after.status.code(), Some(0));
+    let json: Value = serde_json::from_slice(&after.stdout).unwrap();
+    let comms = json["communicators"].as_array().unwrap();
+    assert_eq!(comms.len(), 2, "{json:#}");
+    for comm in comms {
+        let ranks = comm["ranks"].as_array().unwrap();
+        assert_eq!(ranks.len(), 2, "{comm:#}");
+        assert!(ranks.iter().all(|r| r["finalized"] == true), "{comm:#}");
+    }
+}

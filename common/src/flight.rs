@@ -303,6 +303,19 @@ impl FlightWriter {
         })
     }
 
+    /// A second writer of the same file, from the same image: positioned writes, so the
+    /// two share no file position. The process's next part goes on with it.
+    pub fn try_clone(&self) -> io::Result<FlightWriter> {
+        Ok(FlightWriter {
+            file: self.file.try_clone()?,
+            image: self.image.clone(),
+            slots: self.slots,
+            ops_per_slot: self.ops_per_slot,
+            dirty: self.dirty.clone(),
+            header_dirty: self.header_dirty,
+        })
+    }
+
     /// Operations a slot holds: the newest of them, older ones being overwritten.
     pub fn ops_per_slot(&self) -> u32 {
         self.ops_per_slot

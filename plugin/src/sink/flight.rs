@@ -14,7 +14,7 @@ use nccl_scorep_common::flight::{self, FlightWriter, OpRecord, OpSlot, ProxyWait
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often the file is written out (the heartbeat's resolution).
@@ -99,16 +99,20 @@ fn create(context: &SinkContext) -> Option<FlightRecorder> {
     }
     let clocks = ClockPair::now();
     let offset = clocks.realtime_ns as i64 - clocks.monotonic_ns as i64;
-    let created = nccl_scorep_common::safe_file::create_dirs(&root).and_then(|()| {
-        FlightWriter::create(
-            &path,
-            context.host,
-            context.pid,
-            config.flight_comms,
-            config.flight_ops,
-            offset,
-        )
-    });
+    let continued = take_last_parts_writer(&path);
+    let created = match continued {
+        Some(writer) => Ok(writer),
+        None => nccl_scorep_common::safe_file::create_dirs(&root).and_then(|()| {
+            FlightWriter::create(
+                &path,
+                context.host,
+                context.pid,
+                config.flight_comms,
+                config.flight_ops,
+                offset,
+            )
+        }),
+    };
     let writer = match created {
         Ok(writer) => writer,
         Err(error) => {
@@ -528,6 +532,33 @@ impl Sink for FlightRecorder {
             self.writer.finalize(slot);
         }
         self.publish(ClockPair::now().realtime_ns);
+        if let Ok(writer) = self.writer.try_clone() {
+            let path = self.run_dir.join(flight::file_name(&self.host, self.pid));
+            *lock_last_parts_writer() = Some((path, writer));
+        }
+    }
+}
+
+/// The recorder file of this process's last part, finalized, for its next part (a
+/// process whose communicators were all destroyed and which then creates new ones): the
+/// next part goes on writing it, so the communicators of every part stay in it, as long
+/// as its slots last (new ones take free slots first, then finalized ones).
+static LAST_PARTS_WRITER: Mutex<Option<(PathBuf, FlightWriter)>> = Mutex::new(None);
+
+fn lock_last_parts_writer() -> std::sync::MutexGuard<'static, Option<(PathBuf, FlightWriter)>> {
+    // Poisoned: a panic elsewhere; the value is still whole.
+    LAST_PARTS_WRITER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The last part's writer when it wrote `path` (the same run directory, host and pid: a
+/// forked child or another run directory starts its own file).
+fn take_last_parts_writer(path: &std::path::Path) -> Option<FlightWriter> {
+    let mut last = lock_last_parts_writer();
+    match last.take() {
+        Some((written, writer)) if written == path => Some(writer),
+        _ => None,
     }
 }
 
