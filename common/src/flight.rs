@@ -876,7 +876,7 @@ fn render_progress(out: &mut String, ranks: &[RankProgress]) {
         let _ = writeln!(
             out,
             "  {}: last collective seq {seq}{finalized} ({place})",
-            ranks_phrase(members.iter().map(|r| i64::from(r.rank)))
+            ranks_phrase(members.iter().map(|r| i128::from(r.rank)))
         );
     }
 }
@@ -907,14 +907,14 @@ pub fn render(diagnosis: &Diagnosis) -> String {
             let _ = writeln!(
                 out,
                 "  no recorder file seen for {}",
-                ranks_phrase(comm.unseen_ranks.iter().map(|&r| i64::from(r)))
+                ranks_phrase(comm.unseen_ranks.iter().map(|&r| i128::from(r)))
             );
         }
         if let Some(missing) = &comm.missing {
             let _ = writeln!(
                 out,
                 "  not arrived: {} {} not entered {} seq {} that the others wait in",
-                ranks_phrase(missing.ranks.iter().map(|&r| i64::from(r))),
+                ranks_phrase(missing.ranks.iter().map(|&r| i128::from(r))),
                 if missing.ranks.len() == 1 {
                     "has"
                 } else {

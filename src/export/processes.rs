@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use nccl_scorep_common::rank_ranges;
+
 use otf2_sys::read::GlobalDefs;
 
 use super::layout::process_of;
@@ -43,21 +45,16 @@ impl Processes {
 
     /// The processes of a trace's locations with events, as ranges of consecutive ranks.
     pub fn of_trace(defs: &GlobalDefs) -> Processes {
-        let mut ranks: Vec<u64> = defs
+        let ranks = defs
             .locations
             .iter()
             .filter(|l| l.number_of_events > 0)
-            .map(|l| process_of(l.id))
+            .map(|l| i128::from(process_of(l.id)));
+        let ranges = rank_ranges::ranges(ranks)
+            .into_iter()
+            // Every value came from a u64.
+            .map(|(first, last)| (first as u64, last as u64))
             .collect();
-        ranks.sort_unstable();
-        ranks.dedup();
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for rank in ranks {
-            match ranges.last_mut() {
-                Some(last) if last.1 + 1 == rank => last.1 = rank,
-                _ => ranges.push((rank, rank)),
-            }
-        }
         Processes { ranges }
     }
 
@@ -71,17 +68,12 @@ impl Processes {
 
 impl fmt::Display for Processes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (index, &(first, last)) in self.ranges.iter().enumerate() {
-            if index > 0 {
-                f.write_str(",")?;
-            }
-            if first == last {
-                write!(f, "{first}")?;
-            } else {
-                write!(f, "{first}-{last}")?;
-            }
-        }
-        Ok(())
+        let ranges: Vec<(i128, i128)> = self
+            .ranges
+            .iter()
+            .map(|&(first, last)| (i128::from(first), i128::from(last)))
+            .collect();
+        f.write_str(&rank_ranges::format_ranges(&ranges))
     }
 }
 
