@@ -99,8 +99,7 @@ fn create(context: &SinkContext) -> Option<FlightRecorder> {
     }
     let clocks = ClockPair::now();
     let offset = clocks.realtime_ns as i64 - clocks.monotonic_ns as i64;
-    let continued = take_last_parts_writer(&path);
-    let created = match continued {
+    let created = match take_last_parts_writer(&path) {
         Some(writer) => Ok(writer),
         None => nccl_scorep_common::safe_file::create_dirs(&root).and_then(|()| {
             FlightWriter::create(
