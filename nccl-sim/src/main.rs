@@ -175,6 +175,13 @@ struct RunArgs {
     /// least this long after its enqueue.
     #[arg(long, value_name = "US", default_value_t = 0)]
     gpu_busy_us: u64,
+    /// The host notices each kernel's start and end this many microseconds late …
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    late_noticing_us: u64,
+    /// … for the kernels of each process's first this many milliseconds (as threads of
+    /// processes starting together on busy cores).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    late_noticing_ms: u64,
     /// This rank holds back before iteration --stall-at for --stall-ms (the others enter
     /// its collectives and wait), as a rank that hangs before a collective.
     #[arg(long, value_name = "RANK")]
@@ -407,6 +414,12 @@ fn run(args: RunArgs) -> ExitCode {
         skip_destroy: args.skip_destroy,
         peer_patience: std::time::Duration::from_millis(args.peer_patience_ms),
         gpu_busy: std::time::Duration::from_micros(args.gpu_busy_us),
+        late_noticing: (args.late_noticing_us > 0 && args.late_noticing_ms > 0).then(|| {
+            nccl_sim::nccl::LateNoticing {
+                by: std::time::Duration::from_micros(args.late_noticing_us),
+                for_first: std::time::Duration::from_millis(args.late_noticing_ms),
+            }
+        }),
         hang_in_proxy: args.hang_in == HangIn::Proxy,
         hang_kernel: args.hang_rank.map(|rank| {
             (

@@ -83,6 +83,20 @@ pub struct SimConfig {
     pub hang_in_proxy: bool,
     /// NCCL's known profiler bugs to inject (`--nccl-bug`).
     pub bugs: NcclBugs,
+    /// The host notices kernels late at first (`--late-noticing-us`,
+    /// `--late-noticing-ms`).
+    pub late_noticing: Option<LateNoticing>,
+}
+
+/// The host notices each kernel's start and end late for a while, as the threads of
+/// processes that start together on busy cores do: the GPU clock estimate then has no
+/// quick noticing to go by for that stretch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LateNoticing {
+    /// How late.
+    pub by: Duration,
+    /// For the GPU events this long after the process's emulated NCCL was created.
+    pub for_first: Duration,
 }
 
 impl Default for SimConfig {
@@ -108,6 +122,7 @@ impl Default for SimConfig {
             hang_kernel: None,
             hang_in_proxy: false,
             bugs: NcclBugs::default(),
+            late_noticing: None,
         }
     }
 }
@@ -118,6 +133,8 @@ pub struct Nccl {
     pub profiler: Arc<Profiler>,
     pub config: SimConfig,
     pub truth: GroundTruth,
+    /// When this emulated NCCL was created (host clock).
+    created_ns: u64,
     pid: i32,
     rng: Mutex<Rng>,
     p2p_index: AtomicU64,
@@ -176,6 +193,22 @@ pub unsafe extern "C" fn ncclGetVersion(version: *mut std::ffi::c_int) -> std::f
 }
 
 impl Nccl {
+    /// When the host notices a GPU event of host time `gpu_ns` at the earliest: then, or
+    /// later while [`SimConfig::late_noticing`] lasts.
+    fn noticed_at(&self, gpu_ns: u64) -> u64 {
+        match self.config.late_noticing {
+            Some(late)
+                if gpu_ns
+                    < self
+                        .created_ns
+                        .saturating_add(late.for_first.as_nanos() as u64) =>
+            {
+                gpu_ns.saturating_add(late.by.as_nanos() as u64)
+            }
+            _ => gpu_ns,
+        }
+    }
+
     pub fn new(profiler: Arc<Profiler>, config: SimConfig) -> Arc<Nccl> {
         quick_wake_ups();
         let release = profiler.release();
@@ -186,6 +219,7 @@ impl Nccl {
             profiler,
             config,
             truth: GroundTruth::default(),
+            created_ns: host_ns(),
             pid: std::process::id() as i32,
             p2p_index: AtomicU64::new(0),
             live_comms: std::sync::atomic::AtomicUsize::new(0),
@@ -1995,7 +2029,7 @@ fn kernel_start(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob) -> Vec<Raw
     if !release.has_kernel_ch() || job.mask & t::KERNEL_CH == 0 || job.task_handle == 0 {
         return Vec::new();
     }
-    sleep_until(job.gpu_start);
+    sleep_until(nccl.noticed_at(job.gpu_start));
     (0..job.n_channels)
         .map(|channel| {
             let mut handle = NULL;
@@ -2059,7 +2093,7 @@ fn channel_stop(job: &KernelJob, channel: u8) -> u64 {
 /// record with the GPU's stop time, immediately followed by the stop.
 fn kernel_stop(nccl: &Arc<Nccl>, session: &Session, job: &KernelJob, handles: Vec<Raw>) {
     let profiler = &nccl.profiler;
-    sleep_until(job.gpu_stop);
+    sleep_until(nccl.noticed_at(job.gpu_stop));
     for (channel, handle) in handles.into_iter().enumerate() {
         if handle.is_null() {
             continue;

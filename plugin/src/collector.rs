@@ -59,6 +59,12 @@ const TRIM_AFTER_FREEING: usize = 8 << 20;
 /// run would otherwise be placed with its loosest bound (tens of microseconds late on a
 /// busy machine). The estimate allows for the clocks' drift over it (see `gpu_clock`).
 const GPU_HOLD_NS: u64 = 200_000_000;
+/// How long (in processed time) after its GPU clock's first bound a GPU interval waits at
+/// least. The first kernels have no earlier bounds, and where the host noticed them late
+/// (processes starting on busy cores) the later, quicker noticings reach back to them only
+/// with the steepest drift allowed; bounds over a second limit that drift, so the first
+/// second of each GPU clock is converted with them.
+const GPU_START_HOLD_NS: u64 = 1_000_000_000;
 /// GPU intervals waiting for their conversion at most; the oldest goes first beyond.
 const MAX_HELD_GPU_EVENTS: usize = 8192;
 
@@ -859,6 +865,12 @@ impl State {
             GpuCheck::Convert(gpu) => (Some(gpu), None),
         };
         let is_kernel = matches!(open.kind, Kind::KernelCh | Kind::KernelPhase);
+        if is_kernel {
+            let view = open.view(handle, &self.tids);
+            for sink in &mut self.sinks {
+                sink.kernel_ended(&view, stop_ns, closed);
+            }
+        }
         let event = ClosedEvent {
             handle,
             open,
@@ -884,11 +896,21 @@ impl State {
     }
 
     /// Converts and hands to the sinks the held GPU intervals that closed before
-    /// `until_ns - GPU_HOLD_NS` (and the oldest beyond [`MAX_HELD_GPU_EVENTS`]), each with
-    /// its communicator rank's estimate as it stands now.
+    /// `until_ns - GPU_HOLD_NS` and whose GPU clock got its first bound before `until_ns -
+    /// GPU_START_HOLD_NS` (and the oldest beyond [`MAX_HELD_GPU_EVENTS`]), each with its
+    /// communicator rank's estimate as it stands now.
     fn release_held_gpu_events(&mut self, until_ns: u64) {
         while let Some(front) = self.held_gpu.front() {
-            let due = front.event.stop_ns.saturating_add(GPU_HOLD_NS) <= until_ns;
+            let clock_since = match front.event.open.owner {
+                Owner::Local(context) => self
+                    .gpu_clocks
+                    .get(&context)
+                    .and_then(GpuClockEstimator::first_bound_ns),
+                _ => None,
+            };
+            let due = front.event.stop_ns.saturating_add(GPU_HOLD_NS) <= until_ns
+                && clock_since
+                    .is_none_or(|since| since.saturating_add(GPU_START_HOLD_NS) <= until_ns);
             if !due && self.held_gpu.len() <= MAX_HELD_GPU_EVENTS {
                 break;
             }

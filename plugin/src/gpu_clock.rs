@@ -118,6 +118,8 @@ pub struct GpuClockEstimator {
     negated_lower: BoundHull,
     /// [`feasible_slopes`] of the hulls as they are, once worked out (a new bound clears it).
     slopes: std::cell::Cell<Option<(i128, i128)>>,
+    /// Host time of the first bound.
+    first_bound_ns: Option<u64>,
 }
 
 /// Upper bounds (GPU time, bound) on a quantity that drifts by at most [`MAX_DRIFT_PPB`]:
@@ -323,7 +325,13 @@ impl GpuClockEstimator {
         self.slopes.set(None);
     }
 
+    /// Host time of the first bound this clock got; `None` before any.
+    pub fn first_bound_ns(&self) -> Option<u64> {
+        self.first_bound_ns
+    }
+
     fn roll(&mut self, host_ns: u64) {
+        self.first_bound_ns.get_or_insert(host_ns);
         if host_ns >= self.window_start.saturating_add(WINDOW_NS) {
             // The window just ended becomes the previous one, unless it is older than
             // that (a long pause without kernels): then nothing old is kept.

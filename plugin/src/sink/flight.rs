@@ -459,23 +459,17 @@ impl Sink for FlightRecorder {
                 }
                 self.settle(event.handle, event.stop_ns);
             }
-            Kind::KernelCh | Kind::ProxyOp => {
+            Kind::ProxyOp => {
                 let Some(task) = Self::child_of(&event.parent) else {
                     return;
                 };
                 if let Some(p) = self.pending.get_mut(&task) {
                     p.children_open = p.children_open.saturating_sub(1);
-                    if event.kind == Kind::KernelCh && event.closed == Closed::Stopped {
-                        p.kernel_ended += 1;
-                    }
-                    if event.kind == Kind::ProxyOp {
-                        p.proxies.retain(|&h| h != event.handle);
-                        self.proxies.remove(&event.handle);
-                    }
+                    p.proxies.retain(|&h| h != event.handle);
+                    self.proxies.remove(&event.handle);
                     self.proxy_wait_changed(task);
                 }
-                let end = event.gpu.map_or(event.stop_ns, |gpu| gpu.stop_ns);
-                self.settle(task, end);
+                self.settle(task, event.stop_ns);
             }
             Kind::ProxyStep => {
                 if let Some((task, proxy)) = self.step_task(&event.parent) {
@@ -487,6 +481,26 @@ impl Sink for FlightRecorder {
             }
             _ => {}
         }
+    }
+
+    /// A kernel channel counts when the host noticed its end: its converted GPU times
+    /// come later (see [`Sink::kernel_ended`]), and an operation is not shown unfinished
+    /// meanwhile.
+    fn kernel_ended(&mut self, kernel: &OpenView, stop_ns: u64, closed: Closed) {
+        if kernel.kind != Kind::KernelCh {
+            return;
+        }
+        let Some(task) = Self::child_of(&kernel.parent) else {
+            return;
+        };
+        if let Some(p) = self.pending.get_mut(&task) {
+            p.children_open = p.children_open.saturating_sub(1);
+            if closed == Closed::Stopped {
+                p.kernel_ended += 1;
+            }
+            self.proxy_wait_changed(task);
+        }
+        self.settle(task, stop_ns);
     }
 
     fn end_of_pass(

@@ -13,7 +13,7 @@ pub mod scorep_clock;
 
 use crate::config::Config;
 use crate::context::ContextInfo;
-use crate::model::{FinishedEvent, Gap, HeldTasks, OpenView};
+use crate::model::{Closed, FinishedEvent, Gap, HeldTasks, OpenView};
 use nccl_scorep_common::{PartDir, RunDir};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,6 +52,12 @@ pub trait Sink: Send {
 
     /// An event finished: it is complete, with its owner, parent and states resolved.
     fn event(&mut self, event: &FinishedEvent);
+
+    /// A kernel event (KernelCh, KernelPhase) ended at host time `stop_ns`, when the
+    /// host noticed it. It reaches [`Sink::event`] only once its GPU times are converted,
+    /// which can be a second later at the start of a run: this is for sinks that follow
+    /// the job's progress rather than its times.
+    fn kernel_ended(&mut self, _kernel: &OpenView, _stop_ns: u64, _closed: Closed) {}
 
     /// A pass of the collector ended: everything stamped before `processed_until` has
     /// been handed over; `open` are the events still open, `held_tasks` the tasks of
