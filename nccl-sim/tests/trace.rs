@@ -157,6 +157,24 @@ fn attr<'a>(interval: &'a Value, name: &str) -> &'a Value {
     &interval["attrs"][name]
 }
 
+/// Each AllReduce on the ops streams, with its (rank, seq) and nccl-sim's truth of it.
+fn allreduces_with_truth<'a>(
+    d: &'a Value,
+    truth: &'a [TruthRecord],
+) -> impl Iterator<Item = ((i64, u64), &'a Value, &'a TruthRecord)> + 'a {
+    intervals(d, "AllReduce").map(move |op| {
+        let key = (
+            attr(op, "nccl.rank").as_i64().unwrap(),
+            attr(op, "nccl.seq").as_u64().unwrap(),
+        );
+        let truth = truth
+            .iter()
+            .find(|t| t.func == "AllReduce" && (i64::from(t.rank), t.seq) == key)
+            .unwrap_or_else(|| panic!("no truth for {key:?}"));
+        (key, op, truth)
+    })
+}
+
 #[test]
 fn allreduce_on_four_ranks_gives_one_collective_per_rank_and_iteration() {
     let iterations = 6;
@@ -363,16 +381,7 @@ fn operations_end_when_the_gpu_finished_on_a_drifting_gpu_clock() {
         let d = dump(&run.anchor);
         let spans = kernel_spans(&d);
         let mut checked = 0;
-        for op in intervals(&d, "AllReduce") {
-            let key = (
-                attr(op, "nccl.rank").as_i64().unwrap(),
-                attr(op, "nccl.seq").as_u64().unwrap(),
-            );
-            let truth = run
-                .truth
-                .iter()
-                .find(|t| (i64::from(t.rank), t.seq) == key)
-                .unwrap_or_else(|| panic!("no truth for {key:?}"));
+        for (key, op, truth) in allreduces_with_truth(&d, &run.truth) {
             let &(_, _, bound) = spans
                 .get(&key)
                 .unwrap_or_else(|| panic!("no kernel for {key:?}"));
@@ -416,16 +425,7 @@ fn a_runs_first_kernels_end_on_time_where_the_host_noticed_them_late() {
     let first_start = run.truth.iter().map(|t| t.gpu_start_ns).min().unwrap();
     let stretch_end = first_start + late.for_first.as_nanos() as u64;
     let mut late_ns = Vec::new();
-    for op in intervals(&d, "AllReduce") {
-        let key = (
-            attr(op, "nccl.rank").as_i64().unwrap(),
-            attr(op, "nccl.seq").as_u64().unwrap(),
-        );
-        let truth = run
-            .truth
-            .iter()
-            .find(|t| (i64::from(t.rank), t.seq) == key)
-            .unwrap_or_else(|| panic!("no truth for {key:?}"));
+    for (key, op, truth) in allreduces_with_truth(&d, &run.truth) {
         if truth.gpu_stop_ns < stretch_end {
             let end = attr(op, "nccl.complete_ns").as_i64().unwrap();
             late_ns.push((key, end - truth.gpu_stop_ns as i64));
@@ -475,18 +475,10 @@ fn kernels_that_start_long_after_their_enqueue_keep_their_operation() {
         "{kernels:?}"
     );
     let spans = kernel_spans(&d);
-    let truths: Vec<&TruthRecord> = run.truth.iter().filter(|t| t.func == "AllReduce").collect();
-    assert_eq!(truths.len(), 2 * 3);
+    let truths = run.truth.iter().filter(|t| t.func == "AllReduce").count();
+    assert_eq!(truths, 2 * 3);
     let mut ops = 0;
-    for op in intervals(&d, "AllReduce") {
-        let key = (
-            attr(op, "nccl.rank").as_i64().unwrap(),
-            attr(op, "nccl.seq").as_u64().unwrap(),
-        );
-        let truth = truths
-            .iter()
-            .find(|t| (i64::from(t.rank), t.seq) == key)
-            .unwrap_or_else(|| panic!("no truth for {key:?}"));
+    for (key, op, truth) in allreduces_with_truth(&d, &run.truth) {
         let (start, end) = (op["start"].as_i64().unwrap(), op["end"].as_i64().unwrap());
         let (kernel_start, kernel_end, _) = spans[&key];
         assert!((start - kernel_start).abs() <= TIMING_BOUND_NS, "{key:?}");
@@ -499,7 +491,7 @@ fn kernels_that_start_long_after_their_enqueue_keep_their_operation() {
         );
         ops += 1;
     }
-    assert_eq!(ops, truths.len());
+    assert_eq!(ops, truths);
 }
 
 /// Where completion is observed on the host only (no kernel channels: the last proxy

@@ -82,6 +82,31 @@ struct RankStreams {
     channels: HashMap<u8, Loc>,
 }
 
+impl RankStreams {
+    /// The ops stream's location, defined with its place in the communicator the first
+    /// time it is asked for: when the rank's first task finished. Its operations come
+    /// later (they wait for their kernel channels, a second at the start of a run), and a
+    /// process killed meanwhile still names its communicators' members.
+    fn ops_loc(&mut self, w: &mut Writer, context: u64) -> Loc {
+        if let Some(loc) = self.ops_loc {
+            return loc;
+        }
+        let loc = w.add_location(
+            &format!("{} ops", rank_label(context, &self.info, self.shared)),
+            LocationKind::AcceleratorStream,
+            self.group,
+            LocationOrder::OpsStream,
+        );
+        if let Some(&id) = w.defs.location_ids().get(loc.0 as usize) {
+            // In a communicator of its own, the context is its only member.
+            let position = self.shared.map_or(self.info.rank.max(0), |(r, _)| r);
+            w.defs.comm_member(self.comm, position, id);
+        }
+        self.ops_loc = Some(loc);
+        loc
+    }
+}
+
 /// What children told us about a task before the task itself finished.
 #[derive(Default, Clone, Copy)]
 struct EarlyChild {
@@ -281,6 +306,7 @@ impl OpsStreams {
         };
         let early = self.early_children.remove(&e.handle).unwrap_or_default();
         let rank = self.rank_streams(w, context);
+        rank.ops_loc(w, context);
         let seq = rank.written + rank.ops.len() as u64;
         if early.kernels > 0 {
             rank.latest_with_kernel = Some(seq);
@@ -540,24 +566,7 @@ impl OpsStreams {
             Some((_, n)) if (0..n).contains(&peer) => u32::try_from(peer).ok(),
             _ => None,
         };
-        let loc = match rank.ops_loc {
-            Some(loc) => loc,
-            None => {
-                let loc = w.add_location(
-                    &format!("{} ops", rank_label(context, &rank.info, rank.shared)),
-                    LocationKind::AcceleratorStream,
-                    rank.group,
-                    LocationOrder::OpsStream,
-                );
-                if let Some(&id) = w.defs.location_ids().get(loc.0 as usize) {
-                    // In a communicator of its own, the context is its only member.
-                    let position = shared.map_or(my_rank.max(0), |(r, _)| r);
-                    w.defs.comm_member(comm, position, id);
-                }
-                rank.ops_loc = Some(loc);
-                loc
-            }
-        };
+        let loc = rank.ops_loc(w, context);
         // Execution starts with the first kernel channel (never before the enqueue). It
         // ends when the GPU finished its last kernel channel, the moment its result is
         // there for the application; where the GPU's times are not known (no kernel
