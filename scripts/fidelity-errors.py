@@ -43,7 +43,13 @@ def main(anchor, truth_dir):
     for path in glob.glob(os.path.join(truth_dir, "truth-*.jsonl")):
         for line in open(path):
             t = json.loads(line)
-            truth[(t["rank"], t["func"], t["seq"])] = t
+            k = (t["rank"], t["func"], t["seq"])
+            if k in truth:
+                # Operations are matched by rank, function and sequence number: a second
+                # communicator or scenario on a rank would be matched with the wrong truth.
+                sys.exit(f"{path}: rank {k[0]}'s {k[1]} {k[2]} is in the truth twice; this "
+                         "script compares jobs with one communicator per rank and one scenario")
+            truth[k] = t
 
     def key(i):
         a = i["attrs"]
