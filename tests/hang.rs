@@ -374,13 +374,11 @@ fn the_recorder_file_keeps_the_communicators_of_earlier_parts() {
         .arg(nccl_sim::our_plugin_for_tests())
         .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_AUTO_MERGE", "0")
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    finish(run);
     let parts = std::fs::read_dir(out.join("parts")).unwrap().count();
     assert_eq!(parts, 2, "one part per scenario");
     let after = status(&out, true);

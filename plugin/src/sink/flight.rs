@@ -259,6 +259,18 @@ impl FlightRecorder {
         }
     }
 
+    /// A child of `task` (a kernel channel or a proxy operation) ended at `end_ns`: one
+    /// child fewer open, `update` for what else it tells, and the task settled if it is
+    /// done.
+    fn child_ended(&mut self, task: u64, end_ns: u64, update: impl FnOnce(&mut Pending)) {
+        if let Some(p) = self.pending.get_mut(&task) {
+            p.children_open = p.children_open.saturating_sub(1);
+            update(p);
+            self.proxy_wait_changed(task);
+        }
+        self.settle(task, end_ns);
+    }
+
     fn child_of(parent: &Parent) -> Option<u64> {
         match *parent {
             Parent::Local {
@@ -463,13 +475,10 @@ impl Sink for FlightRecorder {
                 let Some(task) = Self::child_of(&event.parent) else {
                     return;
                 };
-                if let Some(p) = self.pending.get_mut(&task) {
-                    p.children_open = p.children_open.saturating_sub(1);
+                self.proxies.remove(&event.handle);
+                self.child_ended(task, event.stop_ns, |p| {
                     p.proxies.retain(|&h| h != event.handle);
-                    self.proxies.remove(&event.handle);
-                    self.proxy_wait_changed(task);
-                }
-                self.settle(task, event.stop_ns);
+                });
             }
             Kind::ProxyStep => {
                 if let Some((task, proxy)) = self.step_task(&event.parent) {
@@ -493,14 +502,11 @@ impl Sink for FlightRecorder {
         let Some(task) = Self::child_of(&kernel.parent) else {
             return;
         };
-        if let Some(p) = self.pending.get_mut(&task) {
-            p.children_open = p.children_open.saturating_sub(1);
+        self.child_ended(task, stop_ns, |p| {
             if closed == Closed::Stopped {
                 p.kernel_ended += 1;
             }
-            self.proxy_wait_changed(task);
-        }
-        self.settle(task, stop_ns);
+        });
     }
 
     fn end_of_pass(
