@@ -385,6 +385,109 @@ fn profile_names_what_it_cannot_read() {
     assert!(!dir.path().join("profile.cubex").exists());
 }
 
+/// With `NCCL_SCOREP_STEP_DETAIL=summary` the proxy steps are summed up on their
+/// operations: the profile has no step call paths, and the proxy wait metrics sit on the
+/// operations' call paths with the values their attributes carry.
+#[test]
+fn summed_up_steps_give_their_wait_times_to_their_operations_call_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let status = Command::new(nccl_sim::binary_for_tests())
+        .args(["run", "--scenario", "single", "--iterations", "4"])
+        .arg("--plugin")
+        .arg(nccl_sim::our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_EVENTS", "default,steps")
+        .env("NCCL_SCOREP_STEP_DETAIL", "summary")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let profile = read_with_pycubexr(&out.join("profile.cubex"));
+    let last_region = |c: &Value| {
+        let path = c["path"].as_array().unwrap();
+        path.last().unwrap().as_str().unwrap().to_owned()
+    };
+    for cnode in profile["cnodes"].as_array().unwrap() {
+        let region = last_region(cnode);
+        assert!(
+            !region.ends_with(" step") && !region.contains(" wait") && region != "recv: flush",
+            "a step or wait-state call path: {cnode}"
+        );
+    }
+
+    // The trace's summed-up wait times, per location and metric.
+    let trace = otf2_tools::dump(&out.join("traces.otf2"));
+    let mut in_trace: BTreeMap<(String, &str), f64> = BTreeMap::new();
+    let mut operations = 0;
+    for interval in trace["intervals"].as_array().unwrap() {
+        let region = interval["region"].as_str().unwrap();
+        if region != "proxy send" && region != "proxy recv" {
+            continue;
+        }
+        operations += 1;
+        let attrs = &interval["attrs"];
+        assert_eq!(attrs["nccl.steps_done"], attrs["nccl.nsteps"], "{interval}");
+        let took = interval["end"].as_u64().unwrap() - interval["start"].as_u64().unwrap();
+        assert!(
+            attrs["nccl.step_max_ns"].as_u64().unwrap() <= took,
+            "{interval}"
+        );
+        for (attribute, metric) in [
+            ("nccl.gpu_wait_ns", "proxy_gpu_wait"),
+            ("nccl.peer_wait_ns", "proxy_peer_wait"),
+            ("nccl.network_wait_ns", "proxy_network_wait"),
+            ("nccl.flush_ns", "proxy_flush"),
+        ] {
+            if let Some(ns) = attrs[attribute].as_u64() {
+                // The profile has one location for a rank's proxy lanes.
+                let lane = interval["loc"].as_str().unwrap();
+                let location = lane.split(" lane ").next().unwrap().to_owned();
+                *in_trace.entry((location, metric)).or_default() += ns as f64 / 1e9;
+            }
+        }
+    }
+    assert!(operations > 0, "no proxy operation in the trace");
+    for metric in ["proxy_gpu_wait", "proxy_network_wait", "proxy_flush"] {
+        assert!(
+            in_trace.keys().any(|(_, m)| *m == metric),
+            "no {metric} in the trace's operations"
+        );
+    }
+    for metric in [
+        "proxy_gpu_wait",
+        "proxy_peer_wait",
+        "proxy_network_wait",
+        "proxy_flush",
+    ] {
+        let on_operations = |c: &Value| {
+            let region = last_region(c);
+            region == "proxy send" || region == "proxy recv"
+        };
+        let everywhere = per_location(&profile, metric, |_| true);
+        let on_ops = per_location(&profile, metric, on_operations);
+        assert_eq!(everywhere, on_ops, "{metric} outside the proxy operations");
+        let want: BTreeMap<String, f64> = in_trace
+            .iter()
+            .filter(|((_, m), _)| *m == metric)
+            .map(|((location, _), &seconds)| (location.clone(), seconds))
+            .collect();
+        let got: BTreeMap<String, f64> = on_ops.into_iter().filter(|(_, v)| *v != 0.0).collect();
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{metric}"
+        );
+        for (location, seconds) in &want {
+            assert!(
+                (got[location] - seconds).abs() <= 1e-9 * seconds.max(1.0),
+                "{metric} on {location}: profile {} s, trace {seconds} s",
+                got[location]
+            );
+        }
+    }
+}
+
 #[test]
 fn nccl_scorep_profile_0_leaves_the_profile_out() {
     let dir = tempfile::tempdir().unwrap();

@@ -31,6 +31,16 @@ pub enum ClockChoice {
     Monotonic,
 }
 
+/// How the trace writes the proxy steps of an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepDetail {
+    /// Each step is an interval inside its operation (the default).
+    Intervals,
+    /// Each operation carries its steps' count, bytes, time and wait times as attributes;
+    /// no step intervals.
+    Summary,
+}
+
 /// What to do when a thread's ring is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnFull {
@@ -67,6 +77,8 @@ pub struct Config {
     pub profile: bool,
     /// The trace shows each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
+    /// Proxy steps as intervals, or summed up on their operation.
+    pub step_detail: StepDetail,
     /// Proxy lanes (trace locations) per communicator rank; intervals beyond them are
     /// squeezed (started late where a lane has room).
     pub proxy_lanes: usize,
@@ -208,6 +220,12 @@ pub const VARIABLES: &[Variable] = &[
         values: "1/0, yes/no, on/off, true/false",
         default: "1",
         meaning: "proxy steps show their wait states as nested intervals",
+    },
+    Variable {
+        name: "NCCL_SCOREP_STEP_DETAIL",
+        values: "intervals, summary",
+        default: "intervals",
+        meaning: "proxy steps as intervals, or summed up on their operation (a smaller trace)",
     },
     Variable {
         name: "NCCL_SCOREP_MAX_LOCATIONS",
@@ -383,6 +401,7 @@ impl Default for Config {
             merge_tool: None,
             profile: true,
             step_states: true,
+            step_detail: StepDetail::Intervals,
             proxy_lanes: DEFAULT_PROXY_LANES,
             max_locations: DEFAULT_MAX_LOCATIONS,
             memory_limit: crate::memory::DEFAULT_LIMIT_BYTES,
@@ -586,6 +605,18 @@ impl Config {
                     &value,
                     "0/1, yes/no, on/off",
                     "1",
+                ),
+            }
+        }
+        if let Some(value) = get("NCCL_SCOREP_STEP_DETAIL") {
+            match value.to_ascii_lowercase().as_str() {
+                "intervals" => config.step_detail = StepDetail::Intervals,
+                "summary" => config.step_detail = StepDetail::Summary,
+                _ => warn(
+                    "NCCL_SCOREP_STEP_DETAIL",
+                    &value,
+                    "intervals or summary",
+                    "intervals",
                 ),
             }
         }
@@ -880,6 +911,7 @@ mod tests {
             ("NCCL_SCOREP_CLOCK", "Monotonic"),
             ("NCCL_SCOREP_AUTO_MERGE", "off"),
             ("NCCL_SCOREP_STEP_STATES", "no"),
+            ("NCCL_SCOREP_STEP_DETAIL", "Summary"),
             ("NCCL_SCOREP_PROXY_LANES", "4"),
             ("NCCL_SCOREP_TOOL", "/opt/x/bin/nccl-scorep"),
             ("NCCL_SCOREP_PROFILE", "no"),
@@ -906,6 +938,7 @@ mod tests {
         assert_eq!(config.clock, ClockChoice::Monotonic);
         assert!(!config.auto_merge);
         assert!(!config.step_states);
+        assert_eq!(config.step_detail, StepDetail::Summary);
         assert_eq!(config.proxy_lanes, 4);
     }
 
@@ -921,9 +954,10 @@ mod tests {
             ("NCCL_SCOREP_CLOCK", "sundial"),
             ("NCCL_SCOREP_AUTO_MERGE", "later"),
             ("NCCL_SCOREP_PROXY_LANES", "0"),
+            ("NCCL_SCOREP_STEP_DETAIL", "some"),
         ]);
         assert_eq!(config, Config::default());
-        assert_eq!(warnings.len(), 9);
+        assert_eq!(warnings.len(), 10);
         assert!(
             warnings.iter().any(|w| w.0
                 == "NCCL_SCOREP_PROXY_LANES=\"0\" is not valid (a number from 1 to 64); \

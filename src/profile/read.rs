@@ -44,6 +44,12 @@ struct AttributeIds {
     enqueue_ns: Option<u32>,
     complete_ns: Option<u32>,
     lost_records: Option<u32>,
+    /// A proxy operation's summed-up steps (`NCCL_SCOREP_STEP_DETAIL=summary`): the time
+    /// they spent in each wait-state class.
+    gpu_wait_ns: Option<u32>,
+    peer_wait_ns: Option<u32>,
+    network_wait_ns: Option<u32>,
+    flush_ns: Option<u32>,
 }
 
 /// Threads that read a trace at most, whatever the CPUs: beyond, they mostly wait for
@@ -325,6 +331,10 @@ fn attribute_ids(defs: &GlobalDefs) -> AttributeIds {
             "nccl.enqueue_ns" => &mut ids.enqueue_ns,
             "nccl.complete_ns" => &mut ids.complete_ns,
             "nccl.lost_records" => &mut ids.lost_records,
+            "nccl.gpu_wait_ns" => &mut ids.gpu_wait_ns,
+            "nccl.peer_wait_ns" => &mut ids.peer_wait_ns,
+            "nccl.network_wait_ns" => &mut ids.network_wait_ns,
+            "nccl.flush_ns" => &mut ids.flush_ns,
             _ => continue,
         };
         *slot = Some(id);
@@ -469,6 +479,8 @@ struct Frame {
 enum RegionKind {
     Plain,
     Wait(Metric),
+    /// A proxy operation, which may carry its steps' wait times.
+    ProxyOperation,
     Gap,
 }
 
@@ -649,12 +661,30 @@ impl ProfileReader<'_> {
                 RegionKind::Wait(Metric::ProxyNetworkWait)
             }
             "recv: flush" => RegionKind::Wait(Metric::ProxyFlush),
+            "proxy send" | "proxy recv" => RegionKind::ProxyOperation,
             "NCCL records lost" => RegionKind::Gap,
             _ => RegionKind::Plain,
         };
         let index = self.profile.region(&name, &description, &role);
         self.regions.insert(id, (index, kind));
         (index, kind)
+    }
+
+    /// A proxy operation whose steps were summed up on it: their wait times go to the
+    /// wait metrics of its call path, as the wait states' intervals would go to theirs.
+    fn summed_up_wait_states(&mut self, e: &EventContext<'_>, call_path: usize, location: usize) {
+        let ids = self.ids;
+        for (id, metric) in [
+            (ids.gpu_wait_ns, Metric::ProxyGpuWait),
+            (ids.peer_wait_ns, Metric::ProxyPeerWait),
+            (ids.network_wait_ns, Metric::ProxyNetworkWait),
+            (ids.flush_ns, Metric::ProxyFlush),
+        ] {
+            if let Some(ns) = unsigned(e, id) {
+                self.profile
+                    .add(metric, call_path, location, ns as f64 / 1e9);
+            }
+        }
     }
 
     fn text(&self, e: &EventContext<'_>, id: Option<u32>) -> Option<String> {
@@ -841,7 +871,8 @@ fn sample(
 }
 
 impl EventVisitor for ProfileReader<'_> {
-    /// Only the Enters of operations and of lost-record gaps are asked for theirs.
+    /// Only the Enters of operations, of proxy operations and of lost-record gaps are
+    /// asked for theirs.
     fn wants_attributes(&self) -> bool {
         false
     }
@@ -866,6 +897,9 @@ impl EventVisitor for ProfileReader<'_> {
             )
         };
         self.profile.add(Metric::Visits, call_path, location, 1.0);
+        if region_kind == RegionKind::ProxyOperation && kind == LocationKind::Proxy {
+            self.summed_up_wait_states(e, call_path, location);
+        }
         if region_kind == RegionKind::Gap {
             if let Some(total) = unsigned(e, self.ids.lost_records) {
                 let seen = self.lost_seen.entry(e.location).or_default();

@@ -48,6 +48,14 @@ attributes! {
     TransSize = "nccl.trans_size", OTF2_TYPE_UINT64, "bytes transferred by the step";
     NSteps = "nccl.nsteps", OTF2_TYPE_UINT64, "steps of the proxy operation";
     ChunkSize = "nccl.chunk_size", OTF2_TYPE_UINT64, "bytes per step of the proxy operation";
+    StepsDone = "nccl.steps_done", OTF2_TYPE_UINT64, "proxy steps summed up on the operation (NCCL_SCOREP_STEP_DETAIL=summary)";
+    StepsBytes = "nccl.steps_bytes", OTF2_TYPE_UINT64, "bytes the summed-up steps transferred (the sum of their nccl.trans_size)";
+    StepsTime = "nccl.steps_ns", OTF2_TYPE_UINT64, "the summed-up steps' durations added up (ns)";
+    StepMaxTime = "nccl.step_max_ns", OTF2_TYPE_UINT64, "the longest summed-up step (ns)";
+    GpuWait = "nccl.gpu_wait_ns", OTF2_TYPE_UINT64, "time the summed-up steps spent in send: GPU wait and recv: GPU wait (ns)";
+    PeerWait = "nccl.peer_wait_ns", OTF2_TYPE_UINT64, "time the summed-up steps spent in send: peer wait (ns)";
+    NetworkWait = "nccl.network_wait_ns", OTF2_TYPE_UINT64, "time the summed-up steps spent in send: network wait and recv: network wait (ns)";
+    FlushTime = "nccl.flush_ns", OTF2_TYPE_UINT64, "time the summed-up steps spent in recv: flush (ns)";
     Pid = "nccl.pid", OTF2_TYPE_INT64, "process that created the operation (for a proxy operation: PXN when not this one)";
     ParentValue = "nccl.pxn_parent", OTF2_TYPE_UINT64, "the originating process's task handle of a PXN proxy operation";
     Task = "nccl.task", OTF2_TYPE_UINT64, "this process's handle of the operation's task: a PXN proxy operation of another process names it in nccl.pxn_parent, with this process's nccl.pid";

@@ -49,6 +49,7 @@ pub use defs::{Attr, ATTRIBUTES};
 pub use writer::{ClockSample, EVENT_CHUNK_BYTES};
 
 use super::{CycleEnd, Sink, SinkContext};
+use crate::config::StepDetail;
 use crate::context::ContextInfo;
 use crate::event::Kind;
 use crate::model::{task_of_child, FinishedEvent, Gap, HeldTasks, OpenView};
@@ -76,6 +77,8 @@ pub struct Otf2Options {
     pub kernel_channels: bool,
     /// Write each proxy step's wait states as intervals nested in the step.
     pub step_states: bool,
+    /// Proxy steps as intervals, or summed up on their operation.
+    pub step_detail: StepDetail,
     /// Proxy lanes per communicator rank before intervals are squeezed.
     pub proxy_lanes: usize,
     /// Locations the part writes at most.
@@ -160,7 +163,7 @@ impl Otf2Sink {
             attributes: Attributes::default(),
             timelines: Timelines::new(options.proxy_lanes),
             ops: OpsStreams::new(options.kernel_channels, pid),
-            proxy: Proxy::new(options.step_states, pid),
+            proxy: Proxy::new(options.step_states, options.step_detail, pid),
             last_seen: 0,
             last_persist: 0,
             api_versions: Default::default(),
@@ -209,12 +212,12 @@ impl Otf2Sink {
             }
             Kind::ProxyCtrl => self.proxy.ctrl(w, &mut self.timelines, e),
             Kind::ProxyOp => {
-                let family = self.proxy.op_finished(e.handle);
+                let op = self.proxy.op_finished(e.handle);
                 if device_side {
                     self.ops.child_done(e, e.stop_ns, None);
-                    if let Some(family) = family {
+                    if let Some(op) = op {
                         self.proxy
-                            .push_op(w, &mut self.timelines, &mut self.ops, family, e);
+                            .push_op(w, &mut self.timelines, &mut self.ops, op, e);
                     }
                 }
             }
@@ -348,6 +351,7 @@ pub fn open(context: &SinkContext) -> Option<Box<dyn Sink>> {
         scalasca_safe: config.scalasca_safe,
         kernel_channels: config.event_mask.has(Kind::KernelCh),
         step_states: config.step_states,
+        step_detail: config.step_detail,
         proxy_lanes: config.proxy_lanes,
         max_locations: config.max_locations,
         process_index: rank.unwrap_or(context.pid as u32),

@@ -762,6 +762,7 @@ mod tests {
             scalasca_safe: false,
             kernel_channels: true,
             step_states: true,
+            step_detail: crate::config::StepDetail::Intervals,
             proxy_lanes: 16,
             max_locations: crate::config::DEFAULT_MAX_LOCATIONS,
             process_index: 0,

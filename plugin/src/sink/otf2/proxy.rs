@@ -2,6 +2,10 @@
 //! states) on the proxy lanes of their communicator rank, and the proxy threads' sleep,
 //! append and idle intervals.
 //!
+//! With `NCCL_SCOREP_STEP_DETAIL=summary` a step whose operation is open is not written:
+//! it is added to its operation's summary (steps, bytes, time, time per wait state), which
+//! the operation's interval carries as attributes.
+//!
 //! The operations of one communicator rank share its lanes, whatever their channel, peer
 //! and direction (which the operation's region and attributes say): an operation goes to
 //! the first lane where nothing is open, a step inside its own operation when that lane is
@@ -15,6 +19,7 @@ use super::lanes::Nesting;
 use super::ops::OpsStreams;
 use super::timelines::{thread_timeline_name, Family, Item, Timelines, Watermarks};
 use super::writer::Writer;
+use crate::config::StepDetail;
 use crate::event::{Event, StateArg};
 use crate::kinds::Timeline as KindTimeline;
 use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent, StateRecord};
@@ -29,12 +34,120 @@ const WAIT_REGION_STATES: usize = 32;
 struct OpenOp {
     family: Family,
     is_send: bool,
+    steps: StepSummary,
+}
+
+/// A finished ProxyOp: the timeline it goes to, and its steps when they are summed up.
+pub(super) struct FinishedOp {
+    family: Family,
+    steps: StepSummary,
+}
+
+/// The attributes of the wait-state classes a summary adds up, by [`wait_class`].
+const WAIT_CLASS_ATTRIBUTES: [Attr; 4] = [
+    Attr::GpuWait,
+    Attr::PeerWait,
+    Attr::NetworkWait,
+    Attr::FlushTime,
+];
+
+/// The class (GPU, peer, network, flush) of a step's wait state, as the profile's metrics
+/// divide them.
+fn wait_class(step_state: i32) -> Option<usize> {
+    match step_state {
+        state::PROXY_STEP_SEND_GPU_WAIT | state::PROXY_STEP_RECV_GPU_WAIT => Some(0),
+        state::PROXY_STEP_SEND_PEER_WAIT_V4 => Some(1),
+        state::PROXY_STEP_SEND_WAIT | state::PROXY_STEP_RECV_WAIT => Some(2),
+        state::PROXY_STEP_RECV_FLUSH_WAIT => Some(3),
+        _ => None,
+    }
+}
+
+/// What the finished steps of an operation add up to (all zero when none was added).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(super) struct StepSummary {
+    steps: u64,
+    bytes: u64,
+    time_ns: u64,
+    longest_ns: u64,
+    /// Time in each wait-state class, by [`wait_class`].
+    wait_ns: [u64; 4],
+}
+
+impl StepSummary {
+    fn add(&mut self, e: &FinishedEvent, with_states: bool) {
+        let took = e.stop_ns.saturating_sub(e.start_ns);
+        self.steps += 1;
+        self.bytes += step_size(&e.states).unwrap_or(0);
+        self.time_ns += took;
+        self.longest_ns = self.longest_ns.max(took);
+        if with_states {
+            wait_runs(&e.states, e.stop_ns, |step_state, since, until| {
+                if let Some(class) = wait_class(step_state) {
+                    self.wait_ns[class] += until.saturating_sub(since);
+                }
+            });
+        }
+    }
+
+    /// The attributes an operation carries for its summed-up steps: none when no step was
+    /// added; byte and wait totals only when not zero.
+    fn push_attributes(&self, attrs: &mut Vec<(Attr, Val)>) {
+        if self.steps == 0 {
+            return;
+        }
+        attrs.extend([
+            (Attr::StepsDone, Val::U(self.steps)),
+            (Attr::StepsTime, Val::U(self.time_ns)),
+            (Attr::StepMaxTime, Val::U(self.longest_ns)),
+        ]);
+        if self.bytes > 0 {
+            attrs.push((Attr::StepsBytes, Val::U(self.bytes)));
+        }
+        for (attr, &ns) in WAIT_CLASS_ATTRIBUTES.iter().zip(&self.wait_ns) {
+            if ns > 0 {
+                attrs.push((*attr, Val::U(ns)));
+            }
+        }
+    }
+}
+
+/// The step's own size: only SendWait and RecvFlushWait carry it.
+fn step_size(states: &[StateRecord]) -> Option<u64> {
+    states.iter().find_map(|s| match (s.state, s.arg) {
+        (
+            state::PROXY_STEP_SEND_WAIT | state::PROXY_STEP_RECV_FLUSH_WAIT,
+            StateArg::TransSize(n),
+        ) => Some(n),
+        _ => None,
+    })
+}
+
+/// Calls `run(state, since, until)` for each wait state of a step: a state lasts from its
+/// record until the next different one, the last until the step's `stop`.
+fn wait_runs(states: &[StateRecord], stop: u64, mut run: impl FnMut(i32, u64, u64)) {
+    let mut current: Option<(i32, u64)> = None;
+    for s in states {
+        if current.is_some_and(|(c, _)| c == s.state) {
+            continue;
+        }
+        if let Some((c, since)) = current {
+            run(c, since, s.time_ns);
+        }
+        current = Some((s.state, s.time_ns));
+    }
+    if let Some((c, since)) = current {
+        run(c, since, stop);
+    }
 }
 
 /// What the proxy part remembers between events.
 pub(super) struct Proxy {
-    /// Write each proxy step's wait states as intervals nested in the step.
+    /// Write each proxy step's wait states as intervals nested in the step (or, in a
+    /// summary, add them up).
     step_states: bool,
+    /// Steps as intervals, or summed up on their operation.
+    step_detail: StepDetail,
     pid: i32,
     /// Open ProxyOps → the proxy timeline of their steps, and their direction.
     op_family: HashMap<u64, OpenOp>,
@@ -47,9 +160,10 @@ pub(super) struct Proxy {
 }
 
 impl Proxy {
-    pub(super) fn new(step_states: bool, pid: i32) -> Proxy {
+    pub(super) fn new(step_states: bool, step_detail: StepDetail, pid: i32) -> Proxy {
         Proxy {
             step_states,
+            step_detail,
             pid,
             op_family: HashMap::default(),
             idle_since: HashMap::default(),
@@ -66,14 +180,18 @@ impl Proxy {
                 OpenOp {
                     family: Family::Proxy(owner),
                     is_send: op.is_send,
+                    steps: StepSummary::default(),
                 },
             );
         }
     }
 
     /// A ProxyOp finished: its steps are done, and its own interval goes to this timeline.
-    pub(super) fn op_finished(&mut self, handle: u64) -> Option<Family> {
-        self.op_family.remove(&handle).map(|op| op.family)
+    pub(super) fn op_finished(&mut self, handle: u64) -> Option<FinishedOp> {
+        self.op_family.remove(&handle).map(|op| FinishedOp {
+            family: op.family,
+            steps: op.steps,
+        })
     }
 
     /// The timeline an open event's interval will go to, when it goes through lanes.
@@ -107,20 +225,23 @@ impl Proxy {
         }
     }
 
-    /// A finished ProxyOp on the lanes of `family`.
+    /// A finished ProxyOp on the lanes of its timeline.
     pub(super) fn push_op(
         &mut self,
         w: &mut Writer,
         timelines: &mut Timelines,
         ops: &mut OpsStreams,
-        family: Family,
+        op: FinishedOp,
         e: &FinishedEvent,
     ) {
-        let item = self.op_item(w, timelines, ops, e);
+        let family = op.family;
+        let mut item = self.op_item(w, timelines, ops, e);
+        op.steps.push_attributes(&mut item.attrs);
         timelines.push(w, family, item, |w| timeline_name(w, ops, family));
     }
 
-    /// A finished ProxyStep on the lanes of its operation's owner.
+    /// A finished ProxyStep: on the lanes of its operation's owner, or, in a summary,
+    /// added to its open operation.
     pub(super) fn push_step(
         &mut self,
         w: &mut Writer,
@@ -128,6 +249,20 @@ impl Proxy {
         ops: &mut OpsStreams,
         e: &FinishedEvent,
     ) {
+        if self.step_detail == StepDetail::Summary {
+            if let Parent::Local { handle, .. } = e.parent {
+                if let Some(op) = self.op_family.get_mut(&handle) {
+                    // A receive step NCCL started again is the same step: counted once,
+                    // by the start that goes on.
+                    if e.closed != Closed::Restarted {
+                        op.steps.add(e, self.step_states);
+                    }
+                    return;
+                }
+            }
+            // Its operation is not open (its start was dropped, or it finished first): the
+            // step stays an interval of its own, as without a summary.
+        }
         let op = match e.parent {
             Parent::Local { handle, .. } => self.op_family.get(&handle).map(|op| (handle, *op)),
             _ => None,
@@ -235,39 +370,19 @@ impl Proxy {
         });
         let mut attrs = timelines.spare_attrs();
         attrs.push((Attr::Step, Val::U(step.max(0) as u64)));
-        // Only SendWait and RecvFlushWait carry this step's own size.
-        if let Some(size) = e.states.iter().find_map(|s| match (s.state, s.arg) {
-            (
-                state::PROXY_STEP_SEND_WAIT | state::PROXY_STEP_RECV_FLUSH_WAIT,
-                StateArg::TransSize(n),
-            ) => Some(n),
-            _ => None,
-        }) {
+        if let Some(size) = step_size(&e.states) {
             attrs.push((Attr::TransSize, Val::U(size)));
         }
         if e.closed != Closed::Stopped {
             attrs.push((Attr::Closed, Val::S(e.closed.name())));
         }
-        // Each state lasts until the next different one, the last until the stop.
         let mut inner = timelines.spare_inner();
-        let mut current: Option<(i32, u64)> = None;
         let states = if self.step_states { &e.states[..] } else { &[] };
-        for s in states {
-            if current.is_some_and(|(c, _)| c == s.state) {
-                continue;
+        wait_runs(states, e.stop_ns, |step_state, since, until| {
+            if let Some(region) = self.wait_region(&mut w.defs, step_state) {
+                inner.push((since, until, region));
             }
-            if let Some((c, since)) = current {
-                if let Some(region) = self.wait_region(&mut w.defs, c) {
-                    inner.push((since, s.time_ns, region));
-                }
-            }
-            current = Some((s.state, s.time_ns));
-        }
-        if let Some((c, since)) = current {
-            if let Some(region) = self.wait_region(&mut w.defs, c) {
-                inner.push((since, e.stop_ns, region));
-            }
-        }
+        });
         Item {
             start: e.start_ns,
             stop: e.stop_ns,
@@ -484,5 +599,119 @@ mod tests {
             Some(true)
         );
         assert_eq!(step_direction(None, &[]), None);
+    }
+
+    fn step(start: u64, stop: u64, states: &[(i32, u64, Option<u64>)]) -> FinishedEvent<'static> {
+        FinishedEvent {
+            handle: 9,
+            kind: crate::event::Kind::ProxyStep,
+            owner: Owner::Local(1),
+            comm: None,
+            parent: Parent::None,
+            rank: 0,
+            event: Event::ProxyStep { step: 0 },
+            start_ns: start,
+            start_tid: 1,
+            stop_ns: stop,
+            stop_tid: Some(1),
+            states: states
+                .iter()
+                .map(|&(state, time_ns, size)| StateRecord {
+                    state,
+                    time_ns,
+                    thread: 1,
+                    arg: size.map_or(StateArg::None, StateArg::TransSize),
+                })
+                .collect(),
+            closed: Closed::Stopped,
+            gpu: None,
+            gpu_rejected: None,
+            parent_event: None,
+        }
+    }
+
+    /// A summary adds up what the step intervals would show: each wait state from its
+    /// record to the next different one (a repeated state goes on), the last to the
+    /// step's stop; the step's size from its SendWait or RecvFlushWait.
+    #[test]
+    fn a_summary_adds_up_the_steps_wait_states_as_their_intervals_would_show_them() {
+        let send = step(
+            100,
+            190,
+            &[
+                (state::PROXY_STEP_SEND_GPU_WAIT, 100, None),
+                (state::PROXY_STEP_SEND_WAIT, 130, Some(4096)),
+            ],
+        );
+        let recv = step(
+            200,
+            300,
+            &[
+                (state::PROXY_STEP_RECV_WAIT, 210, None),
+                (state::PROXY_STEP_RECV_FLUSH_WAIT, 260, Some(8192)),
+                (state::PROXY_STEP_RECV_FLUSH_WAIT, 270, Some(8192)),
+                (state::PROXY_STEP_RECV_GPU_WAIT, 280, None),
+            ],
+        );
+        let mut runs = Vec::new();
+        wait_runs(&recv.states, recv.stop_ns, |s, since, until| {
+            runs.push((s, since, until))
+        });
+        assert_eq!(
+            runs,
+            [
+                (state::PROXY_STEP_RECV_WAIT, 210, 260),
+                (state::PROXY_STEP_RECV_FLUSH_WAIT, 260, 280),
+                (state::PROXY_STEP_RECV_GPU_WAIT, 280, 300),
+            ]
+        );
+
+        let mut summary = StepSummary::default();
+        summary.add(&send, true);
+        summary.add(&recv, true);
+        assert_eq!(
+            summary,
+            StepSummary {
+                steps: 2,
+                bytes: 4096 + 8192,
+                time_ns: 90 + 100,
+                longest_ns: 100,
+                // GPU 30 + 20, peer none, network 60 + 50, flush 20.
+                wait_ns: [50, 0, 110, 20],
+            }
+        );
+        let mut attrs = Vec::new();
+        summary.push_attributes(&mut attrs);
+        let names: Vec<&str> = attrs
+            .iter()
+            .map(|(attr, _)| super::super::defs::ATTRIBUTES[*attr as usize].0)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "nccl.steps_done",
+                "nccl.steps_ns",
+                "nccl.step_max_ns",
+                "nccl.steps_bytes",
+                "nccl.gpu_wait_ns",
+                "nccl.network_wait_ns",
+                "nccl.flush_ns",
+            ],
+            "no peer wait: none was seen"
+        );
+        assert!(matches!(attrs[4].1, Val::U(50)));
+
+        // Without the wait states, only the steps, their time and their bytes.
+        let mut without = StepSummary::default();
+        without.add(&send, false);
+        assert_eq!(without.wait_ns, [0; 4]);
+        assert_eq!(
+            (without.steps, without.bytes, without.time_ns),
+            (1, 4096, 90)
+        );
+        // An operation without steps carries nothing.
+        let mut none = Vec::new();
+        StepSummary::default().push_attributes(&mut none);
+        assert!(none.is_empty());
     }
 }
