@@ -134,14 +134,10 @@ fn correction_line<'a>(report: &'a str, start: &str) -> (&'a str, f64) {
 fn simulated_hosts_job(dir: &Path, args: &[&str]) -> (PathBuf, PathBuf) {
     let out = dir.join("run");
     let truth_dir = dir.join("truth");
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .arg("run")
+    let output = nccl_sim::job_for_tests(&out)
         .args(args)
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
         .arg("--truth-dir")
         .arg(&truth_dir)
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_PROFILE", "0")
         .output()

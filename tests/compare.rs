@@ -15,8 +15,8 @@ const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 /// time, so that a busy machine's scheduling delays stay small against the operations.
 fn run(dir: &Path, name: &str, seed: u64, extra: &[&str]) -> PathBuf {
     let out = dir.join(name);
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--iterations", "24"])
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--iterations", "24"])
         .args([
             "--sizes",
             "4M,16M",
@@ -26,9 +26,6 @@ fn run(dir: &Path, name: &str, seed: u64, extra: &[&str]) -> PathBuf {
             &seed.to_string(),
         ])
         .args(extra)
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_PROFILE", "0")
         .env("NCCL_SCOREP_TOOL", TOOL)
         .status()

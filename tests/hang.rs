@@ -368,11 +368,9 @@ fn status_says_when_there_is_no_recorder_file_or_a_damaged_one() {
 fn the_recorder_file_keeps_the_communicators_of_earlier_parts() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let run = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "group", "--scenario", "p2p"])
-        .args(["--ranks", "2", "--iterations", "2", "--plugin"])
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+    let run = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "group", "--scenario", "p2p"])
+        .args(["--ranks", "2", "--iterations", "2"])
         .env("NCCL_SCOREP_AUTO_MERGE", "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

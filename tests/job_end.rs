@@ -225,12 +225,9 @@ fn a_process_killed_mid_run_is_reported_and_the_rest_merged() {
     let out = dir.path().join("out");
     let job = format!("killed-{}", std::process::id());
     let start = |rank: usize| {
-        Command::new(nccl_sim::binary_for_tests())
-            .args(["run", "--scenario", "single", "--iterations", "400"])
+        nccl_sim::job_for_tests(&out)
+            .args(["--scenario", "single", "--iterations", "400"])
             .args(["--sizes", "64M", "--peer-patience-ms", "5"])
-            .arg("--plugin")
-            .arg(nccl_sim::our_plugin_for_tests())
-            .env("NCCL_SCOREP_OUTPUT_DIR", &out)
             .env("NCCL_SIM_SHM_DIR", dir.path())
             .env("NCCL_SIM_RANK", rank.to_string())
             .env("NCCL_SIM_SIZE", "2")
@@ -359,12 +356,9 @@ fn a_killed_process_is_merged_with_the_events_it_had_written() {
             .as_nanos() as i64
     };
     let started = realtime_ns();
-    let mut victim = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--iterations", "10000000"])
+    let mut victim = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--iterations", "10000000"])
         .args(["--sizes", "64K", "--speedup", "1000"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

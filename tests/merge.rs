@@ -16,12 +16,9 @@ use otf2_tools::{assert_otf2_print_clean, dump};
 /// with its output in `<dir>/run`, which it returns.
 fn run_job(dir: &Path) -> PathBuf {
     let out = dir.join("run");
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--scenario", "p2p"])
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--scenario", "p2p"])
         .args(["--iterations", "3", "--speedup", "20", "--procs", "2"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SIM_SHM_DIR", dir)
         .status()
         .unwrap();

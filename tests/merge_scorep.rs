@@ -149,17 +149,13 @@ const LONG_JOB: Job = Job {
 
 /// Runs the 2-process job with its parts in `<exp>/nccl` and returns its parts.
 fn run_job(dir: &Path, exp: &Path, job: &Job) -> Vec<Part> {
-    let mut command = Command::new(nccl_sim::binary_for_tests());
-    command.arg("run");
+    let mut command = nccl_sim::job_for_tests(exp.join("nccl"));
     for scenario in job.scenarios {
         command.args(["--scenario", scenario]);
     }
     let status = command
         .args(["--iterations", &job.iterations.to_string()])
         .args(["--speedup", "1000", "--procs", "2"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", exp.join("nccl"))
         .env("NCCL_SIM_SHM_DIR", dir)
         .status()
         .unwrap();

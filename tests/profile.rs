@@ -392,11 +392,8 @@ fn profile_names_what_it_cannot_read() {
 fn summed_up_steps_give_their_wait_times_to_their_operations_call_paths() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--iterations", "4"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--iterations", "4"])
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_EVENTS", "default,steps")
         .env("NCCL_SCOREP_STEP_DETAIL", "summary")
@@ -492,11 +489,8 @@ fn summed_up_steps_give_their_wait_times_to_their_operations_call_paths() {
 fn nccl_scorep_profile_0_leaves_the_profile_out() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--iterations", "2"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--iterations", "2"])
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_PROFILE", "0")
         .status()
@@ -528,11 +522,8 @@ fn nccl_scorep_profile_0_leaves_the_profile_out() {
 fn the_profile_and_the_export_read_one_location_at_a_time_whatever_the_open_file_limit() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--iterations", "2"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--iterations", "2"])
         .env("NCCL_SCOREP_TOOL", TOOL)
         .env("NCCL_SCOREP_PROFILE", "0")
         .status()

@@ -8,7 +8,6 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[path = "../nccl-sim/tests/otf2_tools/mod.rs"]
 mod otf2_tools;
@@ -24,16 +23,13 @@ const CHANNELS: usize = 4;
 /// merged at the job's end, and the job's stderr.
 fn run_job(dir: &Path, lanes: Option<&str>) -> (PathBuf, String) {
     let out = dir.join("run");
-    let mut command = Command::new(nccl_sim::binary_for_tests());
+    let mut command = nccl_sim::job_for_tests(&out);
     command
-        .args(["run", "--scenario", "single", "--scenario", "p2p"])
+        .args(["--scenario", "single", "--scenario", "p2p"])
         .args(["--iterations", "4", "--speedup", "10", "--pxn"])
         .args(["--procs", &PROCESSES.to_string()])
         .args(["--channels", &CHANNELS.to_string()])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
         .env("NCCL_SCOREP_EVENTS", "default,steps")
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SIM_SHM_DIR", dir);
     if let Some(lanes) = lanes {

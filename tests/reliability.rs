@@ -7,12 +7,8 @@ use std::process::{Command, Output};
 /// A one-process nccl-sim job (one AllReduce scenario) writing into `out`, merged at its
 /// end by this tool, with the plugin's messages as a user sees them (no `NCCL_DEBUG`).
 fn single_job(out: &Path) -> Output {
-    Command::new(nccl_sim::binary_for_tests())
-        .arg("run")
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
+    nccl_sim::job_for_tests(out)
         .args(["--scenario", "single"])
-        .env("NCCL_SCOREP_OUTPUT_DIR", out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env_remove("NCCL_DEBUG")
         .output()
@@ -235,12 +231,8 @@ fn the_directories_of_a_trace_are_private_unless_configured() {
 
     // A group-readable setting, read by the plugin and by the tool's merge alike.
     let shared = dir.path().join("shared");
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .arg("run")
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
+    let output = nccl_sim::job_for_tests(&shared)
         .args(["--scenario", "single"])
-        .env("NCCL_SCOREP_OUTPUT_DIR", &shared)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_DIR_MODE", "0750")
         .env_remove("NCCL_DEBUG")
@@ -256,12 +248,8 @@ fn the_directories_of_a_trace_are_private_unless_configured() {
 
     // A bad value: one warning naming the variable, and the private default.
     let bad = dir.path().join("bad");
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .arg("run")
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
+    let output = nccl_sim::job_for_tests(&bad)
         .args(["--scenario", "single"])
-        .env("NCCL_SCOREP_OUTPUT_DIR", &bad)
         .env("NCCL_SCOREP_AUTO_MERGE", "0")
         .env("NCCL_SCOREP_DIR_MODE", "0644")
         .env_remove("NCCL_DEBUG")
@@ -283,21 +271,11 @@ fn a_process_writes_at_most_its_bound_of_locations_and_says_what_it_left_out() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     // 4 ranks × 8 channels with 16 proxy lanes each would need over 100 locations.
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .args([
-            "run",
-            "--ranks",
-            "4",
-            "--channels",
-            "8",
-            "--iterations",
-            "5",
-        ])
-        .args(["--scenario", "single", "--plugin"])
-        .arg(nccl_sim::our_plugin_for_tests())
+    let output = nccl_sim::job_for_tests(&out)
+        .args(["--ranks", "4", "--channels", "8", "--iterations", "5"])
+        .args(["--scenario", "single"])
         .env("NCCL_SCOREP_MAX_LOCATIONS", "64")
         .env("NCCL_SCOREP_EVENTS", "all")
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .output()
         .unwrap();
@@ -386,12 +364,8 @@ fn settings_that_cannot_work_are_said_not_silently_ignored() {
         ),
     ];
     for (name, value, said) in cases {
-        let output = Command::new(nccl_sim::binary_for_tests())
-            .arg("run")
-            .arg("--plugin")
-            .arg(nccl_sim::our_plugin_for_tests())
+        let output = nccl_sim::job_for_tests(dir.path().join("out"))
             .args(["--scenario", "single"])
-            .env("NCCL_SCOREP_OUTPUT_DIR", dir.path().join("out"))
             .env("NCCL_SCOREP_AUTO_MERGE", "0")
             .env(name, value)
             .env_remove("NCCL_DEBUG")

@@ -35,11 +35,11 @@ const CALLS: usize = 300;
 /// host's share of the noise.
 fn job(dir: &Path, procs: usize, seed: u64, late: Option<usize>) -> (Value, f64) {
     let out = dir.join(format!("run-{procs}-{seed}-{late:?}"));
-    let mut command = Command::new(nccl_sim::binary_for_tests());
+    let mut command = nccl_sim::job_for_tests(&out);
     // One process, a thread per rank, one channel: little work per call, so that 8 ranks
     // on 2 busy cores are not late by their own scheduling alone.
     command
-        .args(["run", "--scenario", "single"])
+        .args(["--scenario", "single"])
         .args(["--iterations", &CALLS.to_string()])
         .args(["--interval-us", "800"])
         // The more ranks share the 2 cores, the more their calls are spread (100, 200,
@@ -48,9 +48,6 @@ fn job(dir: &Path, procs: usize, seed: u64, late: Option<usize>) -> (Value, f64)
         .arg("--shuffle-cpus")
         .args(["--sizes", "64K,1M", "--speedup", "10", "--channels", "1"])
         .args(["--ranks", &procs.to_string(), "--seed", &seed.to_string()])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_PROFILE", "0")
         .env("NCCL_SCOREP_EVENTS", "tasks");

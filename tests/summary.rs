@@ -143,8 +143,8 @@ fn summary_names_the_late_rank_and_counts_every_collective() {
 fn summary_of_a_merged_job_names_the_late_rank_and_links_pxn_operations() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--scenario", "p2p"])
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--scenario", "p2p"])
         .args([
             "--iterations",
             "8",
@@ -155,9 +155,6 @@ fn summary_of_a_merged_job_names_the_late_rank_and_links_pxn_operations() {
             "--pxn",
         ])
         .args(["--late-rank", "3", "--late-us", "10000"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SIM_SHM_DIR", dir.path())
         .status()
@@ -236,8 +233,8 @@ fn summary_of_an_empty_directory_is_a_clear_error() {
 fn summary_of_the_demo_job_fits_100_columns_and_warns_of_unmerged_parts() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "group", "--scenario", "p2p"])
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "group", "--scenario", "p2p"])
         .args([
             "--iterations",
             "8",
@@ -255,9 +252,6 @@ fn summary_of_the_demo_job_fits_100_columns_and_warns_of_unmerged_parts() {
             "--late-us",
             "5000",
         ])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_PROFILE", "0")
         .env("NCCL_SIM_SHM_DIR", dir.path())
@@ -352,12 +346,9 @@ fn summary_of_the_demo_job_fits_100_columns_and_warns_of_unmerged_parts() {
 fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let status = Command::new(nccl_sim::binary_for_tests())
-        .args(["run", "--scenario", "single", "--iterations", "40"])
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--iterations", "40"])
         .args(["--procs", "2", "--ranks", "4"])
-        .arg("--plugin")
-        .arg(nccl_sim::our_plugin_for_tests())
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_EVENTS", "all")
         .env("NCCL_SCOREP_JSONL", "1")

@@ -79,3 +79,16 @@ pub fn libnccl_for_tests() -> std::path::PathBuf {
 pub fn binary_for_tests() -> std::path::PathBuf {
     built_for_tests("nccl-sim", "nccl-sim")
 }
+
+/// `nccl-sim run` with our plugin, its trace going to `out` (`NCCL_SCOREP_OUTPUT_DIR`):
+/// how tests of other packages start a job. They add the scenarios and settings, and
+/// `NCCL_SCOREP_TOOL` where the job merges its trace at its end.
+pub fn job_for_tests(out: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut command = std::process::Command::new(binary_for_tests());
+    command
+        .arg("run")
+        .arg("--plugin")
+        .arg(our_plugin_for_tests())
+        .env("NCCL_SCOREP_OUTPUT_DIR", out);
+    command
+}
