@@ -401,15 +401,14 @@ fn operations_end_when_the_gpu_finished_on_a_drifting_gpu_clock() {
 
 /// Where the host noticed a run's first kernels late (40 µs late for the first 150 ms, as
 /// the threads of processes starting together on busy cores do), the operations of that
-/// stretch still end within a few microseconds of the GPU's finish, never before it. The
+/// stretch still end when the GPU finished them: never before, late by no more than the
+/// error their kernel channels state, and by less than the host noticed them. (The
 /// quick noticings after the stretch reach back to it only with the drift the estimate
-/// allows. Converted 200 ms after they ended, the first kernels were placed with the
-/// whole 100 ppm (15–34 µs late at the start of this 1.2 s run, three runs); a GPU
-/// clock's first second now waits for a second of bounds, which narrow that drift (5–7
-/// µs in three runs here, 14 µs in one CI run: how far they narrow it depends on how
-/// tight the lower bounds are, and the debug build's callbacks loosen them). 20 µs
-/// allows for that, and still catches most runs of the whole 100 ppm. Compared in
-/// CLOCK_MONOTONIC, as above.
+/// allows; a GPU clock's first second waits for a second of bounds, which narrow that
+/// drift. How far they narrow it depends on the machine's load: 4–12 µs late in three
+/// runs here, 14 and 21 µs in two CI runs, with 18–29 µs stated in three runs here;
+/// docs/fidelity.md has the measured figures.)
+/// Compared in CLOCK_MONOTONIC, as above.
 #[test]
 fn a_runs_first_kernels_end_on_time_where_the_host_noticed_them_late() {
     let late = LateNoticing {
@@ -424,14 +423,17 @@ fn a_runs_first_kernels_end_on_time_where_the_host_noticed_them_late() {
         config.time.speedup = 1.0;
         config.late_noticing = Some(late);
     });
+    assert_kernel_times_within_their_stated_error(&run);
     let d = dump(&run.anchor);
+    let spans = kernel_spans(&d);
     let first_start = run.truth.iter().map(|t| t.gpu_start_ns).min().unwrap();
     let stretch_end = first_start + late.for_first.as_nanos() as u64;
     let mut late_ns = Vec::new();
     for (key, op, truth) in allreduces_with_truth(&d, &run.truth) {
         if truth.gpu_stop_ns < stretch_end {
             let end = attr(op, "nccl.complete_ns").as_i64().unwrap();
-            late_ns.push((key, end - truth.gpu_stop_ns as i64));
+            let stated = spans.get(&key).map_or(i64::MAX, |span| span.2);
+            late_ns.push((key, end - truth.gpu_stop_ns as i64, stated));
         }
     }
     assert!(
@@ -441,17 +443,19 @@ fn a_runs_first_kernels_end_on_time_where_the_host_noticed_them_late() {
     );
     // The host times come from the TSC, converted to CLOCK_MONOTONIC within tens of
     // nanoseconds; on a busy machine the quickest noticings are a few microseconds late.
-    let earliest = late_ns.iter().map(|&(_, l)| l).min().unwrap();
-    let latest = late_ns.iter().map(|&(_, l)| l).max().unwrap();
+    let earliest = late_ns.iter().map(|&(_, l, _)| l).min().unwrap();
     assert!(
         earliest >= -1_000,
         "an operation ended {earliest} ns before the GPU finished: {late_ns:?}"
     );
-    assert!(
-        latest <= 20_000,
-        "operations of the late-noticed stretch end up to {latest} ns after the GPU \
-         finished: {late_ns:?}"
-    );
+    let noticed_ns = late.by.as_nanos() as i64;
+    for &(key, late, stated) in &late_ns {
+        assert!(
+            late <= stated + TIMING_BOUND_NS && late < noticed_ns,
+            "{key:?} of the late-noticed stretch ends {late} ns after the GPU finished, with \
+             {stated} ns stated (the host noticed {noticed_ns} ns late): {late_ns:?}"
+        );
+    }
 }
 
 /// NCCL reports a kernel channel only when the GPU starts it, here 120 ms after the
