@@ -804,6 +804,23 @@ fn main() {
         "  stream:  per collective and communicator rank: app thread {APP_CALLBACKS} callbacks / {APP_EVENTS} events, \
          proxy thread {PROXY_CALLBACKS} callbacks / {PROXY_EVENTS} events ({CHANNELS} channels, {STEPS} steps per ProxyOp)"
     );
+    // The plugin's other settings pass through from the environment: say which did.
+    let passed: Vec<String> = std::env::vars()
+        .filter(|(name, _)| {
+            const SET_HERE: [&str; 5] = [
+                "NCCL_SCOREP_MODE",
+                "NCCL_SCOREP_EVENTS",
+                "NCCL_SCOREP_ON_FULL",
+                "NCCL_SCOREP_BUFFER_SIZE",
+                "NCCL_SCOREP_OUTPUT_DIR",
+            ];
+            name.starts_with("NCCL_SCOREP_") && !SET_HERE.contains(&name.as_str())
+        })
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    if !passed.is_empty() {
+        println!("  also:    {}", passed.join(" "));
+    }
     println!("  runs:    {collectives} collectives per rank; ranks per run: {comm_counts:?}");
 
     let mut results = Vec::new();
