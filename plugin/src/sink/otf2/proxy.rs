@@ -149,7 +149,8 @@ pub(super) struct Proxy {
     /// Steps as intervals, or summed up on their operation.
     step_detail: StepDetail,
     pid: i32,
-    /// Open ProxyOps → the proxy timeline of their steps, and their direction.
+    /// Open ProxyOps → the proxy timeline of their steps, their direction and (in a
+    /// summary) their steps so far.
     op_family: HashMap<u64, OpenOp>,
     /// Proxy threads that reported Idle and not yet Active: since when.
     idle_since: HashMap<i32, u64>,
