@@ -75,16 +75,18 @@ pub(super) struct StepSummary {
 }
 
 impl StepSummary {
+    /// Adds a finished step. Sizes come from NCCL unchecked, so every sum saturates.
     fn add(&mut self, e: &FinishedEvent, with_states: bool) {
         let took = e.stop_ns.saturating_sub(e.start_ns);
         self.steps += 1;
-        self.bytes += step_size(&e.states).unwrap_or(0);
-        self.time_ns += took;
+        self.bytes = self.bytes.saturating_add(step_size(&e.states).unwrap_or(0));
+        self.time_ns = self.time_ns.saturating_add(took);
         self.longest_ns = self.longest_ns.max(took);
         if with_states {
             wait_runs(&e.states, e.stop_ns, |step_state, since, until| {
                 if let Some(class) = wait_class(step_state) {
-                    self.wait_ns[class] += until.saturating_sub(since);
+                    let waited = until.saturating_sub(since);
+                    self.wait_ns[class] = self.wait_ns[class].saturating_add(waited);
                 }
             });
         }
@@ -710,6 +712,12 @@ mod tests {
             (without.steps, without.bytes, without.time_ns),
             (1, 4096, 90)
         );
+        // Sizes are NCCL's, unchecked: their sum saturates instead of wrapping.
+        let huge = step(0, 1, &[(state::PROXY_STEP_SEND_WAIT, 0, Some(u64::MAX))]);
+        let mut saturated = StepSummary::default();
+        saturated.add(&huge, true);
+        saturated.add(&huge, true);
+        assert_eq!(saturated.bytes, u64::MAX);
         // An operation without steps carries nothing.
         let mut none = Vec::new();
         StepSummary::default().push_attributes(&mut none);
