@@ -45,6 +45,8 @@ pub struct CaseConfig {
     /// Hand out strings without a NUL at the end of mapped memory (a known defect: off
     /// unless FUZZ_UNTERMINATED=0).
     pub unterminated: bool,
+    /// Proxy steps summed up on their operations (`NCCL_SCOREP_STEP_DETAIL=summary`).
+    pub step_summary: bool,
 }
 
 impl CaseConfig {
@@ -58,6 +60,7 @@ impl CaseConfig {
             cycles: rng.random_bool(0.3),
             garbage: [0.02, 0.1, 0.5][rng.random_range(0..3)],
             unterminated,
+            step_summary: rng.random_bool(0.3),
         }
     }
 
@@ -77,6 +80,9 @@ impl CaseConfig {
         }
         if let Some(n) = self.max_open_events {
             env.push(("NCCL_SCOREP_MAX_OPEN_EVENTS", n.to_owned()));
+        }
+        if self.step_summary {
+            env.push(("NCCL_SCOREP_STEP_DETAIL", "summary".to_owned()));
         }
         env
     }
