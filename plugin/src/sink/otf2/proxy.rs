@@ -43,7 +43,7 @@ pub(super) struct FinishedOp {
     steps: StepSummary,
 }
 
-/// The attributes of the wait-state classes a summary adds up, by [`wait_class`].
+/// The attributes of the wait-state classes a summary adds up, by [`WaitState::class`].
 const WAIT_CLASS_ATTRIBUTES: [Attr; 4] = [
     Attr::GpuWait,
     Attr::PeerWait,
@@ -51,16 +51,58 @@ const WAIT_CLASS_ATTRIBUTES: [Attr; 4] = [
     Attr::FlushTime,
 ];
 
-/// The class (GPU, peer, network, flush) of a step's wait state, as the profile's metrics
-/// divide them.
-fn wait_class(step_state: i32) -> Option<usize> {
-    match step_state {
-        state::PROXY_STEP_SEND_GPU_WAIT | state::PROXY_STEP_RECV_GPU_WAIT => Some(0),
-        state::PROXY_STEP_SEND_PEER_WAIT_V4 => Some(1),
-        state::PROXY_STEP_SEND_WAIT | state::PROXY_STEP_RECV_WAIT => Some(2),
-        state::PROXY_STEP_RECV_FLUSH_WAIT => Some(3),
-        _ => None,
-    }
+/// A proxy-step wait state NCCL records: the region its intervals show, and the class
+/// (GPU, peer, network, flush, as the profile's metrics divide them) a summary adds it to.
+struct WaitState {
+    state: i32,
+    name: &'static str,
+    description: &'static str,
+    /// Index into [`WAIT_CLASS_ATTRIBUTES`].
+    class: usize,
+}
+
+const WAIT_STATES: [WaitState; 6] = [
+    WaitState {
+        state: state::PROXY_STEP_SEND_GPU_WAIT,
+        name: "send: GPU wait",
+        description: "waiting for the GPU to fill the buffer",
+        class: 0,
+    },
+    WaitState {
+        state: state::PROXY_STEP_SEND_PEER_WAIT_V4,
+        name: "send: peer wait",
+        description: "data ready; waiting for the receiver's credit",
+        class: 1,
+    },
+    WaitState {
+        state: state::PROXY_STEP_SEND_WAIT,
+        name: "send: network wait",
+        description: "send posted; waiting for the network to complete it",
+        class: 2,
+    },
+    WaitState {
+        state: state::PROXY_STEP_RECV_WAIT,
+        name: "recv: network wait",
+        description: "receive posted; waiting for data",
+        class: 2,
+    },
+    WaitState {
+        state: state::PROXY_STEP_RECV_FLUSH_WAIT,
+        name: "recv: flush",
+        description: "data received; flushing it to the GPU",
+        class: 3,
+    },
+    WaitState {
+        state: state::PROXY_STEP_RECV_GPU_WAIT,
+        name: "recv: GPU wait",
+        description: "waiting for the GPU to consume the data",
+        class: 0,
+    },
+];
+
+/// The wait state of NCCL's state number, if it is one.
+fn wait_state(step_state: i32) -> Option<&'static WaitState> {
+    WAIT_STATES.iter().find(|w| w.state == step_state)
 }
 
 /// What the finished steps of an operation add up to (all zero when none was added).
@@ -70,7 +112,7 @@ pub(super) struct StepSummary {
     bytes: u64,
     time_ns: u64,
     longest_ns: u64,
-    /// Time in each wait-state class, by [`wait_class`].
+    /// Time in each wait-state class, by [`WaitState::class`].
     wait_ns: [u64; 4],
 }
 
@@ -84,9 +126,9 @@ impl StepSummary {
         self.longest_ns = self.longest_ns.max(took);
         if with_states {
             wait_runs(&e.states, e.stop_ns, |step_state, since, until| {
-                if let Some(class) = wait_class(step_state) {
+                if let Some(wait) = wait_state(step_state) {
                     let waited = until.saturating_sub(since);
-                    self.wait_ns[class] = self.wait_ns[class].saturating_add(waited);
+                    self.wait_ns[wait.class] = self.wait_ns[wait.class].saturating_add(waited);
                 }
             });
         }
@@ -516,31 +558,11 @@ fn step_direction(op_is_send: Option<bool>, states: &[StateRecord]) -> Option<bo
 }
 
 fn define_wait_region(defs: &mut Definitions, step_state: i32) -> Option<u32> {
-    let (name, description) = match step_state {
-        state::PROXY_STEP_SEND_GPU_WAIT => {
-            ("send: GPU wait", "waiting for the GPU to fill the buffer")
-        }
-        state::PROXY_STEP_SEND_PEER_WAIT_V4 => (
-            "send: peer wait",
-            "data ready; waiting for the receiver's credit",
-        ),
-        state::PROXY_STEP_SEND_WAIT => (
-            "send: network wait",
-            "send posted; waiting for the network to complete it",
-        ),
-        state::PROXY_STEP_RECV_WAIT => ("recv: network wait", "receive posted; waiting for data"),
-        state::PROXY_STEP_RECV_FLUSH_WAIT => {
-            ("recv: flush", "data received; flushing it to the GPU")
-        }
-        state::PROXY_STEP_RECV_GPU_WAIT => {
-            ("recv: GPU wait", "waiting for the GPU to consume the data")
-        }
-        _ => return None,
-    };
+    let wait = wait_state(step_state)?;
     Some(defs.static_region_in(
-        name,
+        wait.name,
         Role::DataTransfer,
-        description,
+        wait.description,
         RegionGroup::WaitStates,
     ))
 }
