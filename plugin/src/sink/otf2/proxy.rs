@@ -51,10 +51,12 @@ const WAIT_CLASS_ATTRIBUTES: [Attr; 4] = [
     Attr::FlushTime,
 ];
 
-/// A proxy-step wait state NCCL records: the region its intervals show, and the class
-/// (GPU, peer, network, flush, as the profile's metrics divide them) a summary adds it to.
+/// A proxy-step wait state NCCL records: its step's direction, the region its intervals
+/// show, and the class (GPU, peer, network, flush, as the profile's metrics divide them) a
+/// summary adds it to.
 struct WaitState {
     state: i32,
+    send: bool,
     name: &'static str,
     description: &'static str,
     /// Index into [`WAIT_CLASS_ATTRIBUTES`].
@@ -64,36 +66,42 @@ struct WaitState {
 const WAIT_STATES: [WaitState; 6] = [
     WaitState {
         state: state::PROXY_STEP_SEND_GPU_WAIT,
+        send: true,
         name: "send: GPU wait",
         description: "waiting for the GPU to fill the buffer",
         class: 0,
     },
     WaitState {
         state: state::PROXY_STEP_SEND_PEER_WAIT_V4,
+        send: true,
         name: "send: peer wait",
         description: "data ready; waiting for the receiver's credit",
         class: 1,
     },
     WaitState {
         state: state::PROXY_STEP_SEND_WAIT,
+        send: true,
         name: "send: network wait",
         description: "send posted; waiting for the network to complete it",
         class: 2,
     },
     WaitState {
         state: state::PROXY_STEP_RECV_WAIT,
+        send: false,
         name: "recv: network wait",
         description: "receive posted; waiting for data",
         class: 2,
     },
     WaitState {
         state: state::PROXY_STEP_RECV_FLUSH_WAIT,
+        send: false,
         name: "recv: flush",
         description: "data received; flushing it to the GPU",
         class: 3,
     },
     WaitState {
         state: state::PROXY_STEP_RECV_GPU_WAIT,
+        send: false,
         name: "recv: GPU wait",
         description: "waiting for the GPU to consume the data",
         class: 0,
@@ -544,17 +552,7 @@ fn push_idle(w: &mut Writer, timelines: &mut Timelines, tid: i32, since: u64, un
 /// direction when the operation is known, else what its states say. A step whose operation
 /// and states were all lost (dropped records, or NCCL's NULL ProxyOp handle) says nothing.
 fn step_direction(op_is_send: Option<bool>, states: &[StateRecord]) -> Option<bool> {
-    op_is_send.or_else(|| {
-        states.iter().find_map(|s| match s.state {
-            state::PROXY_STEP_SEND_GPU_WAIT
-            | state::PROXY_STEP_SEND_WAIT
-            | state::PROXY_STEP_SEND_PEER_WAIT_V4 => Some(true),
-            state::PROXY_STEP_RECV_WAIT
-            | state::PROXY_STEP_RECV_FLUSH_WAIT
-            | state::PROXY_STEP_RECV_GPU_WAIT => Some(false),
-            _ => None,
-        })
-    })
+    op_is_send.or_else(|| states.iter().find_map(|s| Some(wait_state(s.state)?.send)))
 }
 
 fn define_wait_region(defs: &mut Definitions, step_state: i32) -> Option<u32> {
