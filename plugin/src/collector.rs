@@ -21,7 +21,7 @@ use crate::open_table::OpenTable;
 use crate::ring::{Available, RingConsumer};
 use crate::shared::Shared;
 use crate::sink::{CycleEnd, Sink};
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -107,6 +107,24 @@ struct ClosedEvent {
     closed: Closed,
     /// KernelCh and ProxyOp: their task's event when the task was still open.
     parent_event: Option<Event>,
+}
+
+/// A ProxyOp's steps as the collector follows them.
+struct OpSteps {
+    /// Its open steps: (step number, handle).
+    open: Vec<(i32, u64)>,
+    /// A step of it has started (one without may be an op NCCL never stops).
+    stepped: bool,
+}
+
+/// How an event ended, as the sinks are told.
+#[derive(Clone, Copy)]
+struct Ending {
+    stop_ns: u64,
+    stop_thread: Option<u32>,
+    closed: Closed,
+    gpu: Option<GpuInterval>,
+    gpu_rejected: Option<Rejection>,
 }
 
 /// A KernelCh or KernelPhase whose GPU interval passed the checks and waits for the GPU
@@ -280,14 +298,20 @@ struct State {
     last_sweep_ns: u64,
     /// Events handed to the sinks and not yet added to the shared counter (once a pass).
     events_written: u64,
-    /// ProxyOp handle → its open steps (step number, handle).
-    steps: HashMap<u64, Vec<(i32, u64)>>,
-    /// Per owner: ProxyOps in start order, and which of them are open without a step.
+    /// ProxyOps by handle, with their open steps: found by slot like open events, for
+    /// every step start and stop looks its op up.
+    op_steps: OpenTable<OpSteps>,
+    /// Step lists of stopped ProxyOps, kept for the next ones (no allocation per op).
+    spare_step_lists: Vec<Vec<(i32, u64)>>,
+    /// Per owner: ProxyOps in start order (those that got a step or stopped are removed
+    /// lazily).
     stepless: HashMap<Owner, VecDeque<u64>>,
-    stepless_live: HashSet<u64>,
     /// Finalize records wait one pass, so events other threads pushed before are seen.
     finalizing: Vec<u64>,
     comms: HashMap<u64, Option<Arc<ContextInfo>>>,
+    /// The context last looked up in `comms`, with its entry: most events are of the same
+    /// communicator rank as the event before.
+    last_comm: Option<(u64, Option<Arc<ContextInfo>>)>,
     sinks: Vec<Box<dyn Sink>>,
     clock: TickConverter,
     /// One GPU clock estimate per communicator rank (each rank drives one GPU).
@@ -321,11 +345,12 @@ impl State {
             heap_at_trim: 0,
             last_sweep_ns: 0,
             events_written: 0,
-            steps: HashMap::default(),
+            op_steps: OpenTable::default(),
+            spare_step_lists: Vec::new(),
             stepless: HashMap::default(),
-            stepless_live: HashSet::default(),
             finalizing: Vec::new(),
             comms: HashMap::default(),
+            last_comm: None,
             sinks,
             clock: TickConverter::new(),
             gpu_clocks: HashMap::default(),
@@ -736,8 +761,13 @@ impl State {
             return;
         };
         let (op, step) = (*op, *step);
-        self.stepless_live.remove(&op);
-        let steps = self.steps.entry(op).or_default();
+        let spare = &mut self.spare_step_lists;
+        let steps = self.op_steps.get_or_insert_with(op, || OpSteps {
+            open: spare.pop().unwrap_or_default(),
+            stepped: false,
+        });
+        steps.stepped = true;
+        let steps = &mut steps.open;
         let replaced = steps
             .iter()
             .position(|&(s, _)| s == step)
@@ -754,7 +784,14 @@ impl State {
     }
 
     fn track_stepless_op(&mut self, handle: u64, owner: Owner) {
-        self.stepless_live.insert(handle);
+        let open = self.spare_step_lists.pop().unwrap_or_default();
+        self.op_steps.insert(
+            handle,
+            OpSteps {
+                open,
+                stepped: false,
+            },
+        );
         let queue = self.stepless.entry(owner).or_default();
         queue.push_back(handle);
         // Entries whose op got a step or stopped are removed lazily, here.
@@ -762,7 +799,7 @@ impl State {
             let Some(oldest) = queue.pop_front() else {
                 break;
             };
-            if !self.stepless_live.remove(&oldest) {
+            if self.op_steps.get(oldest).is_none_or(|op| op.stepped) {
                 continue;
             }
             if let Some(open) = self.open.get(oldest) {
@@ -770,6 +807,9 @@ impl State {
                 Counters::bump(&self.shared.counters.abandoned_proxy_ops);
                 self.close(oldest, at, None, Closed::Abandoned);
                 let _ = self.shared.slab.release(oldest);
+            }
+            if let Some(op) = self.op_steps.remove(oldest) {
+                self.reuse_step_list(op.open);
             }
             break;
         }
@@ -793,6 +833,8 @@ impl State {
         if cached.comm_hash != 0 {
             return;
         }
+        // The copy kept for the next lookup would make `make_mut` clone the description.
+        self.last_comm = None;
         let info = Arc::make_mut(cached);
         info.comm_hash = hash;
         info.rank = start.rank;
@@ -824,19 +866,21 @@ impl State {
         match open.kind {
             Kind::ProxyStep => {
                 if let Parent::Local { handle: op, .. } = open.parent {
-                    if let Some(steps) = self.steps.get_mut(&op) {
-                        steps.retain(|&(_, h)| h != handle);
+                    if let Some(op) = self.op_steps.get_mut(op) {
+                        op.open.retain(|&(_, h)| h != handle);
                     }
                 }
             }
             Kind::ProxyOp => {
-                self.stepless_live.remove(&handle);
-                for (_, step) in self.steps.remove(&handle).unwrap_or_default() {
-                    if self.open.contains_key(step) {
-                        Counters::bump(&self.shared.counters.closed_with_parent);
-                        self.close(step, stop_ns, None, Closed::ParentStopped);
-                        let _ = self.shared.slab.release(step);
+                if let Some(op) = self.op_steps.remove(handle) {
+                    for &(_, step) in &op.open {
+                        if self.open.contains_key(step) {
+                            Counters::bump(&self.shared.counters.closed_with_parent);
+                            self.close(step, stop_ns, None, Closed::ParentStopped);
+                            let _ = self.shared.slab.release(step);
+                        }
                     }
+                    self.reuse_step_list(op.open);
                 }
             }
             _ => {}
@@ -871,15 +915,15 @@ impl State {
                 sink.kernel_ended(&view, stop_ns, closed);
             }
         }
-        let event = ClosedEvent {
-            handle,
-            open,
-            stop_ns,
-            stop_thread,
-            closed,
-            parent_event,
-        };
         if raw.is_some() || (is_kernel && !self.held_gpu.is_empty()) {
+            let event = ClosedEvent {
+                handle,
+                open,
+                stop_ns,
+                stop_thread,
+                closed,
+                parent_event,
+            };
             // Kernel events leave in the order they closed: one written ahead of held
             // ones would push them later on their channel's stream.
             if let Some(task) = task_of_child(event.open.kind, &event.open.parent) {
@@ -892,7 +936,15 @@ impl State {
             });
             return;
         }
-        self.hand_to_sinks(event, None, gpu_rejected);
+        let ending = Ending {
+            stop_ns,
+            stop_thread,
+            closed,
+            gpu: None,
+            gpu_rejected,
+        };
+        self.show_to_sinks(handle, &open, ending, parent_event.as_ref());
+        self.reuse_states(open.states);
     }
 
     /// Converts and hands to the sinks the held GPU intervals that closed before
@@ -955,26 +1007,75 @@ impl State {
         self.hand_to_sinks(held.event, gpu, held.gpu_rejected);
     }
 
-    /// Hands a closed event to every sink, with its GPU interval on the host clock (or
-    /// why NCCL's was rejected).
+    /// Hands a held event to every sink, with its GPU interval on the host clock (or why
+    /// NCCL's was rejected).
     fn hand_to_sinks(
         &mut self,
         event: ClosedEvent,
         gpu: Option<GpuInterval>,
         gpu_rejected: Option<Rejection>,
     ) {
-        let ClosedEvent {
-            handle,
-            open,
+        let ending = Ending {
+            stop_ns: event.stop_ns,
+            stop_thread: event.stop_thread,
+            closed: event.closed,
+            gpu,
+            gpu_rejected,
+        };
+        self.show_to_sinks(
+            event.handle,
+            &event.open,
+            ending,
+            event.parent_event.as_ref(),
+        );
+        self.reuse_states(event.open.states);
+    }
+
+    /// Keeps a stopped ProxyOp's step list for a later one.
+    fn reuse_step_list(&mut self, mut steps: Vec<(i32, u64)>) {
+        if self.spare_step_lists.len() < MAX_SPARE_STATES {
+            steps.clear();
+            self.spare_step_lists.push(steps);
+        }
+    }
+
+    /// Keeps a closed event's state vector for a later event (no allocation per event).
+    fn reuse_states(&mut self, mut states: Vec<StateRecord>) {
+        if self.spare_states.len() < MAX_SPARE_STATES {
+            states.clear();
+            self.spare_states.push(states);
+        }
+    }
+
+    /// Shows a closed event to every sink. Its parts are borrowed, not moved: an event
+    /// is large, and most go to the sinks straight from [`State::finish_event`].
+    fn show_to_sinks(
+        &mut self,
+        handle: u64,
+        open: &OpenEvent,
+        ending: Ending,
+        parent_event: Option<&Event>,
+    ) {
+        let Ending {
             stop_ns,
             stop_thread,
             closed,
-            parent_event,
-        } = event;
+            gpu,
+            gpu_rejected,
+        } = ending;
         let comm = match open.owner {
-            // A borrow of the cache, not a clone of the `Arc`: no atomic operations.
             Owner::Local(context) => {
-                cached_comm(&mut self.comms, self.shared, context).map(|c| &**c)
+                if self
+                    .last_comm
+                    .as_ref()
+                    .is_none_or(|&(last, _)| last != context)
+                {
+                    let info = cached_comm(&mut self.comms, self.shared, context).cloned();
+                    self.last_comm = Some((context, info));
+                }
+                self.last_comm
+                    .as_ref()
+                    .and_then(|(_, info)| info.as_deref())
             }
             _ => None,
         };
@@ -994,7 +1095,7 @@ impl State {
             start_tid: tid_of(&self.tids, open.start_thread),
             stop_ns: stop_ns.max(open.start_ns),
             stop_tid: stop_thread.map(|t| tid_of(&self.tids, t)),
-            states: open.states,
+            states: &open.states,
             closed,
             gpu,
             gpu_rejected,
@@ -1003,11 +1104,6 @@ impl State {
         self.events_written += 1;
         for sink in &mut self.sinks {
             sink.event(&finished);
-        }
-        if self.spare_states.len() < MAX_SPARE_STATES {
-            let mut states = finished.states;
-            states.clear();
-            self.spare_states.push(states);
         }
     }
 

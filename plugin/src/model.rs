@@ -87,7 +87,7 @@ pub struct FinishedEvent<'a> {
     pub start_tid: i32,
     pub stop_ns: u64,
     pub stop_tid: Option<i32>,
-    pub states: Vec<StateRecord>,
+    pub states: &'a [StateRecord],
     pub closed: Closed,
     /// KernelCh and KernelPhase: the GPU interval on the host clock (see `gpu_clock`).
     pub gpu: Option<GpuInterval>,
@@ -95,7 +95,7 @@ pub struct FinishedEvent<'a> {
     /// `None` and the event keeps its host-side times; see `gpu_sanity`).
     pub gpu_rejected: Option<Rejection>,
     /// KernelCh and ProxyOp: their task's event when the task was still open.
-    pub parent_event: Option<Event>,
+    pub parent_event: Option<&'a Event>,
 }
 
 /// A GPU interval converted to host CLOCK_MONOTONIC nanoseconds.

@@ -87,6 +87,20 @@ impl<T> OpenTable<T> {
         replaced
     }
 
+    /// `handle`'s event, added by `make` when there is none.
+    #[inline]
+    pub fn get_or_insert_with(&mut self, handle: u64, make: impl FnOnce() -> T) -> &mut T {
+        if let Some(index) = self.index(handle) {
+            return &mut self.entries[index].1;
+        }
+        if self.displaced.contains_key(&handle) {
+            return self.displaced.get_mut(&handle).expect("a displaced entry");
+        }
+        // Not open anywhere: `insert` adds it last.
+        self.insert(handle, make());
+        &mut self.entries.last_mut().expect("an entry just added").1
+    }
+
     /// Removes and returns `handle`'s event.
     #[inline]
     pub fn remove(&mut self, handle: u64) -> Option<T> {
@@ -155,6 +169,10 @@ mod tests {
             match next() % 4 {
                 0 | 1 => assert_eq!(table.insert(h, round), map.insert(h, round)),
                 2 => assert_eq!(table.remove(h), map.remove(&h)),
+                3 if round % 2 == 0 => {
+                    *table.get_or_insert_with(h, || -1) += 1;
+                    *map.entry(h).or_insert(-1) += 1;
+                }
                 _ => {
                     if let Some(value) = table.get_mut(h) {
                         *value += 1;

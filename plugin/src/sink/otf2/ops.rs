@@ -402,7 +402,7 @@ impl OpsStreams {
             Parent::Local { handle, .. } => self.pending_event(handle),
             _ => None,
         }
-        .or(e.parent_event);
+        .or(e.parent_event.copied());
         let func = identity.map(|ev| func_of(&ev));
         let region = match self.kernel_regions.get(&func) {
             Some(&region) => region,
@@ -800,7 +800,7 @@ mod tests {
             start_tid: 1,
             stop_ns: stop,
             stop_tid: Some(1),
-            states: Vec::new(),
+            states: &[],
             closed: Closed::Stopped,
             gpu: None,
             gpu_rejected: None,
@@ -844,7 +844,7 @@ mod tests {
             start,
             stop,
         );
-        kernel.parent_event = task_open.then_some(task.event);
+        kernel.parent_event = task_open.then_some(Box::leak(Box::new(task.event)));
         kernel
     }
 

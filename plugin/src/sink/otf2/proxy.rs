@@ -110,8 +110,22 @@ const WAIT_STATES: [WaitState; 6] = [
 
 /// The wait state of NCCL's state number, if it is one.
 fn wait_state(step_state: i32) -> Option<&'static WaitState> {
-    WAIT_STATES.iter().find(|w| w.state == step_state)
+    let index = *WAIT_STATE_BY_NUMBER.get(usize::try_from(step_state).ok()?)?;
+    WAIT_STATES.get(usize::from(index))
 }
+
+/// Index into [`WAIT_STATES`] by NCCL's state number (the last states are small
+/// numbers); `u8::MAX` where a number is no wait state. Looked up for every state of
+/// every step.
+const WAIT_STATE_BY_NUMBER: [u8; WAIT_REGION_STATES] = {
+    let mut table = [u8::MAX; WAIT_REGION_STATES];
+    let mut i = 0;
+    while i < WAIT_STATES.len() {
+        table[WAIT_STATES[i].state as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
 
 /// What the finished steps of an operation add up to (all zero when none was added).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -129,11 +143,11 @@ impl StepSummary {
     fn add(&mut self, e: &FinishedEvent, with_states: bool) {
         let took = e.stop_ns.saturating_sub(e.start_ns);
         self.steps += 1;
-        self.bytes = self.bytes.saturating_add(step_size(&e.states).unwrap_or(0));
+        self.bytes = self.bytes.saturating_add(step_size(e.states).unwrap_or(0));
         self.time_ns = self.time_ns.saturating_add(took);
         self.longest_ns = self.longest_ns.max(took);
         if with_states {
-            wait_runs(&e.states, e.stop_ns, |step_state, since, until| {
+            wait_runs(e.states, e.stop_ns, |step_state, since, until| {
                 if let Some(wait) = wait_state(step_state) {
                     let waited = until.saturating_sub(since);
                     self.wait_ns[wait.class] = self.wait_ns[wait.class].saturating_add(waited);
@@ -365,7 +379,7 @@ impl Proxy {
         match e.parent {
             Parent::Foreign { value, .. } => attrs.push((Attr::ParentValue, Val::U(value))),
             Parent::Local { handle, .. } => {
-                let task = ops.pending_event(handle).or(e.parent_event);
+                let task = ops.pending_event(handle).or(e.parent_event.copied());
                 if let Some(task) = task {
                     push_op_key(&mut attrs, &task, false);
                 }
@@ -403,7 +417,7 @@ impl Proxy {
         let Event::ProxyStep { step } = e.event else {
             unreachable!("called for ProxySteps only")
         };
-        let direction = step_direction(op_is_send, &e.states);
+        let direction = step_direction(op_is_send, e.states);
         let cached = &mut self.step_regions[match direction {
             Some(true) => 0,
             Some(false) => 1,
@@ -423,14 +437,14 @@ impl Proxy {
         });
         let mut attrs = timelines.spare_attrs();
         attrs.push((Attr::Step, Val::U(step.max(0) as u64)));
-        if let Some(size) = step_size(&e.states) {
+        if let Some(size) = step_size(e.states) {
             attrs.push((Attr::TransSize, Val::U(size)));
         }
         if e.closed != Closed::Stopped {
             attrs.push((Attr::Closed, Val::S(e.closed.name())));
         }
         let mut inner = timelines.spare_inner();
-        let states = if self.step_states { &e.states[..] } else { &[] };
+        let states = if self.step_states { e.states } else { &[] };
         wait_runs(states, e.stop_ns, |step_state, since, until| {
             if let Some(region) = self.wait_region(&mut w.defs, step_state) {
                 inner.push((since, until, region));
@@ -645,7 +659,8 @@ mod tests {
                     thread: 1,
                     arg: size.map_or(StateArg::None, StateArg::TransSize),
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .leak(),
             closed: Closed::Stopped,
             gpu: None,
             gpu_rejected: None,
@@ -677,7 +692,7 @@ mod tests {
             ],
         );
         let mut runs = Vec::new();
-        wait_runs(&recv.states, recv.stop_ns, |s, since, until| {
+        wait_runs(recv.states, recv.stop_ns, |s, since, until| {
             runs.push((s, since, until))
         });
         assert_eq!(

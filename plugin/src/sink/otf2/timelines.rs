@@ -300,6 +300,8 @@ pub(super) struct Timelines {
     clipped_intervals: u64,
     /// What each thread was seen doing; its locations are named by it at the end.
     thread_roles: HashMap<i32, ThreadRole>,
+    /// The thread and role last noted in `thread_roles`: most events repeat them.
+    last_role: Option<(i32, ThreadRole)>,
 }
 
 impl Timelines {
@@ -314,6 +316,7 @@ impl Timelines {
             held_back_overflow: 0,
             clipped_intervals: 0,
             thread_roles: HashMap::default(),
+            last_role: None,
         }
     }
 
@@ -475,10 +478,15 @@ impl Timelines {
     /// Thread `tid` started an event of `kind`: the strongest role seen names the thread
     /// (an application thread that also drives a proxy stays an application thread).
     pub(super) fn saw_thread(&mut self, tid: i32, kind: Kind) {
-        if let Some(role) = ThreadRole::of(kind) {
-            let seen = self.thread_roles.entry(tid).or_default();
-            *seen = (*seen).max(role);
+        let Some(role) = ThreadRole::of(kind) else {
+            return;
+        };
+        if self.last_role == Some((tid, role)) {
+            return;
         }
+        let seen = self.thread_roles.entry(tid).or_default();
+        *seen = (*seen).max(role);
+        self.last_role = Some((tid, role));
     }
 
     /// Places everything, closes every open interval, and names each thread's locations
