@@ -117,6 +117,33 @@ struct OpSteps {
     stepped: bool,
 }
 
+/// A run's records as its ring holds them: up to the ring's end, then from its start.
+struct RunParts<'a> {
+    first: &'a [Record],
+    second: &'a [Record],
+    thread_index: u32,
+}
+
+impl<'a> RunParts<'a> {
+    fn of(run: &'a Available<'_>) -> RunParts<'a> {
+        let (first, second) = run.as_slices();
+        RunParts {
+            first,
+            second,
+            thread_index: run.thread_index,
+        }
+    }
+
+    /// The `index`th record, if the run has so many.
+    #[inline]
+    fn get(&self, index: usize) -> Option<&'a Record> {
+        match self.first.get(index) {
+            Some(record) => Some(record),
+            None => self.second.get(index - self.first.len()),
+        }
+    }
+}
+
 /// How an event ended, as the sinks are told.
 #[derive(Clone, Copy)]
 struct Ending {
@@ -499,17 +526,18 @@ impl State {
     /// merge, stable (at equal times the earlier run first). Returns how many records of
     /// each run it applied; the others stay in their ring for the next pass.
     fn apply_in_time_order(&mut self, runs: &[Available<'_>], cutoff: u64) -> Vec<usize> {
+        // Each run's records where the ring holds them, looked up once per pass.
+        let parts: Vec<RunParts<'_>> = runs.iter().map(RunParts::of).collect();
         let mut taken = vec![0; runs.len()];
         loop {
             // The run with the earliest next record, and the next record of any other.
             let mut earliest: Option<(usize, u64)> = None;
             let mut runner_up = u64::MAX;
-            for (index, run) in runs.iter().enumerate() {
-                let next = taken[index];
-                if next == run.len() {
+            for (index, part) in parts.iter().enumerate() {
+                let Some(record) = part.get(taken[index]) else {
                     continue;
-                }
-                let time = run.get(next).time;
+                };
+                let time = record.time;
                 if time > cutoff {
                     continue;
                 }
@@ -527,21 +555,16 @@ impl State {
                 break;
             };
             // Take that run's records as long as they come before every other run's.
-            let run = &runs[index];
+            let part = &parts[index];
             let mut next = taken[index];
-            loop {
-                // Read where it lies: a record is large, and most of it is not needed.
-                let record = run.get(next);
+            // Read where it lies: a record is large, and most of it is not needed.
+            while let Some(record) = part.get(next) {
+                if next > taken[index] && (record.time >= runner_up || record.time > cutoff) {
+                    break;
+                }
                 next += 1;
                 let time = self.clock.to_ns(record.time);
-                self.apply(run.thread_index, time, record);
-                if next == run.len() {
-                    break;
-                }
-                let time = run.get(next).time;
-                if time >= runner_up || time > cutoff {
-                    break;
-                }
+                self.apply(part.thread_index, time, record);
             }
             taken[index] = next;
         }
@@ -579,6 +602,7 @@ impl State {
     }
 
     /// Applies `record`, stamped `time` (converted already).
+    #[inline(always)]
     fn apply(&mut self, thread: u32, time: u64, record: &Record) {
         match &record.action {
             &Action::Start { context, ref start } => {

@@ -135,6 +135,13 @@ impl Available<'_> {
         self.len() == 0
     }
 
+    /// The records: those up to the ring's end, then those from its start.
+    pub fn as_slices(&self) -> (&[Record], &[Record]) {
+        self.chunk
+            .as_ref()
+            .map_or((&[], &[]), rtrb::chunks::ReadChunk::as_slices)
+    }
+
     /// The `index`th record (`index < len()`).
     pub fn get(&self, index: usize) -> &Record {
         let (first, second) = self.chunk.as_ref().expect("a non-empty chunk").as_slices();
