@@ -264,6 +264,9 @@ struct Segment {
     base: Calibration,
     /// `None` when the slope does not fit (never with a real clock): then divide.
     slope_q32: Option<i64>,
+    /// The slope of a clock that rises, when every tick of the segment converts in 64
+    /// bits (see [`Segment::at_inside`]).
+    rising_q32: Option<u64>,
     span_ticks: i128,
     span_ns: i128,
 }
@@ -272,13 +275,36 @@ impl Segment {
     fn new(a: Calibration, b: Calibration) -> Segment {
         let span_ticks = b.ticks.saturating_sub(a.ticks).max(1) as i128;
         let span_ns = b.ns as i128 - a.ns as i128;
+        let slope_q32 = i64::try_from((span_ns << 32) / span_ticks).ok();
+        let rising_q32 = slope_q32
+            .and_then(|slope| u64::try_from(slope).ok())
+            .filter(|&slope| {
+                let widest = u128::from(b.ticks.saturating_sub(a.ticks)) * u128::from(slope);
+                u64::try_from(widest >> 32).is_ok()
+            });
         Segment {
             after: a.ticks,
             until: b.ticks,
             base: a,
-            slope_q32: i64::try_from((span_ns << 32) / span_ticks).ok(),
+            slope_q32,
+            rising_q32,
             span_ticks,
             span_ns,
+        }
+    }
+
+    /// [`Segment::at`] for ticks in `(after, until]`, the case of nearly every record:
+    /// there the product of a rising slope fits in 64 bits once shifted (checked when
+    /// the segment was made), so it needs no check.
+    #[inline]
+    fn at_inside(&self, ticks: u64) -> u64 {
+        match self.rising_q32 {
+            Some(slope) => {
+                let offset = ticks.saturating_sub(self.after);
+                let delta = (u128::from(offset) * u128::from(slope)) >> 32;
+                self.base.ns.saturating_add(delta as u64)
+            }
+            None => self.at(ticks),
         }
     }
 
@@ -366,7 +392,7 @@ impl TickConverter {
         }
         if let Some(segment) = &self.segment {
             if ticks > segment.after && ticks <= segment.until {
-                return segment.at(ticks);
+                return segment.at_inside(ticks);
             }
         }
         self.convert_in_new_segment(ticks)
@@ -538,6 +564,14 @@ mod tests {
         for ticks in (a.ticks..=b.ticks + 1_000_000).step_by(99_991) {
             assert_eq!(segment.at(ticks), segment.at_any(ticks), "at {ticks}");
         }
+        assert!(segment.rising_q32.is_some());
+        for ticks in (a.ticks + 1..=b.ticks).step_by(99_991).chain([b.ticks]) {
+            assert_eq!(
+                segment.at_inside(ticks),
+                segment.at_any(ticks),
+                "at {ticks}"
+            );
+        }
         // Before the segment's start only the general path applies.
         assert_eq!(segment.at(a.ticks - 2_100), a.ns - 1_000);
         // A clock that fell (never with a real one) converts too.
@@ -549,6 +583,8 @@ mod tests {
             },
         );
         assert_eq!(falling.at(b.ticks + 5), b.ns - 5);
+        assert_eq!(falling.rising_q32, None);
+        assert_eq!(falling.at_inside(b.ticks + 5), b.ns - 5);
     }
 
     #[test]
