@@ -178,15 +178,60 @@ impl Out<'_> {
         self.with_length(|out| {
             out.u32(attributes.len() as u32);
             for &(id, value) in attributes {
-                out.u32(id);
-                out.byte(value.type_code());
-                match value {
-                    AttributeValue::Uint64(v) => out.u64(v),
-                    AttributeValue::Int64(v) => out.i64(v),
-                    AttributeValue::StringRef(v) => out.u32(v),
-                }
+                out.attribute(id, value);
             }
         });
+    }
+
+    /// One attribute: its id, its type and its value, each as
+    /// [`Out::attribute_any_id`] writes them; for the ids 1 to 255 (the plugin's) in one
+    /// window of the buffer, checked once, instead of a check per byte.
+    #[inline]
+    fn attribute(&mut self, id: u32, value: AttributeValue) {
+        let Ok(short_id @ 1..=255) = u8::try_from(id) else {
+            self.attribute_any_id(id, value);
+            return;
+        };
+        // The value's bytes, and how many of them are significant (`None`: all ones,
+        // written as 0xff alone). A negative signed value takes all 8.
+        let (raw, significant) = match value {
+            AttributeValue::Uint64(u64::MAX) => (0, None),
+            AttributeValue::Uint64(v) => (v, Some(8 - (v.leading_zeros() / 8) as usize)),
+            AttributeValue::Int64(v) if v < 0 => (v as u64, Some(8)),
+            AttributeValue::Int64(v) => (v as u64, Some(8 - (v.leading_zeros() / 8) as usize)),
+            AttributeValue::StringRef(u32::MAX) => (0, None),
+            AttributeValue::StringRef(v) => {
+                (u64::from(v), Some(4 - (v.leading_zeros() / 8) as usize))
+            }
+        };
+        let window: &mut [u8; 16] = (&mut self.buf[self.pos..self.pos + 16])
+            .try_into()
+            .expect("16 bytes");
+        window[0] = 1;
+        window[1] = short_id;
+        window[2] = value.type_code();
+        match significant {
+            None => {
+                window[3] = 0xff;
+                self.pos += 4;
+            }
+            Some(bytes) => {
+                window[3] = bytes as u8;
+                window[4..12].copy_from_slice(&raw.to_le_bytes());
+                self.pos += 4 + bytes;
+            }
+        }
+    }
+
+    /// One attribute, field by field: any id.
+    fn attribute_any_id(&mut self, id: u32, value: AttributeValue) {
+        self.u32(id);
+        self.byte(value.type_code());
+        match value {
+            AttributeValue::Uint64(v) => self.u64(v),
+            AttributeValue::Int64(v) => self.i64(v),
+            AttributeValue::StringRef(v) => self.u32(v),
+        }
     }
 }
 
@@ -555,6 +600,16 @@ mod tests {
                     (3, AttributeValue::StringRef(300)),
                     (4, AttributeValue::Uint64(u64::MAX)),
                     (5, AttributeValue::Int64(0)),
+                    (6, AttributeValue::Int64(i64::MIN)),
+                    (7, AttributeValue::Int64(i64::MAX)),
+                    (8, AttributeValue::StringRef(0)),
+                    (9, AttributeValue::StringRef(u32::MAX)),
+                    (10, AttributeValue::StringRef(u32::MAX - 1)),
+                    (11, AttributeValue::Uint64(u64::MAX - 1)),
+                    (12, AttributeValue::Uint64(1 << 56)),
+                    (255, AttributeValue::Uint64(255)),
+                    (256, AttributeValue::Uint64(256)),
+                    (300, AttributeValue::Int64(-1)),
                 ],
                 Event::Enter { region: 70_000 },
             ),
