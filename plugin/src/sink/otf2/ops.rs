@@ -822,14 +822,14 @@ mod tests {
 
     /// A kernel channel of `task`, which was still open when the channel ended if
     /// `task_open`.
-    fn kernel(
-        task: &FinishedEvent,
+    fn kernel<'a>(
+        task: &'a FinishedEvent,
         handle: u64,
         channel: u8,
         start: u64,
         stop: u64,
         task_open: bool,
-    ) -> FinishedEvent<'static> {
+    ) -> FinishedEvent<'a> {
         let parent = Parent::Local {
             handle: task.handle,
             kind: Kind::Coll,
@@ -844,7 +844,7 @@ mod tests {
             start,
             stop,
         );
-        kernel.parent_event = task_open.then_some(Box::leak(Box::new(task.event)));
+        kernel.parent_event = task_open.then_some(&task.event);
         kernel
     }
 

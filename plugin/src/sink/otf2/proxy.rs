@@ -638,7 +638,20 @@ mod tests {
         assert_eq!(step_direction(None, &[]), None);
     }
 
-    fn step(start: u64, stop: u64, states: &[(i32, u64, Option<u64>)]) -> FinishedEvent<'static> {
+    /// A step's states from (state, time, size).
+    fn step_states(states: &[(i32, u64, Option<u64>)]) -> Vec<StateRecord> {
+        states
+            .iter()
+            .map(|&(state, time_ns, size)| StateRecord {
+                state,
+                time_ns,
+                thread: 1,
+                arg: size.map_or(StateArg::None, StateArg::TransSize),
+            })
+            .collect()
+    }
+
+    fn step(start: u64, stop: u64, states: &[StateRecord]) -> FinishedEvent<'_> {
         FinishedEvent {
             handle: 9,
             kind: crate::event::Kind::ProxyStep,
@@ -651,16 +664,7 @@ mod tests {
             start_tid: 1,
             stop_ns: stop,
             stop_tid: Some(1),
-            states: states
-                .iter()
-                .map(|&(state, time_ns, size)| StateRecord {
-                    state,
-                    time_ns,
-                    thread: 1,
-                    arg: size.map_or(StateArg::None, StateArg::TransSize),
-                })
-                .collect::<Vec<_>>()
-                .leak(),
+            states,
             closed: Closed::Stopped,
             gpu: None,
             gpu_rejected: None,
@@ -673,24 +677,18 @@ mod tests {
     /// step's stop; the step's size from its SendWait or RecvFlushWait.
     #[test]
     fn a_summary_adds_up_the_steps_wait_states_as_their_intervals_would_show_them() {
-        let send = step(
-            100,
-            190,
-            &[
-                (state::PROXY_STEP_SEND_GPU_WAIT, 100, None),
-                (state::PROXY_STEP_SEND_WAIT, 130, Some(4096)),
-            ],
-        );
-        let recv = step(
-            200,
-            300,
-            &[
-                (state::PROXY_STEP_RECV_WAIT, 210, None),
-                (state::PROXY_STEP_RECV_FLUSH_WAIT, 260, Some(8192)),
-                (state::PROXY_STEP_RECV_FLUSH_WAIT, 270, Some(8192)),
-                (state::PROXY_STEP_RECV_GPU_WAIT, 280, None),
-            ],
-        );
+        let send_states = step_states(&[
+            (state::PROXY_STEP_SEND_GPU_WAIT, 100, None),
+            (state::PROXY_STEP_SEND_WAIT, 130, Some(4096)),
+        ]);
+        let send = step(100, 190, &send_states);
+        let recv_states = step_states(&[
+            (state::PROXY_STEP_RECV_WAIT, 210, None),
+            (state::PROXY_STEP_RECV_FLUSH_WAIT, 260, Some(8192)),
+            (state::PROXY_STEP_RECV_FLUSH_WAIT, 270, Some(8192)),
+            (state::PROXY_STEP_RECV_GPU_WAIT, 280, None),
+        ]);
+        let recv = step(200, 300, &recv_states);
         let mut runs = Vec::new();
         wait_runs(recv.states, recv.stop_ns, |s, since, until| {
             runs.push((s, since, until))
@@ -748,7 +746,8 @@ mod tests {
             (1, 4096, 90)
         );
         // Sizes are NCCL's, unchecked: their sum saturates instead of wrapping.
-        let huge = step(0, 1, &[(state::PROXY_STEP_SEND_WAIT, 0, Some(u64::MAX))]);
+        let huge_states = step_states(&[(state::PROXY_STEP_SEND_WAIT, 0, Some(u64::MAX))]);
+        let huge = step(0, 1, &huge_states);
         let mut saturated = StepSummary::default();
         saturated.add(&huge, true);
         saturated.add(&huge, true);
