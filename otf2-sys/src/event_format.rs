@@ -15,7 +15,9 @@
 //! - Event records (kinds from [`FIRST_EVENT_KIND`]) carry a length and their fields, but
 //!   Enter and Leave: their one field, a compressed integer, is a byte count followed by
 //!   that many bytes, which reads like a length and data. MpiCollectiveBegin has length 0.
-//! - A length is one byte, or [`LONG_LENGTH`] and 8 bytes for 255 bytes and more.
+//! - A length is one byte, or [`LONG_LENGTH`] and 8 bytes for 255 bytes and more. OTF2
+//!   writes an attribute list of 17 attributes or more with the long form whatever its
+//!   length: it sizes the field by the most the list could take (15 bytes an attribute).
 //!   Compressed integers: 0 and the all-ones value as one byte (0, 0xff), others as a byte
 //!   count and that many little-endian bytes.
 //! - A finished file ends with [`END_OF_FILE`] and [`END_OF_BUFFER`] after its last record.

@@ -27,6 +27,10 @@ const MAX_EVENT_BYTES: usize = 9 + (11 + MAX_ATTRIBUTES * 15) + 40 + 2;
 /// The most an Enter or Leave without attributes takes: a timestamp, the record's type
 /// and its region.
 const MAX_REGION_EVENT_BYTES: usize = 9 + 1 + 5;
+/// Attribute lists of this many attributes or more get the 9-byte length whatever their
+/// length, as OTF2's writer gives them: it sizes the length field by the most a list could
+/// take (5 bytes for the count and 15 per attribute reach 255 at 17), not by what it takes.
+const LONG_LENGTH_ATTRIBUTES: usize = 17;
 /// Attributes one event may carry (the plugin writes at most about 20).
 pub const MAX_ATTRIBUTES: usize = 64;
 /// The bytes of its current chunk a location holds in memory before they go to its file.
@@ -152,11 +156,17 @@ impl Out<'_> {
     /// 255 bytes and more.
     #[inline]
     fn with_length(&mut self, data: impl FnOnce(&mut Self)) {
+        self.with_length_form(false, data);
+    }
+
+    /// [`Out::with_length`], with the 0xff and 8 bytes whatever the length when `long`.
+    #[inline]
+    fn with_length_form(&mut self, long: bool, data: impl FnOnce(&mut Self)) {
         let length_at = self.pos;
         self.pos += 1;
         data(self);
         let length = self.pos - length_at - 1;
-        if length < 255 {
+        if length < 255 && !long {
             self.buf[length_at] = length as u8;
         } else {
             self.buf.copy_within(length_at + 1..self.pos, length_at + 9);
@@ -175,7 +185,7 @@ impl Out<'_> {
             return;
         }
         self.byte(ATTRIBUTE_LIST);
-        self.with_length(|out| {
+        self.with_length_form(attributes.len() >= LONG_LENGTH_ATTRIBUTES, |out| {
             out.u32(attributes.len() as u32);
             for &(id, value) in attributes {
                 out.attribute(id, value);
@@ -589,6 +599,13 @@ mod tests {
         let many: Vec<(u32, AttributeValue)> = (0..30)
             .map(|i| (i, AttributeValue::Uint64(u64::MAX - u64::from(i))))
             .collect();
+        // Short lists at the bound where OTF2 takes the long length field: 17 small
+        // attributes (under 255 bytes) get it, 16 do not.
+        let small = |count: u32| -> Vec<(u32, AttributeValue)> {
+            (1..=count)
+                .map(|i| (i, AttributeValue::StringRef(i)))
+                .collect()
+        };
         vec![
             (0, vec![], Event::Enter { region: 0 }),
             (
@@ -614,6 +631,8 @@ mod tests {
                 Event::Enter { region: 70_000 },
             ),
             (5, vec![], Event::MpiCollectiveBegin),
+            (6, small(16), Event::Enter { region: 1 }),
+            (6, small(17), Event::Leave { region: 1 }),
             (
                 1 << 40,
                 vec![],
