@@ -723,14 +723,14 @@ impl State {
                 );
             }
         }
-        let parent = self.resolve_parent(start.parent);
+        let (parent, parent_owner) = self.resolve_parent(start.parent);
         let owner = if kind.facts().trusted_context {
             Owner::Local(context)
         } else {
             // Steps and net events: the owner is the owner of the parent, never the
             // context argument (foreign under PXN).
             match parent {
-                Parent::Local { handle, .. } => self.owner_of(handle),
+                Parent::Local { .. } => parent_owner,
                 // NCCL 2.28+ starts steps even when the ProxyOp was not recorded. The
                 // context is then the only clue; it is used only if it is one of ours
                 // (a PXN context of another process fails this check).
@@ -743,39 +743,36 @@ impl State {
         (owner, parent)
     }
 
-    fn resolve_parent(&mut self, value: u64) -> Parent {
+    /// What `value` is as a parent, and the owner of that parent when it is one of ours
+    /// and open or remembered (found by the same lookup).
+    fn resolve_parent(&mut self, value: u64) -> (Parent, Owner) {
         if value == 0 {
-            return Parent::None;
+            return (Parent::None, Owner::Unknown);
         }
         if let Some(open) = self.open.get(value) {
-            return Parent::Local {
+            let parent = Parent::Local {
                 handle: value,
                 kind: open.kind,
             };
+            return (parent, open.owner);
         }
         if let Some(known) = self.known.get(value) {
-            return Parent::Local {
+            let parent = Parent::Local {
                 handle: value,
                 kind: known.kind,
             };
+            return (parent, known.owner);
         }
         // Ours by its bits but forgotten (e.g. a capture-time CollApi replayed much later).
         if let Some(bits) = handle::decode(self.shared.slab.salt(), value) {
-            return Parent::Local {
+            let parent = Parent::Local {
                 handle: value,
                 kind: bits.kind,
             };
+            return (parent, Owner::Unknown);
         }
         Counters::bump(&self.shared.counters.unresolved_parents);
-        Parent::Unresolved(value)
-    }
-
-    fn owner_of(&self, handle: u64) -> Owner {
-        self.open
-            .get(handle)
-            .map(|open| open.owner)
-            .or_else(|| self.known.get(handle).map(|known| known.owner))
-            .unwrap_or(Owner::Unknown)
+        (Parent::Unresolved(value), Owner::Unknown)
     }
 
     /// A receive step that starts again for the same step number replaces the earlier
