@@ -114,9 +114,9 @@ fn wait_state(step_state: i32) -> Option<&'static WaitState> {
     WAIT_STATES.get(usize::from(index))
 }
 
-/// Index into [`WAIT_STATES`] by NCCL's state number (the last states are small
-/// numbers); `u8::MAX` where a number is no wait state. Looked up for every state of
-/// every step.
+/// Index into [`WAIT_STATES`] by NCCL's state number (all below
+/// [`WAIT_REGION_STATES`], which building the table checks); `u8::MAX` where a number is
+/// no wait state. Looked up for every state of every step.
 const WAIT_STATE_BY_NUMBER: [u8; WAIT_REGION_STATES] = {
     let mut table = [u8::MAX; WAIT_REGION_STATES];
     let mut i = 0;
