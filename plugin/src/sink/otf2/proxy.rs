@@ -26,8 +26,8 @@ use crate::model::{Closed, FinishedEvent, OpenView, Owner, Parent, StateRecord};
 use nccl_profiler_abi::state;
 use rustc_hash::FxHashMap as HashMap;
 
-/// Proxy-step states whose wait region is cached (NCCL's are below 32).
-const WAIT_REGION_STATES: usize = 32;
+/// Step state numbers the wait-state table covers (NCCL's are below 32).
+const STEP_STATE_NUMBERS: usize = 32;
 
 /// What a step needs of its open operation.
 #[derive(Clone, Copy)]
@@ -110,15 +110,20 @@ const WAIT_STATES: [WaitState; 6] = [
 
 /// The wait state of NCCL's state number, if it is one.
 fn wait_state(step_state: i32) -> Option<&'static WaitState> {
+    wait_state_index(step_state).map(|index| &WAIT_STATES[index])
+}
+
+/// The index in [`WAIT_STATES`] of NCCL's state number, if it is a wait state.
+fn wait_state_index(step_state: i32) -> Option<usize> {
     let index = *WAIT_STATE_BY_NUMBER.get(usize::try_from(step_state).ok()?)?;
-    WAIT_STATES.get(usize::from(index))
+    (usize::from(index) < WAIT_STATES.len()).then_some(usize::from(index))
 }
 
 /// Index into [`WAIT_STATES`] by NCCL's state number (all below
-/// [`WAIT_REGION_STATES`], which building the table checks); `u8::MAX` where a number is
+/// [`STEP_STATE_NUMBERS`], which building the table checks); `u8::MAX` where a number is
 /// no wait state. Looked up for every state of every step.
-const WAIT_STATE_BY_NUMBER: [u8; WAIT_REGION_STATES] = {
-    let mut table = [u8::MAX; WAIT_REGION_STATES];
+const WAIT_STATE_BY_NUMBER: [u8; STEP_STATE_NUMBERS] = {
+    let mut table = [u8::MAX; STEP_STATE_NUMBERS];
     let mut i = 0;
     while i < WAIT_STATES.len() {
         table[WAIT_STATES[i].state as usize] = i as u8;
@@ -220,8 +225,8 @@ pub(super) struct Proxy {
     op_family: HashMap<u64, OpenOp>,
     /// Proxy threads that reported Idle and not yet Active: since when.
     idle_since: HashMap<i32, u64>,
-    /// Region ids of proxy-step wait states by state number, once looked up.
-    wait_regions: [Option<Option<u32>>; WAIT_REGION_STATES],
+    /// Region ids of the wait states, by their index in [`WAIT_STATES`], once defined.
+    wait_regions: [Option<u32>; WAIT_STATES.len()],
     /// Region ids of send, receive and unknown-direction steps, once looked up.
     step_regions: [Option<u32>; 3],
 }
@@ -234,7 +239,7 @@ impl Proxy {
             pid,
             op_family: HashMap::default(),
             idle_since: HashMap::default(),
-            wait_regions: [None; WAIT_REGION_STATES],
+            wait_regions: [None; WAIT_STATES.len()],
             step_regions: [None; 3],
         }
     }
@@ -463,18 +468,19 @@ impl Proxy {
         }
     }
 
+    /// The region of a wait state's intervals (`None` for a state that is none),
+    /// defined on its first use.
     fn wait_region(&mut self, defs: &mut Definitions, step_state: i32) -> Option<u32> {
-        let cached = usize::try_from(step_state)
-            .ok()
-            .filter(|&index| index < WAIT_REGION_STATES);
-        if let Some(region) = cached.and_then(|index| self.wait_regions[index]) {
-            return region;
-        }
-        let region = define_wait_region(defs, step_state);
-        if let Some(index) = cached {
-            self.wait_regions[index] = Some(region);
-        }
-        region
+        let index = wait_state_index(step_state)?;
+        let wait = &WAIT_STATES[index];
+        Some(*self.wait_regions[index].get_or_insert_with(|| {
+            defs.static_region_in(
+                wait.name,
+                Role::DataTransfer,
+                wait.description,
+                RegionGroup::WaitStates,
+            )
+        }))
     }
 
     /// A ProxyCtrl: the proxy thread's sleep and append intervals, and the start or end of
@@ -567,16 +573,6 @@ fn push_idle(w: &mut Writer, timelines: &mut Timelines, tid: i32, since: u64, un
 /// and states were all lost (dropped records, or NCCL's NULL ProxyOp handle) says nothing.
 fn step_direction(op_is_send: Option<bool>, states: &[StateRecord]) -> Option<bool> {
     op_is_send.or_else(|| states.iter().find_map(|s| Some(wait_state(s.state)?.send)))
-}
-
-fn define_wait_region(defs: &mut Definitions, step_state: i32) -> Option<u32> {
-    let wait = wait_state(step_state)?;
-    Some(defs.static_region_in(
-        wait.name,
-        Role::DataTransfer,
-        wait.description,
-        RegionGroup::WaitStates,
-    ))
 }
 
 /// How the locations of a timeline are named, and their location group.
