@@ -163,6 +163,20 @@ impl BoundHull {
     /// anywhere and is dropped for good: more points only lower the hull.
     fn add(&mut self, point: (u64, i64)) {
         let hull = &mut self.points;
+        if hull.last().is_some_and(|&(t, _)| t < point.0) {
+            // Nearly every bound is the newest: it becomes the hull's last point, and
+            // only the points before it can stop being below their neighbours.
+            hull.push(point);
+            let mut at = hull.len() - 1;
+            while at >= 2 && turn(hull[at - 2], hull[at - 1], hull[at]) <= 0 {
+                hull.remove(at - 1);
+                at -= 1;
+            }
+            if hull[0].0.saturating_add(HULL_SPAN_NS) < point.0 || hull.len() > MAX_HULL_POINTS {
+                self.forget_old();
+            }
+            return;
+        }
         let mut at = hull.partition_point(|&(t, _)| t < point.0);
         if let Some(&(t, bound)) = hull.get(at) {
             if t == point.0 {
@@ -184,8 +198,13 @@ impl BoundHull {
         while at + 2 < hull.len() && turn(hull[at], hull[at + 1], hull[at + 2]) <= 0 {
             hull.remove(at + 1);
         }
-        // Bounds older than the span go (the hull of the others is higher, never lower:
-        // still a bound).
+        self.forget_old();
+    }
+
+    /// Bounds older than the span go, and the oldest beyond the most points kept (the
+    /// hull of the others is higher, never lower: still a bound).
+    fn forget_old(&mut self) {
+        let hull = &mut self.points;
         let newest = hull.last().map_or(0, |&(t, _)| t);
         let old = hull
             .partition_point(|&(t, _)| t.saturating_add(HULL_SPAN_NS) < newest)
@@ -573,6 +592,42 @@ mod tests {
         // The next bound, 50 µs later, plus the most drift over them (5 ns).
         assert_eq!(clock.estimate_at(0).unwrap().offset_ns, 1_001_005);
         assert_eq!(clock.estimate_at(75_000).unwrap().offset_ns, 1_001_000);
+    }
+
+    /// Whatever order the bounds come in (the newest last, as nearly always, or not), the
+    /// hull holds exactly the points strictly below every segment joining two others.
+    #[test]
+    fn the_hull_is_the_lower_hull_of_its_bounds_in_any_order() {
+        let mut next = crate::test_random::xorshift(0x9e37_79b9_7f4a_7c15);
+        for round in 0..300 {
+            let count = (next() % 40 + 1) as usize;
+            let mut points: Vec<(u64, i64)> = (0..count as u64)
+                .map(|i| {
+                    let t = 1_000_000 + i * 10_000 + next() % 5_000;
+                    (t, 3_000 + (next() % 2_000) as i64 + (t / 100_000) as i64)
+                })
+                .collect();
+            let below_every_segment = |j: usize, points: &[(u64, i64)]| {
+                (0..j).all(|i| {
+                    (j + 1..points.len()).all(|k| turn(points[i], points[j], points[k]) > 0)
+                })
+            };
+            let expected: Vec<(u64, i64)> = (0..points.len())
+                .filter(|&j| below_every_segment(j, &points))
+                .map(|j| points[j])
+                .collect();
+            if round % 2 == 1 {
+                // A few swapped neighbours: those bounds come before newer ones.
+                for i in (1..points.len()).step_by(3) {
+                    points.swap(i - 1, i);
+                }
+            }
+            let mut hull = BoundHull::default();
+            for &point in &points {
+                hull.add(point);
+            }
+            assert_eq!(hull.points, expected, "round {round}");
+        }
     }
 
     #[test]
