@@ -102,16 +102,23 @@ impl<T> OpenTable<T> {
     }
 
     /// Removes and returns `handle`'s event.
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, handle: u64) -> Option<T> {
         match self.index(handle) {
             Some(index) => Some(self.take(index).1),
             None if self.displaced.is_empty() => None,
-            None => self.displaced.remove(&handle),
+            None => self.remove_displaced(handle),
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn remove_displaced(&mut self, handle: u64) -> Option<T> {
+        self.displaced.remove(&handle)
+    }
+
     /// Takes entry `index` out; the last entry takes its place.
+    #[inline(always)]
     fn take(&mut self, index: usize) -> (u64, T) {
         let taken = self.entries.swap_remove(index);
         self.by_slot[handle::slot_bits(taken.0)] = 0;
