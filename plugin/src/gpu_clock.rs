@@ -36,6 +36,8 @@
 //! windows of [`WINDOW_NS`] of host time (the current window together with the previous
 //! one).
 
+use std::cell::Cell;
+
 /// Length of one window of bounds (host time).
 pub const WINDOW_NS: u64 = 2_000_000_000;
 /// How far back (GPU time, from the latest one) bounds stay in the hulls.
@@ -117,17 +119,24 @@ pub struct GpuClockEstimator {
     /// offset, which drifts as fast the other way).
     negated_lower: BoundHull,
     /// [`feasible_slopes`] of the hulls as they are, once worked out (a new bound clears it).
-    slopes: std::cell::Cell<Option<(i128, i128)>>,
+    slopes: Cell<Option<(i128, i128)>>,
     /// Host time of the first bound.
     first_bound_ns: Option<u64>,
 }
 
 /// Upper bounds (GPU time, bound) on a quantity that drifts by at most [`MAX_DRIFT_PPB`]:
 /// the vertices of their lower convex hull, in time order, from the last [`HULL_SPAN_NS`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 struct BoundHull {
     points: Vec<(u64, i64)>,
+    /// The last two slopes [`BoundHull::lowest_for_slope`] was asked for, with its answers
+    /// (`usize::MAX`: none), until the points change: the conversions of a collector pass
+    /// all come after its bounds, with the same two slopes.
+    lowest: Cell<[(i128, usize); 2]>,
 }
+
+/// No slope asked for yet.
+const NO_LOWEST: [(i128, usize); 2] = [(0, usize::MAX); 2];
 
 /// Twice the signed area of the triangle `a, b, c`: positive when `a → b → c` turns left
 /// (counter-clockwise), i.e. `b` lies below the segment from `a` to `c`. In 128 bits: host
@@ -162,6 +171,7 @@ impl BoundHull {
     /// finds their place, usually the end). A point on or above the hull is no tighter
     /// anywhere and is dropped for good: more points only lower the hull.
     fn add(&mut self, point: (u64, i64)) {
+        self.lowest.set(NO_LOWEST);
         let hull = &mut self.points;
         if hull.last().is_some_and(|&(t, _)| t < point.0) {
             // Nearly every bound is the newest: it becomes the hull's last point, and
@@ -255,6 +265,10 @@ impl BoundHull {
     /// segments' slopes rise, so it is the first point whose next segment is at least
     /// that steep (a binary search; rounding up, a monotone step, keeps it the least).
     fn lowest_for_slope(&self, slope: i128) -> usize {
+        let known = self.lowest.get();
+        if let Some(&(_, index)) = known.iter().find(|&&(s, i)| s == slope && i != usize::MAX) {
+            return index;
+        }
         let hull = &self.points;
         let billion = 1_000_000_000_i128;
         let falls = |i: usize| {
@@ -270,6 +284,7 @@ impl BoundHull {
                 high = middle;
             }
         }
+        self.lowest.set([(slope, low), known[0]]);
         low
     }
 }
@@ -409,15 +424,11 @@ mod tests {
         let mut next = crate::test_random::xorshift(0x2545_f491_4f6c_dd1d);
         let billion = 1_000_000_000_i128;
         let max = i128::from(MAX_DRIFT_PPB);
-        for round in 0..200 {
-            let mut hull = BoundHull::default();
-            let drift = (next() % 401) as i64 - 200; // ppm
-            for i in 0..(next() % 300 + 1) {
-                let t = 1_000_000_000 + i * 1_000_000 + next() % 500_000;
-                let bound = 5_000_000 + (t as i64 / 1_000_000) * drift + (next() % 40_000) as i64;
-                hull.add((t, bound));
-            }
-            for slope in [-max, max, 0, max / 3] {
+        // The steepest slopes asked twice (the second answer is the one remembered), before
+        // and after a bound is added, which must make it forget: the first slope asked
+        // after it is one remembered before it.
+        let check = |hull: &BoundHull, round: u64| {
+            for slope in [-max, max, 0, max / 3, -max, max] {
                 let brute = (0..hull.points.len())
                     .min_by_key(|&i| {
                         let (t, b) = hull.points[i];
@@ -434,6 +445,22 @@ mod tests {
                     assert_eq!(value(found, moment), value(brute, moment), "round {round}");
                 }
             }
+        };
+        for round in 0..200 {
+            let mut hull = BoundHull::default();
+            let drift = (next() % 401) as i64 - 200; // ppm
+            let count = next() % 300 + 1;
+            for i in 0..count {
+                let t = 1_000_000_000 + i * 1_000_000 + next() % 500_000;
+                let bound = 5_000_000 + (t as i64 / 1_000_000) * drift + (next() % 40_000) as i64;
+                hull.add((t, bound));
+            }
+            check(&hull, round);
+            // A much tighter bound in the middle or at the end: it becomes the lowest point
+            // for most slopes.
+            let t = 1_000_000_000 + (next() % (count + 1)) * 1_000_000 + 250_000;
+            hull.add((t, -1_000_000_000));
+            check(&hull, round);
         }
     }
 
@@ -644,7 +671,7 @@ mod tests {
                 shuffled.observed_after(host, gpu);
             }
         }
-        assert_eq!(in_order.upper, shuffled.upper);
+        assert_eq!(in_order.upper.points, shuffled.upper.points);
     }
 
     #[test]
