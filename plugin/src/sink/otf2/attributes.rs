@@ -2,32 +2,36 @@
 //! names and roles of the regions of host-side events and operations.
 
 use super::defs::{Attr, Definitions, RegionGroup, Role};
-use super::writer::Writer;
+use super::event_file::{AttributeValue, EncodedAttribute};
 use crate::event::{DataType, Event, Func, Kind, NetPayload};
 use crate::model::FinishedEvent;
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
 /// An attribute value.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(super) enum Val {
     U(u64),
     I(i64),
-    /// A static string (NCCL names), interned on first use.
-    S(&'static str),
-    /// A string already interned.
+    /// A string definition's id (see [`Definitions::static_string`]).
     Str(u32),
 }
 
-/// Writes the attributes of the next record.
-pub(super) fn put_attrs(w: &mut Writer, attrs: &[(Attr, Val)]) {
-    for (attr, value) in attrs {
-        match value {
-            Val::U(v) => w.attr_u64(*attr, *v),
-            Val::I(v) => w.attr_i64(*attr, *v),
-            Val::S(v) => w.attr_static_str(*attr, v),
-            Val::Str(id) => w.attr_string_id(*attr, *id),
-        }
+/// A static string's value (NCCL's names), defined on first use.
+pub(super) fn static_text(defs: &mut Definitions, text: &'static str) -> Val {
+    Val::Str(defs.static_string(text))
+}
+
+/// The trace writer's attributes go into the event files as they are.
+impl EncodedAttribute for (Attr, Val) {
+    #[inline(always)]
+    fn id_and_value(&self) -> (u32, AttributeValue) {
+        let value = match self.1 {
+            Val::U(v) => AttributeValue::Uint64(v),
+            Val::I(v) => AttributeValue::Int64(v),
+            Val::Str(id) => AttributeValue::StringRef(id),
+        };
+        (self.0 as u32, value)
     }
 }
 
@@ -71,16 +75,16 @@ impl Attributes {
             attrs.push((Attr::NRanks, Val::I(i64::from(comm.n_ranks))));
         }
         match e.event {
-            Event::Coll(_) | Event::P2p(_) => push_op_identity(attrs, &e.event),
+            Event::Coll(_) | Event::P2p(_) => push_op_identity(defs, attrs, &e.event),
             Event::CollApi(c) => {
-                push_payload(attrs, c.func, c.count, c.datatype);
+                push_payload(defs, attrs, c.func, c.count, c.datatype);
                 if is_rooted(c.func) {
                     attrs.push((Attr::Root, Val::I(i64::from(c.root))));
                 }
                 attrs.push((Attr::GraphCaptured, Val::U(u64::from(c.graph_captured))));
             }
             Event::P2pApi(p) => {
-                push_payload(attrs, p.func, p.count, p.datatype);
+                push_payload(defs, attrs, p.func, p.count, p.datatype);
                 attrs.push((Attr::GraphCaptured, Val::U(u64::from(p.graph_captured))));
             }
             Event::GroupApi {
@@ -92,7 +96,7 @@ impl Attributes {
             }
             Event::CeColl(c) => {
                 attrs.push((Attr::Seq, Val::U(c.seq)));
-                push_payload(attrs, c.func, c.count, c.datatype);
+                push_payload(defs, attrs, c.func, c.count, c.datatype);
             }
             Event::NetPlugin(n) => {
                 // Formatted into a reused buffer; the string is interned once per text.
@@ -126,14 +130,19 @@ impl Attributes {
 /// of a point-to-point operation. The rest of the operation's identity (count, type, bytes,
 /// algorithm, protocol, channels, root) is on the operation itself (ops stream and
 /// enqueue): written once per rank, not again on each of its children.
-pub(super) fn push_op_key(attrs: &mut Vec<(Attr, Val)>, event: &Event, with_peer: bool) {
+pub(super) fn push_op_key(
+    defs: &mut Definitions,
+    attrs: &mut Vec<(Attr, Val)>,
+    event: &Event,
+    with_peer: bool,
+) {
     match event {
         Event::Coll(c) => {
             attrs.push((Attr::Seq, Val::U(c.seq)));
-            attrs.push((Attr::Func, Val::S(c.func.as_str())));
+            attrs.push((Attr::Func, static_text(defs, c.func.as_str())));
         }
         Event::P2p(p) => {
-            attrs.push((Attr::Func, Val::S(p.func.as_str())));
+            attrs.push((Attr::Func, static_text(defs, p.func.as_str())));
             if with_peer {
                 attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
             }
@@ -143,20 +152,24 @@ pub(super) fn push_op_key(attrs: &mut Vec<(Attr, Val)>, event: &Event, with_peer
 }
 
 /// `(nccl.seq, nccl.func)` and the rest of an operation's identity.
-pub(super) fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
+pub(super) fn push_op_identity(
+    defs: &mut Definitions,
+    attrs: &mut Vec<(Attr, Val)>,
+    event: &Event,
+) {
     match event {
         Event::Coll(c) => {
             attrs.push((Attr::Seq, Val::U(c.seq)));
-            push_payload(attrs, c.func, c.count, c.datatype);
-            attrs.push((Attr::Algo, Val::S(c.algo.as_str())));
-            attrs.push((Attr::Proto, Val::S(c.proto.as_str())));
+            push_payload(defs, attrs, c.func, c.count, c.datatype);
+            attrs.push((Attr::Algo, static_text(defs, c.algo.as_str())));
+            attrs.push((Attr::Proto, static_text(defs, c.proto.as_str())));
             attrs.push((Attr::NChannels, Val::U(u64::from(c.n_channels))));
             if is_rooted(c.func) {
                 attrs.push((Attr::Root, Val::I(i64::from(c.root))));
             }
         }
         Event::P2p(p) => {
-            push_payload(attrs, p.func, p.count, p.datatype);
+            push_payload(defs, attrs, p.func, p.count, p.datatype);
             attrs.push((Attr::Peer, Val::I(i64::from(p.peer))));
             if let Some(n) = p.n_channels {
                 attrs.push((Attr::NChannels, Val::U(u64::from(n))));
@@ -167,10 +180,16 @@ pub(super) fn push_op_identity(attrs: &mut Vec<(Attr, Val)>, event: &Event) {
 }
 
 /// `nccl.func`, `nccl.count`, `nccl.datatype` and `nccl.bytes`.
-fn push_payload(attrs: &mut Vec<(Attr, Val)>, func: Func, count: u64, datatype: DataType) {
-    attrs.push((Attr::Func, Val::S(func.as_str())));
+fn push_payload(
+    defs: &mut Definitions,
+    attrs: &mut Vec<(Attr, Val)>,
+    func: Func,
+    count: u64,
+    datatype: DataType,
+) {
+    attrs.push((Attr::Func, static_text(defs, func.as_str())));
     attrs.push((Attr::Count, Val::U(count)));
-    attrs.push((Attr::Datatype, Val::S(datatype.as_str())));
+    attrs.push((Attr::Datatype, static_text(defs, datatype.as_str())));
     attrs.push((Attr::Bytes, Val::U(bytes_of(count, datatype))));
 }
 

@@ -49,6 +49,20 @@ pub enum AttributeValue {
     StringRef(u32),
 }
 
+/// One attribute of an event as the event file takes it: its definition's id and its
+/// value. The trace writer's own attribute lists are written as they are, without a
+/// copy into another form first.
+pub trait EncodedAttribute {
+    fn id_and_value(&self) -> (u32, AttributeValue);
+}
+
+impl EncodedAttribute for (u32, AttributeValue) {
+    #[inline(always)]
+    fn id_and_value(&self) -> (u32, AttributeValue) {
+        *self
+    }
+}
+
 impl AttributeValue {
     /// OTF2's type code.
     fn type_code(self) -> u8 {
@@ -180,14 +194,15 @@ impl Out<'_> {
 impl Out<'_> {
     /// An attribute list record, when there are attributes.
     #[inline]
-    fn attribute_list(&mut self, attributes: &[(u32, AttributeValue)]) {
+    fn attribute_list<A: EncodedAttribute>(&mut self, attributes: &[A]) {
         if attributes.is_empty() {
             return;
         }
         self.byte(ATTRIBUTE_LIST);
         self.with_length_form(attributes.len() >= LONG_LENGTH_ATTRIBUTES, |out| {
             out.u32(attributes.len() as u32);
-            for &(id, value) in attributes {
+            for attribute in attributes {
+                let (id, value) = attribute.id_and_value();
                 out.attribute(id, value);
             }
         });
@@ -398,7 +413,7 @@ impl EventFile {
 
     /// Appends one event with its attributes at `time` (not before the last one). The
     /// caller made room ([`EventFile::has_room`]).
-    pub fn write(&mut self, time: u64, attributes: &[(u32, AttributeValue)], event: Event) {
+    pub fn write<A: EncodedAttribute>(&mut self, time: u64, attributes: &[A], event: Event) {
         debug_assert!(
             self.has_room() && self.stage_has_room() && attributes.len() <= MAX_ATTRIBUTES
         );
@@ -480,9 +495,9 @@ impl EventFile {
     /// `attributes`: the same bytes as one [`EventFile::write`] each, with the work of
     /// one. Times are in order and not before the last one. The caller made room
     /// ([`EventFile::has_room_for`] the records after the first).
-    pub fn write_region_events(
+    pub fn write_region_events<A: EncodedAttribute>(
         &mut self,
-        attributes: &[(u32, AttributeValue)],
+        attributes: &[A],
         events: &[(u64, u32, bool)],
     ) {
         debug_assert!(
@@ -878,7 +893,7 @@ mod tests {
             } else if !file.stage_has_room() {
                 file.persist().unwrap();
             }
-            file.write(time, &[], Event::Enter { region: 1 });
+            file.write::<(u32, AttributeValue)>(time, &[], Event::Enter { region: 1 });
             // Memory holds a stage, not a chunk.
             assert!(file.unpersisted() < STAGE_BYTES);
         }

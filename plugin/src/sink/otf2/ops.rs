@@ -3,7 +3,7 @@
 //! stream per channel with the GPU kernel intervals and their phases.
 
 use super::attributes::{
-    bytes_of, func_of, is_rooted, op_role, push_op_identity, push_op_key, put_attrs, Val,
+    bytes_of, func_of, is_rooted, op_role, push_op_identity, push_op_key, static_text, Val,
 };
 use super::defs::{Attr, LocationKind, LocationOrder, RegionGroup, Role};
 use super::writer::{Loc, Writer};
@@ -453,17 +453,26 @@ impl OpsStreams {
             (Attr::Rank, Val::I(i64::from(e.rank))),
         ]);
         if let Some(ev) = identity {
-            push_op_key(attrs, &ev, true);
+            push_op_key(&mut w.defs, attrs, &ev, true);
         }
         if let Some(error) = e.gpu.and_then(|g| g.error_ns) {
             attrs.push((Attr::GpuClockError, Val::U(error)));
         }
         if let Some(rejection) = e.gpu_rejected {
-            attrs.push((Attr::GpuTimeRejected, Val::S(rejection.name())));
+            attrs.push((
+                Attr::GpuTimeRejected,
+                static_text(&mut w.defs, rejection.name()),
+            ));
         }
-        put_attrs(w, attrs);
         // Its phases inside it, one after the other.
-        w.leaf(loc, s, t, region, phases.as_deref().unwrap_or_default());
+        w.leaf(
+            loc,
+            s,
+            t,
+            region,
+            attrs,
+            phases.as_deref().unwrap_or_default(),
+        );
     }
 
     /// A KernelPhase: kept for its kernel channel, written inside it.
@@ -589,17 +598,19 @@ impl OpsStreams {
             (Attr::Rank, Val::I(i64::from(my_rank))),
             (Attr::NRanks, Val::I(i64::from(n_ranks))),
         ]);
-        push_op_identity(attrs, &op.event);
+        push_op_identity(&mut w.defs, attrs, &op.event);
         // With the pid, what another process's PXN proxy operations name as their parent.
         attrs.push((Attr::Task, Val::U(op.handle)));
         attrs.push((Attr::Pid, Val::I(i64::from(self.pid))));
         attrs.push((Attr::EnqueueTime, Val::U(op.enqueue)));
         attrs.push((Attr::CompleteTime, Val::U(end)));
         if let Some(rejection) = op.gpu_rejected {
-            attrs.push((Attr::GpuTimeRejected, Val::S(rejection.name())));
+            attrs.push((
+                Attr::GpuTimeRejected,
+                static_text(&mut w.defs, rejection.name()),
+            ));
         }
-        put_attrs(w, attrs);
-        w.enter(loc, s, region);
+        w.enter_with(loc, s, region, attrs);
         let n = n_ranks.max(1) as u64;
         match op.event {
             Event::Coll(c) => {

@@ -13,7 +13,7 @@
 //! owner needs are about the operations it has in flight at once, bounded by
 //! `NCCL_SCOREP_PROXY_LANES`.
 
-use super::attributes::{push_op_key, Val};
+use super::attributes::{push_op_key, static_text, Val};
 use super::defs::{Attr, Definitions, RegionGroup, Role};
 use super::lanes::Nesting;
 use super::ops::OpsStreams;
@@ -386,7 +386,7 @@ impl Proxy {
             Parent::Local { handle, .. } => {
                 let task = ops.pending_event(handle).or(e.parent_event.copied());
                 if let Some(task) = task {
-                    push_op_key(&mut attrs, &task, false);
+                    push_op_key(&mut w.defs, &mut attrs, &task, false);
                 }
             }
             _ => {}
@@ -395,7 +395,7 @@ impl Proxy {
             attrs.push((Attr::CommHash, Val::U(comm.comm_hash)));
         }
         if e.closed != Closed::Stopped {
-            attrs.push((Attr::Closed, Val::S(e.closed.name())));
+            attrs.push((Attr::Closed, static_text(&mut w.defs, e.closed.name())));
         }
         Item {
             start: e.start_ns,
@@ -446,7 +446,7 @@ impl Proxy {
             attrs.push((Attr::TransSize, Val::U(size)));
         }
         if e.closed != Closed::Stopped {
-            attrs.push((Attr::Closed, Val::S(e.closed.name())));
+            attrs.push((Attr::Closed, static_text(&mut w.defs, e.closed.name())));
         }
         let mut inner = timelines.spare_inner();
         let states = if self.step_states { e.states } else { &[] };

@@ -3,7 +3,7 @@
 //! to the lane locations of their timeline. The host-side events and lost records are put
 //! here too.
 
-use super::attributes::{put_attrs, Attributes, Val};
+use super::attributes::{static_text, Attributes, Val};
 use super::defs::{Attr, Definitions, LocationKind, LocationOrder, RegionGroup, Role};
 use super::lanes::{Interval, LaneOutput, Lanes, Nesting};
 use super::writer::{Loc, Writer};
@@ -255,11 +255,11 @@ impl Placer<'_> {
 impl LaneOutput<Item> for Placer<'_> {
     fn open(&mut self, lane: usize, item: &Item, start: u64, stop: u64) {
         let loc = self.loc(lane);
-        put_attrs(self.w, &item.attrs);
         if item.leaf {
-            self.w.leaf(loc, start, stop, item.region, &item.inner);
+            self.w
+                .leaf(loc, start, stop, item.region, &item.attrs, &item.inner);
         } else {
-            self.w.enter(loc, start, item.region);
+            self.w.enter_with(loc, start, item.region, &item.attrs);
         }
     }
 
@@ -395,7 +395,7 @@ impl Timelines {
         let mut attrs = self.spares.attrs();
         attributes.push_event_attrs(&mut w.defs, &mut attrs, e);
         if e.closed != Closed::Stopped {
-            attrs.push((Attr::Closed, Val::S(e.closed.name())));
+            attrs.push((Attr::Closed, static_text(&mut w.defs, e.closed.name())));
         }
         if e.kind == Kind::GroupApi {
             // From GroupEndApiStart to the stop: launching the group's work. It nests in

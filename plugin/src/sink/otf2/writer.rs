@@ -11,8 +11,9 @@
 //! archive closes: their ids are dense and handed out in first-use order, and at close they
 //! are written category by category (strings first), so every reference precedes its user.
 
+use super::attributes::Val;
 use super::defs::{Attr, Definitions, LocationKind, LocationOrder};
-use super::event_file::{AttributeValue, Event, EventFile, MAX_ATTRIBUTES};
+use super::event_file::{Event, EventFile, MAX_ATTRIBUTES};
 use nccl_scorep_common::event_files::{render, WrittenEventFile};
 use nccl_scorep_common::run_dir::{
     ANCHOR_FILE, EVENT_FILES_DIR, EVENT_FILES_LIST, SNAPSHOT_CLOCK_FILE, SNAPSHOT_DIR,
@@ -73,8 +74,6 @@ pub struct ClockSample {
 /// An open OTF2 archive being written.
 pub struct Writer {
     archive: *mut OTF2_Archive,
-    /// Attribute values for the next event.
-    attributes: Vec<(u32, AttributeValue)>,
     entries: Vec<LocationEntry>,
     pub defs: Definitions,
     path: PathBuf,
@@ -156,7 +155,6 @@ impl Writer {
         unsafe {
             let mut writer = Writer {
                 archive,
-                attributes: Vec::with_capacity(MAX_ATTRIBUTES),
                 entries: Vec::new(),
                 defs,
                 path: dir.join(ANCHOR_FILE),
@@ -250,53 +248,26 @@ impl Writer {
         self.entries.get(loc.0 as usize).map_or(0, |e| e.last)
     }
 
-    // Attribute values for the next Enter or Leave.
-
-    fn attribute(&mut self, attr: Attr, value: AttributeValue) {
-        if self.attributes.len() < MAX_ATTRIBUTES {
-            self.attributes.push((attr as u32, value));
-        } else {
-            // Never with the plugin's records (about 20 at most); counted, not silent.
-            self.failed_calls += 1;
+    /// `attrs` as many as an event takes: more are never in the plugin's records (about
+    /// 20 at most), and are counted, not silently left out.
+    fn at_most_max(&mut self, attrs: &[(Attr, Val)]) -> usize {
+        if attrs.len() > MAX_ATTRIBUTES {
+            self.failed_calls += (attrs.len() - MAX_ATTRIBUTES) as u64;
+            return MAX_ATTRIBUTES;
         }
-    }
-
-    pub fn attr_u64(&mut self, attr: Attr, value: u64) {
-        self.attribute(attr, AttributeValue::Uint64(value));
-    }
-
-    pub fn attr_i64(&mut self, attr: Attr, value: i64) {
-        self.attribute(attr, AttributeValue::Int64(value));
-    }
-
-    /// A string attribute with a static string (interned on first use).
-    pub fn attr_static_str(&mut self, attr: Attr, value: &'static str) {
-        let string = self.defs.static_string(value);
-        self.attr_string_id(attr, string);
-    }
-
-    /// A string attribute whose string is interned already.
-    pub fn attr_string_id(&mut self, attr: Attr, string: u32) {
-        self.attribute(attr, AttributeValue::StringRef(string));
+        attrs.len()
     }
 
     /// Writes `event` on `loc` at `time` (raised to the location's last time if earlier),
-    /// with the attribute values set since the last Enter or Leave when `with_attributes`.
+    /// with `attrs`.
     #[inline]
-    fn emit(&mut self, loc: Loc, time: u64, event: Event, with_attributes: bool) {
+    fn emit(&mut self, loc: Loc, time: u64, event: Event, attrs: &[(Attr, Val)]) {
         let Some(index) = self.make_room(loc, 0) else {
             return;
         };
+        let attrs = &attrs[..self.at_most_max(attrs)];
         let time = self.raised(index, time);
-        let attributes: &[(u32, AttributeValue)] = if with_attributes {
-            &self.attributes
-        } else {
-            &[]
-        };
-        self.entries[index].file.write(time, attributes, event);
-        if with_attributes {
-            self.attributes.clear();
-        }
+        self.entries[index].file.write(time, attrs, event);
     }
 
     /// An interval written whole on `loc`: the Enter of `region` at `start` with the
@@ -308,11 +279,12 @@ impl Writer {
         start: u64,
         stop: u64,
         region: u32,
+        attrs: &[(Attr, Val)],
         inner: &[(u64, u64, u32)],
     ) {
         let stop = stop.max(start);
         if inner.len() > MAX_INNER_AT_ONCE {
-            self.enter(loc, start, region);
+            self.enter_with(loc, start, region, attrs);
             let mut at = start;
             for &(s, e, part) in inner {
                 let (s, e) = clamp_part(&mut at, stop, s, e);
@@ -337,12 +309,10 @@ impl Writer {
         }
         let count = 2 + 2 * inner.len();
         events[count - 1] = (stop, region, true);
+        let attrs = &attrs[..self.at_most_max(attrs)];
         let entry = &mut self.entries[index];
         entry.last = stop;
-        entry
-            .file
-            .write_region_events(&self.attributes, &events[..count]);
-        self.attributes.clear();
+        entry.file.write_region_events(attrs, &events[..count]);
     }
 
     /// Makes room on `loc` for one event and `more` Enter or Leave records without
@@ -355,7 +325,6 @@ impl Writer {
             if loc == Loc::REFUSED {
                 self.events_without_location += 1;
             }
-            self.attributes.clear();
             return None;
         }
         if !self.entries[index].file.has_room_for(more) {
@@ -419,15 +388,20 @@ impl Writer {
     }
 
     pub fn enter(&mut self, loc: Loc, time: u64, region: u32) {
-        self.emit(loc, time, Event::Enter { region }, true);
+        self.emit(loc, time, Event::Enter { region }, &[]);
+    }
+
+    /// An Enter with its attributes.
+    pub fn enter_with(&mut self, loc: Loc, time: u64, region: u32, attrs: &[(Attr, Val)]) {
+        self.emit(loc, time, Event::Enter { region }, attrs);
     }
 
     pub fn leave(&mut self, loc: Loc, time: u64, region: u32) {
-        self.emit(loc, time, Event::Leave { region }, true);
+        self.emit(loc, time, Event::Leave { region }, &[]);
     }
 
     pub fn collective_begin(&mut self, loc: Loc, time: u64) {
-        self.emit(loc, time, Event::MpiCollectiveBegin, false);
+        self.emit(loc, time, Event::MpiCollectiveBegin, &[]);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -448,7 +422,7 @@ impl Writer {
             sent,
             received,
         };
-        self.emit(loc, time, event, false);
+        self.emit(loc, time, event, &[]);
     }
 
     pub fn send(&mut self, loc: Loc, time: u64, receiver: u32, comm: u32, bytes: u64) {
@@ -458,7 +432,7 @@ impl Writer {
             tag: 0,
             bytes,
         };
-        self.emit(loc, time, event, false);
+        self.emit(loc, time, event, &[]);
     }
 
     pub fn recv(&mut self, loc: Loc, time: u64, sender: u32, comm: u32, bytes: u64) {
@@ -468,7 +442,7 @@ impl Writer {
             tag: 0,
             bytes,
         };
-        self.emit(loc, time, event, false);
+        self.emit(loc, time, event, &[]);
     }
 
     /// Puts every event written so far on the disk (after the definitions snapshot, when
