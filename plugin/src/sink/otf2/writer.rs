@@ -248,8 +248,8 @@ impl Writer {
         self.entries.get(loc.0 as usize).map_or(0, |e| e.last)
     }
 
-    /// `attrs` as many as an event takes: more are never in the plugin's records (about
-    /// 20 at most), and are counted, not silently left out.
+    /// How many of `attrs` an event takes: all up to [`MAX_ATTRIBUTES`]. More are never in
+    /// the plugin's records (about 20 at most); they are counted, not silently left out.
     fn at_most_max(&mut self, attrs: &[(Attr, Val)]) -> usize {
         if attrs.len() > MAX_ATTRIBUTES {
             self.failed_calls += (attrs.len() - MAX_ATTRIBUTES) as u64;
@@ -271,7 +271,7 @@ impl Writer {
     }
 
     /// An interval written whole on `loc`: the Enter of `region` at `start` with the
-    /// attribute values set, each inner part's Enter and Leave (clamped into the interval
+    /// attributes `attrs`, each inner part's Enter and Leave (clamped into the interval
     /// and after the part before), and the Leave at `stop` (not before `start`).
     pub fn leaf(
         &mut self,
