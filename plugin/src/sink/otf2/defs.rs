@@ -192,16 +192,64 @@ struct CommDef {
     members: BTreeMap<i32, u64>,
 }
 
+/// Ids of static texts (NCCL's names, the plugin's region names) by the text's address
+/// and length, looked up for nearly every event: a small table indexed by the address
+/// answers most lookups without hashing, the map the rest.
+struct StaticIds {
+    recent: [(usize, usize, u32); STATIC_IDS_RECENT],
+    all: HashMap<(usize, usize), u32>,
+}
+
+/// Entries of [`StaticIds`]'s table; a power of two.
+const STATIC_IDS_RECENT: usize = 64;
+
+impl Default for StaticIds {
+    fn default() -> Self {
+        StaticIds {
+            // No text is at address 0.
+            recent: [(0, 0, 0); STATIC_IDS_RECENT],
+            all: HashMap::default(),
+        }
+    }
+}
+
+impl StaticIds {
+    /// The table entry of a text: its address's low bits above the alignment most texts
+    /// have (texts that share the bits take turns).
+    fn slot(text: &'static str) -> usize {
+        (text.as_ptr() as usize >> 3) & (STATIC_IDS_RECENT - 1)
+    }
+
+    #[inline]
+    fn get(&mut self, text: &'static str) -> Option<u32> {
+        let key = (text.as_ptr() as usize, text.len());
+        let slot = Self::slot(text);
+        let (address, len, id) = self.recent[slot];
+        if (address, len) == key {
+            return Some(id);
+        }
+        let id = *self.all.get(&key)?;
+        self.recent[slot] = (key.0, key.1, id);
+        Some(id)
+    }
+
+    fn insert(&mut self, text: &'static str, id: u32) {
+        let key = (text.as_ptr() as usize, text.len());
+        self.all.insert(key, id);
+        self.recent[Self::slot(text)] = (key.0, key.1, id);
+    }
+}
+
 /// Everything defined so far, with local ids.
 pub struct Definitions {
     strings: Vec<CString>,
     string_ids: HashMap<String, u32>,
     /// Ids of static strings by address and length: no hashing of the text per use.
-    static_string_ids: HashMap<(usize, usize), u32>,
+    static_string_ids: StaticIds,
     regions: Vec<RegionDef>,
     region_ids: HashMap<String, u32>,
     /// Ids of regions with a static name, by the name's address and length.
-    static_region_ids: HashMap<(usize, usize), u32>,
+    static_region_ids: StaticIds,
     /// The members of each region group, in the order they were put there.
     region_groups: BTreeMap<RegionGroup, Vec<u32>>,
     groups: Vec<LocationGroupDef>,
@@ -223,10 +271,10 @@ impl Definitions {
         let mut defs = Definitions {
             strings: Vec::new(),
             string_ids: HashMap::default(),
-            static_string_ids: HashMap::default(),
+            static_string_ids: StaticIds::default(),
             regions: Vec::new(),
             region_ids: HashMap::default(),
-            static_region_ids: HashMap::default(),
+            static_region_ids: StaticIds::default(),
             region_groups: BTreeMap::new(),
             groups: Vec::new(),
             locations: Vec::new(),
@@ -273,23 +321,21 @@ impl Definitions {
 
     /// [`Definitions::string`] for a static string, found by its address after first use.
     pub fn static_string(&mut self, text: &'static str) -> u32 {
-        let key = (text.as_ptr() as usize, text.len());
-        if let Some(&id) = self.static_string_ids.get(&key) {
+        if let Some(id) = self.static_string_ids.get(text) {
             return id;
         }
         let id = self.string(text);
-        self.static_string_ids.insert(key, id);
+        self.static_string_ids.insert(text, id);
         id
     }
 
     /// [`Definitions::region`] for a static name, found by its address after first use.
     pub fn static_region(&mut self, name: &'static str, role: Role, description: &str) -> u32 {
-        let key = (name.as_ptr() as usize, name.len());
-        if let Some(&id) = self.static_region_ids.get(&key) {
+        if let Some(id) = self.static_region_ids.get(name) {
             return id;
         }
         let id = self.region(name, role, description);
-        self.static_region_ids.insert(key, id);
+        self.static_region_ids.insert(name, id);
         id
     }
 
@@ -301,8 +347,7 @@ impl Definitions {
         description: &str,
         group: RegionGroup,
     ) -> u32 {
-        let key = (name.as_ptr() as usize, name.len());
-        if let Some(&id) = self.static_region_ids.get(&key) {
+        if let Some(id) = self.static_region_ids.get(name) {
             return id;
         }
         let id = self.static_region(name, role, description);
@@ -658,5 +703,39 @@ impl Definitions {
         self.string("NCCL");
         self.string("NCCL ranks");
         self.string("node");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Texts that share a table entry take turns in it: each one is still found with its
+    /// own id, and a text never added is not found.
+    #[test]
+    fn static_ids_find_each_text_whatever_shares_its_entry() {
+        // Slices of one static text: consecutive addresses, 8 apart, so that many share an
+        // entry of the table (and some an address, with another length).
+        const TEXT: &str = "0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\
+                            0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\
+                            0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\
+                            0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\
+                            0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\
+                            0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\
+                            0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\
+                            0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        let texts: Vec<&'static str> = (0..70)
+            .flat_map(|i| [&TEXT[i * 8..i * 8 + 3], &TEXT[i * 8..i * 8 + 5]])
+            .collect();
+        let mut ids = StaticIds::default();
+        for (id, &text) in texts.iter().enumerate().step_by(2) {
+            ids.insert(text, id as u32);
+        }
+        let mut next = crate::test_random::xorshift(0x1234_5678);
+        for _ in 0..2_000 {
+            let index = (next() % texts.len() as u64) as usize;
+            let expected = (index % 2 == 0).then_some(index as u32);
+            assert_eq!(ids.get(texts[index]), expected, "text {index}");
+        }
     }
 }
