@@ -173,21 +173,12 @@ impl BoundHull {
     fn add(&mut self, point: (u64, i64)) {
         self.lowest.set(NO_LOWEST);
         let hull = &mut self.points;
-        if hull.last().is_some_and(|&(t, _)| t < point.0) {
-            // Nearly every bound is the newest: it becomes the hull's last point, and
-            // only the points before it can stop being below their neighbours.
-            hull.push(point);
-            let mut at = hull.len() - 1;
-            while at >= 2 && turn(hull[at - 2], hull[at - 1], hull[at]) <= 0 {
-                hull.remove(at - 1);
-                at -= 1;
-            }
-            if hull[0].0.saturating_add(HULL_SPAN_NS) < point.0 || hull.len() > MAX_HULL_POINTS {
-                self.forget_old();
-            }
-            return;
-        }
-        let mut at = hull.partition_point(|&(t, _)| t < point.0);
+        // Nearly every bound is the newest: its place is the end, found without a search.
+        let mut at = if hull.last().is_some_and(|&(t, _)| t < point.0) {
+            hull.len()
+        } else {
+            hull.partition_point(|&(t, _)| t < point.0)
+        };
         if let Some(&(t, bound)) = hull.get(at) {
             if t == point.0 {
                 if bound <= point.1 {
@@ -216,6 +207,14 @@ impl BoundHull {
     fn forget_old(&mut self) {
         let hull = &mut self.points;
         let newest = hull.last().map_or(0, |&(t, _)| t);
+        // Usually nothing is: the first point tells, without a search.
+        if hull.len() <= MAX_HULL_POINTS
+            && hull
+                .first()
+                .is_none_or(|&(t, _)| t.saturating_add(HULL_SPAN_NS) >= newest)
+        {
+            return;
+        }
         let old = hull
             .partition_point(|&(t, _)| t.saturating_add(HULL_SPAN_NS) < newest)
             .max(hull.len().saturating_sub(MAX_HULL_POINTS));
