@@ -56,6 +56,8 @@ pub trait EncodedAttribute {
     fn id_and_value(&self) -> (u32, AttributeValue);
 }
 
+/// Plain pairs: what the tests give, with ids beyond the plugin's own.
+#[cfg(test)]
 impl EncodedAttribute for (u32, AttributeValue) {
     #[inline(always)]
     fn id_and_value(&self) -> (u32, AttributeValue) {
