@@ -63,12 +63,31 @@ struct Collected {
     losses: BTreeMap<String, u64>,
     /// Records lost on the processes' threads (trace gaps).
     lost_records: u64,
+    /// Waits of NCCL's threads for room in the plugin's buffers.
+    held_back: HeldBackTotal,
     /// Kernel channel intervals whose GPU times were rejected, by reason.
     gpu_times_rejected: BTreeMap<String, u64>,
     /// Operations progressed for another process (PXN).
     pxn_ops: u64,
     /// Of those, the ones whose task the trace also holds (a merged trace).
     pxn_linked: u64,
+}
+
+/// The waits of NCCL's threads for room in the plugin's buffers, over the processes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
+pub struct HeldBackTotal {
+    pub waits: u64,
+    /// Their time added up, and the longest one, ns.
+    pub total_ns: u64,
+    pub longest_ns: u64,
+}
+
+impl HeldBackTotal {
+    fn add(&mut self, waited_ns: u64) {
+        self.waits += 1;
+        self.total_ns += waited_ns;
+        self.longest_ns = self.longest_ns.max(waited_ns);
+    }
 }
 
 /// The summary of one run directory or archive.
@@ -109,6 +128,9 @@ pub struct Summary {
     pub losses: BTreeMap<String, u64>,
     /// Records lost before they reached the trace (its gaps).
     pub lost_records: u64,
+    /// How often, and how long, NCCL's threads waited for room in the plugin's full
+    /// buffers (`NCCL_SCOREP_ON_FULL=wait`): the time the plugin held NCCL back.
+    pub held_back: HeldBackTotal,
     /// Kernel channel intervals whose GPU times NCCL reported impossibly, by reason
     /// (`end_before_start`, `beyond_host_bounds`, `clock_jump`): their operations are
     /// timed by the host (`nccl.gpu_time_rejected` in the trace).
@@ -299,6 +321,7 @@ pub(crate) fn summarize_in_detail(path: &Path) -> Result<Detailed, Error> {
         provenance,
         losses: collected.losses,
         lost_records: collected.lost_records,
+        held_back: collected.held_back,
         gpu_times_rejected: collected.gpu_times_rejected,
         pxn_foreign_ops: collected.pxn_ops,
         pxn_linked_ops: collected.pxn_linked,
@@ -438,6 +461,12 @@ fn read_logs(dir: &Path, collected: &mut Collected) -> io::Result<()> {
                         }
                     }
                     "pxn_foreign_ops" => collected.pxn_ops += value,
+                    "held_back" => collected.held_back.waits += value,
+                    "held_back_ns" => collected.held_back.total_ns += value,
+                    "held_back_longest_ns" => {
+                        let longest = &mut collected.held_back.longest_ns;
+                        *longest = (*longest).max(value);
+                    }
                     "events_written" | "stop_null" => {}
                     _ if value > 0 => *collected.losses.entry(name.clone()).or_default() += value,
                     _ => {}

@@ -3,8 +3,9 @@
 //! that its collector cannot keep up. With `NCCL_SCOREP_ON_FULL=drop` the trace, read back
 //! with `otf2-print`, holds exactly the events whose start was kept, and its
 //! `NCCL_SCOREP::LOST::*` properties (and `nccl-scorep summary`) account for every other
-//! one; with `wait` every event the threads started is in it. Both traces validate. And a
-//! finalize on a full ring is not dropped.
+//! one; with `wait` every event the threads started is in it, and every wait of theirs is
+//! shown (`NCCL held back by the plugin`, added up by the summary). Both traces validate.
+//! And a finalize on a full ring is not dropped.
 
 mod otf2_properties;
 #[path = "../plugin/tests/support/mod.rs"]
@@ -410,6 +411,19 @@ fn check_storm(on_full: &str, tally: &Tally, anchor: &Path) -> Checked {
 
 /// `nccl-scorep summary --json` of the run directory: its losses are the trace's.
 fn check_summary(out: &Path, properties: &BTreeMap<String, String>) {
+    let summary = summary_json(out);
+    for counter in ["lost_starts", "lost_stops", "lost_states", "ring_full"] {
+        assert_eq!(
+            summary["losses"][counter].as_u64(),
+            Some(lost(properties, counter)),
+            "summary's {counter}: {}",
+            summary["losses"]
+        );
+    }
+}
+
+/// `nccl-scorep summary --json` of the storm's output directory.
+fn summary_json(out: &Path) -> serde_json::Value {
     let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
         .args(["summary", "--json"])
         .arg(out)
@@ -420,15 +434,7 @@ fn check_summary(out: &Path, properties: &BTreeMap<String, String>) {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    for counter in ["lost_starts", "lost_stops", "lost_states", "ring_full"] {
-        assert_eq!(
-            summary["losses"][counter].as_u64(),
-            Some(lost(properties, counter)),
-            "summary's {counter}: {}",
-            summary["losses"]
-        );
-    }
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[test]
@@ -467,6 +473,22 @@ fn a_storm_drops_events_and_says_how_many_or_waits_and_loses_none() {
         "wait: every loss counter is 0: {losses:?}"
     );
     assert_eq!(count(&wait.enters, "NCCL records lost"), 0, "wait: no gap");
+    // What waiting cost NCCL's threads is shown: an interval per wait, added up by the
+    // summary.
+    let waits = count(&wait.enters, "NCCL held back by the plugin");
+    assert!(waits > 0, "wait: the threads' waits are in the trace");
+    let held_back = &summary_json(&plugin.out_dir())["held_back"];
+    let (total, longest) = (
+        held_back["total_ns"].as_u64().unwrap(),
+        held_back["longest_ns"].as_u64().unwrap(),
+    );
+    println!(
+        "wait: the threads waited {waits} times, {:.1} ms in all, the longest {:.3} ms",
+        total as f64 / 1e6,
+        longest as f64 / 1e6
+    );
+    assert_eq!(held_back["waits"].as_u64(), Some(waits), "{held_back}");
+    assert!(total >= longest && longest > 0, "{held_back}");
     drop_storm(plugin);
 }
 

@@ -405,3 +405,72 @@ fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
         "{text}"
     );
 }
+
+/// With `NCCL_SCOREP_ON_FULL=wait` nothing is dropped, and the summary of the merged trace
+/// says how often and how long NCCL's threads waited, as the processes counted it.
+#[test]
+fn summary_of_a_merged_trace_adds_up_the_waits_of_every_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let status = nccl_sim::job_for_tests(&out)
+        .args(["--scenario", "single", "--iterations", "40"])
+        .args(["--procs", "2", "--ranks", "4"])
+        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SCOREP_JSONL", "1")
+        // A ring of 16 records per thread: the threads wait.
+        .env("NCCL_SCOREP_BUFFER_SIZE", "4K")
+        .env("NCCL_SCOREP_ON_FULL", "wait")
+        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The processes' own counts, from their event logs' summary lines.
+    let (mut waits, mut total_ns, mut longest_ns, mut dropped) = (0, 0, 0, 0);
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let last = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .rfind(|l| l["type"] == "summary")
+                .expect("a summary line");
+            let counter = |name: &str| last["counters"][name].as_u64().unwrap();
+            waits += counter("held_back");
+            total_ns += counter("held_back_ns");
+            longest_ns = longest_ns.max(counter("held_back_longest_ns"));
+            dropped += counter("ring_full");
+        }
+    }
+    assert!(waits > 0, "the tiny rings made the threads wait");
+    assert_eq!(dropped, 0, "nothing dropped");
+    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .args(["summary", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["source"], "trace");
+    assert_eq!(
+        summary["held_back"],
+        serde_json::json!({"waits": waits, "total_ns": total_ns, "longest_ns": longest_ns}),
+    );
+    let text = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
+        .arg("summary")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let times = match waits {
+        1 => "once".to_owned(),
+        n => format!("{n} times"),
+    };
+    println!("the threads waited {times}, {total_ns} ns in all");
+    assert!(
+        text.contains(&format!("NCCL's threads waited {times}"))
+            && text.contains("nothing dropped or refused"),
+        "{text}"
+    );
+}

@@ -14,8 +14,8 @@ use crate::kinds::{self, KindSet};
 use crate::log;
 use crate::memory;
 use crate::model::{
-    task_of_child, Closed, FinishedEvent, Gap, GpuInterval, HeldTasks, OpenView, Owner, Parent,
-    StateRecord,
+    task_of_child, Closed, FinishedEvent, Gap, GpuInterval, HeldBack, HeldTasks, OpenView, Owner,
+    Parent, StateRecord,
 };
 use crate::open_table::OpenTable;
 use crate::ring::{Available, RingConsumer};
@@ -635,6 +635,29 @@ impl State {
                 }
             }
             &Action::Finalize { context } => self.finalizing.push(context),
+            &Action::HeldBack { since } => self.held_back(thread, since, time),
+        }
+    }
+
+    /// Thread `thread` waited for room in its ring from `since` (clock ticks) until
+    /// `until_ns`: counted, and shown to the sinks.
+    #[cold]
+    fn held_back(&mut self, thread: u32, since: u64, until_ns: u64) {
+        let since_ns = self.clock.to_ns(since).min(until_ns);
+        let waited = until_ns - since_ns;
+        let counters = &self.shared.counters;
+        Counters::bump(&counters.held_back);
+        counters.held_back_ns.fetch_add(waited, Ordering::Relaxed);
+        counters
+            .held_back_longest_ns
+            .fetch_max(waited, Ordering::Relaxed);
+        let held = HeldBack {
+            tid: tid_of(&self.tids, thread),
+            since_ns,
+            until_ns,
+        };
+        for sink in &mut self.sinks {
+            sink.held_back(&held);
         }
     }
 
@@ -1334,6 +1357,24 @@ impl State {
                  above 7/8 of it; raise the limit to keep them",
                 memory::mib(memory::BUDGET.limit()),
                 memory::mib(memory::BUDGET.peak()),
+            ));
+        }
+        let held_back = counters["held_back"];
+        if held_back > 0 {
+            // The plugin took NCCL's time: the user must know how much, and what to change.
+            let ms = |ns: u64| ns as f64 / 1e6;
+            let times = match held_back {
+                1 => "once".to_owned(),
+                n => format!("{n} times"),
+            };
+            log::warn(&format!(
+                "NCCL's threads waited {times} for room in the plugin's buffers, \
+                 {:.3} ms in all, the longest {:.3} ms: nothing was lost, but NCCL was held \
+                 back that long (\"NCCL held back by the plugin\" in the trace); a larger \
+                 NCCL_SCOREP_BUFFER_SIZE, NCCL_SCOREP_STEP_DETAIL=summary or fewer \
+                 NCCL_SCOREP_EVENTS hold it back less",
+                ms(counters["held_back_ns"]),
+                ms(counters["held_back_longest_ns"]),
             ));
         }
         if losses.is_empty() {

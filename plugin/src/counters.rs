@@ -88,6 +88,12 @@ counters! {
     panics,
     /// Events written by the collector.
     events_written,
+    /// Times an NCCL thread waited for room in its full ring (`NCCL_SCOREP_ON_FULL=wait`,
+    /// or an init or finalize record): the plugin held NCCL back.
+    held_back,
+    /// Nanoseconds NCCL's threads waited so, together, and the longest wait.
+    held_back_ns,
+    held_back_longest_ns,
     /// Receive steps started again for the same step and never stopped.
     restarted_steps,
     /// Events still open at finalize, closed there.
@@ -158,6 +164,9 @@ pub fn is_loss(name: &str) -> bool {
     !matches!(
         name,
         "events_written"
+            | "held_back"
+            | "held_back_ns"
+            | "held_back_longest_ns"
             | "pxn_foreign_ops"
             | "stop_null"
             | "scorep_regions_entered"

@@ -467,6 +467,12 @@ pub enum Action {
     Finalize {
         context: u64,
     },
+    /// The thread waited for room in its full ring from `since` (clock ticks) until the
+    /// record's time: NCCL's thread was held back by the plugin
+    /// (`NCCL_SCOREP_ON_FULL=wait`, or an init or finalize record, which always wait).
+    HeldBack {
+        since: u64,
+    },
 }
 
 /// One fixed-size record in a thread's ring.

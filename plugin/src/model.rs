@@ -164,3 +164,12 @@ pub struct Gap {
     /// Records the thread dropped since it started.
     pub dropped_total: u64,
 }
+
+/// A time an NCCL thread waited for room in its full ring, in CLOCK_MONOTONIC
+/// nanoseconds: the plugin held NCCL back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldBack {
+    pub tid: i32,
+    pub since_ns: u64,
+    pub until_ns: u64,
+}

@@ -197,12 +197,17 @@ impl Runtime {
     #[cold]
     #[inline(never)]
     fn push_to_full_ring(&self, ring: &mut RingProducer, mut record: Record, wait: bool) -> bool {
+        // When the wait began (a dropped record costs no clock read).
+        let since = if wait { crate::clock::ticks() } else { 0 };
         loop {
             if wait && self.collecting.load(Ordering::Relaxed) {
                 self.wake_collector();
                 ring.wait_for_room();
                 match ring.push(record) {
-                    Ok(()) => return true,
+                    Ok(()) => {
+                        self.push_held_back(ring, since);
+                        return true;
+                    }
                     Err(back) => record = back,
                 }
             } else {
@@ -217,6 +222,25 @@ impl Runtime {
                 }
                 return false;
             }
+        }
+    }
+
+    /// Tells the collector, after a record that waited for room, how long the thread
+    /// waited: NCCL's time the plugin took, for the trace and the end-of-run report. It
+    /// waits for room itself if the ring filled again (the interval then ends later); it
+    /// is given up only when the collector stops meanwhile.
+    fn push_held_back(&self, ring: &mut RingProducer, since: u64) {
+        loop {
+            let held_back = Record {
+                time: crate::clock::ticks(),
+                handle: 0,
+                action: Action::HeldBack { since },
+            };
+            if ring.push(held_back).is_ok() || !self.collecting.load(Ordering::Relaxed) {
+                return;
+            }
+            self.wake_collector();
+            ring.wait_for_room();
         }
     }
 
@@ -494,6 +518,6 @@ fn dropped_as(action: &Action) -> Option<Dropped> {
         Action::Start { .. } => Some(Dropped::Start),
         Action::Stop => Some(Dropped::Stop),
         Action::State { .. } => Some(Dropped::State),
-        Action::Init { .. } | Action::Finalize { .. } => None,
+        Action::Init { .. } | Action::Finalize { .. } | Action::HeldBack { .. } => None,
     }
 }

@@ -628,6 +628,8 @@ fn a_full_ring_drops_counts_and_reports_gaps() {
     let counters = plugin.counters();
     let ring_full = counters["ring_full"].as_u64().unwrap();
     assert!(ring_full > 0, "a 4K ring cannot take a burst of {PAIRS}");
+    // Nothing waited (`held_back` is 0): the dropping thread never waits, and the
+    // init and finalize records came from a thread whose ring had room.
     assert_counters(
         &counters,
         &[
@@ -649,6 +651,16 @@ fn a_full_ring_drops_counts_and_reports_gaps() {
         previous_total = total;
     }
     // The trace shows each gap on the thread that lost the records.
+    let text = otf2_print_of_only_part(&plugin);
+    let lost_enters = text
+        .lines()
+        .filter(|l| l.starts_with("ENTER") && l.contains("\"NCCL records lost\""))
+        .count();
+    assert_eq!(lost_enters, gaps.len(), "one gap interval per reported gap");
+}
+
+/// `otf2-print` of the plugin's only trace part.
+fn otf2_print_of_only_part(plugin: &Plugin) -> String {
     let parts: Vec<_> = std::fs::read_dir(plugin.out_dir().join("parts"))
         .unwrap()
         .map(|e| e.unwrap().path().join("traces.otf2"))
@@ -659,16 +671,11 @@ fn a_full_ring_drops_counts_and_reports_gaps() {
         .output()
         .expect("otf2-print (Debian package otf2-tools)");
     assert!(printed.status.success());
-    let text = String::from_utf8_lossy(&printed.stdout);
-    let lost_enters = text
-        .lines()
-        .filter(|l| l.starts_with("ENTER") && l.contains("\"NCCL records lost\""))
-        .count();
-    assert_eq!(lost_enters, gaps.len(), "one gap interval per reported gap");
+    String::from_utf8_lossy(&printed.stdout).into_owned()
 }
 
 /// The same tiny ring with NCCL_SCOREP_ON_FULL=wait: the thread waits for the collector
-/// and nothing is lost.
+/// and nothing is lost; each wait is reported.
 #[test]
 fn a_full_ring_with_on_full_wait_loses_nothing() {
     const PAIRS: usize = 3_000;
@@ -694,7 +701,21 @@ fn a_full_ring_with_on_full_wait_loses_nothing() {
     assert_eq!(written, handles.iter().map(|&h| id_of(h)).collect());
     assert!(events.iter().all(|e| e["closed"] == "stop"));
     assert!(plugin.lines_of("gap").is_empty());
-    assert_counters(&plugin.counters(), &[("events_written", PAIRS as u64)]);
+    // Every wait is reported: in the counters, on the thread, and in the trace.
+    let tid = events[0]["start_thread"].as_i64().unwrap();
+    let held_back = held_back_counters(&plugin, tid);
+    assert!(
+        held_back[0].1 > 0,
+        "a 4K ring cannot take a burst of {PAIRS} without a wait"
+    );
+    let mut expected = vec![("events_written", PAIRS as u64)];
+    expected.extend(held_back);
+    assert_counters(&plugin.counters(), &expected);
+    let held_enters = otf2_print_of_only_part(&plugin)
+        .lines()
+        .filter(|l| l.starts_with("ENTER") && l.contains("\"NCCL held back by the plugin\""))
+        .count() as u64;
+    assert_eq!(held_enters, held_back[0].1, "one interval per wait");
 }
 
 /// A Coll started on one thread and stopped on another (the stop may reach the collector

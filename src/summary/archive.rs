@@ -30,6 +30,7 @@ struct AttributeIds {
     pid: Option<u32>,
     task: Option<u32>,
     lost_records: Option<u32>,
+    held_back: Option<u32>,
     gpu_time_rejected: Option<u32>,
 }
 
@@ -68,6 +69,7 @@ pub(super) fn read(anchor: &Path, out: &mut Collected) -> Result<(), Error> {
             "nccl.pid" => &mut ids.pid,
             "nccl.task" => &mut ids.task,
             "nccl.lost_records" => &mut ids.lost_records,
+            "nccl.held_back_ns" => &mut ids.held_back,
             "nccl.gpu_time_rejected" => &mut ids.gpu_time_rejected,
             _ => continue,
         };
@@ -184,6 +186,9 @@ impl EventVisitor for Collector<'_> {
         if let Some(lost) = get(self.ids.lost_records).and_then(AttributeValue::unsigned) {
             let slot = self.lost.entry(e.location).or_default();
             *slot = (*slot).max(lost);
+        }
+        if let Some(waited) = get(self.ids.held_back).and_then(AttributeValue::unsigned) {
+            self.out.held_back.add(waited);
         }
         // Kernel channel intervals whose GPU times were rejected (their operations on
         // the ops streams carry the same attribute, and are not counted twice).

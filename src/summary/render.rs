@@ -123,6 +123,19 @@ pub fn render(summary: &Summary) -> String {
             summary.lost_records
         ));
     }
+    let held = summary.held_back;
+    if held.waits > 0 {
+        let times = match held.waits {
+            1 => "once".to_owned(),
+            n => format!("{n} times"),
+        };
+        out.push_str(&format!(
+            "NCCL's threads waited {times} for room in the plugin's buffers, {:.3} ms in \
+             all, the longest {:.3} ms (NCCL held back by the plugin)\n",
+            held.total_ns as f64 / 1e6,
+            held.longest_ns as f64 / 1e6,
+        ));
+    }
     losses(&summary.losses, summary.lost_records, &mut out);
     out
 }

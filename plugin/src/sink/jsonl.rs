@@ -7,7 +7,7 @@ use crate::clock::ClockPair;
 use crate::context::ContextInfo;
 use crate::decode::state_name;
 use crate::event::{Event, NetPayload, StateArg};
-use crate::model::{Closed, FinishedEvent, Gap, HeldTasks, OpenView, Owner, Parent};
+use crate::model::{Closed, FinishedEvent, Gap, HeldBack, HeldTasks, OpenView, Owner, Parent};
 use nccl_scorep_common::RunDir;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -165,6 +165,16 @@ impl Sink for JsonlSink {
             "start_ns": gap.first_ns,
             "stop_ns": gap.last_ns,
             "dropped_total": gap.dropped_total,
+        }));
+    }
+
+    /// A time the thread waited for room in its full ring.
+    fn held_back(&mut self, held: &HeldBack) {
+        self.line(&json!({
+            "type": "held_back",
+            "thread": held.tid,
+            "start_ns": held.since_ns,
+            "stop_ns": held.until_ns,
         }));
     }
 

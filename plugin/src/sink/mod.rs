@@ -13,7 +13,7 @@ pub mod scorep_clock;
 
 use crate::config::Config;
 use crate::context::ContextInfo;
-use crate::model::{Closed, FinishedEvent, Gap, HeldTasks, OpenView};
+use crate::model::{Closed, FinishedEvent, Gap, HeldBack, HeldTasks, OpenView};
 use nccl_scorep_common::{PartDir, RunDir};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +46,9 @@ pub trait Sink: Send {
 
     /// A thread's ring dropped records.
     fn gap(&mut self, _gap: &Gap) {}
+
+    /// A thread waited for room in its full ring.
+    fn held_back(&mut self, _held: &HeldBack) {}
 
     /// An event started (its children may finish before it does).
     fn started(&mut self, _event: &OpenView) {}
@@ -194,6 +197,10 @@ mod tests {
             push(handle, Action::Stop);
             handles.push(handle);
         }
+        // The thread waited a millisecond for room in its ring.
+        let since = clock::ticks();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        push(0, Action::HeldBack { since });
         push(0, Action::Finalize { context });
         shared.contexts.finalize(context).unwrap();
         shared.return_rings(collector.stop());
@@ -223,6 +230,22 @@ mod tests {
                 kind: Kind::CollApi
             }));
         }
+        let held: Vec<HeldBack> = calls
+            .iter()
+            .filter_map(|call| match call {
+                Call::HeldBack(held) => Some(*held),
+                _ => None,
+            })
+            .collect();
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        assert!(
+            held.len() == 1
+                && held[0].tid == tid
+                && held[0].until_ns - held[0].since_ns >= 1_000_000
+                && held[0].since_ns >= events[2].2,
+            "one wait of this thread, after the last event: {calls:?}"
+        );
         assert_eq!(calls.first(), Some(&Call::Comm(context)));
         assert!(calls.contains(&Call::CommFinalized(context)));
         assert_eq!(calls.last(), Some(&Call::Finish));
@@ -244,6 +267,22 @@ mod tests {
             })
             .collect();
         assert_eq!(logged, events);
+        let held_lines: Vec<(i64, u64, u64)> = log
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|line| line["type"] == "held_back")
+            .map(|line| {
+                (
+                    line["thread"].as_i64().unwrap(),
+                    line["start_ns"].as_u64().unwrap(),
+                    line["stop_ns"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            held_lines,
+            [(i64::from(tid), held[0].since_ns, held[0].until_ns)]
+        );
 
         // The trace has one ncclAllReduce interval per event, at the same times (the
         // trace's clock is CLOCK_MONOTONIC moved to real time: compare from the first; the
@@ -267,6 +306,23 @@ mod tests {
         assert!(
             enters.iter().zip(&starts).all(|(e, s)| e.abs_diff(*s) <= 1),
             "{enters:?} {starts:?} {text}"
+        );
+        // And the wait, as long as the sinks were told.
+        let held_times: Vec<u64> = text
+            .lines()
+            .filter(|l| {
+                (l.starts_with("ENTER") || l.starts_with("LEAVE"))
+                    && l.contains("\"NCCL held back by the plugin\"")
+            })
+            .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(held_times.len(), 2, "{text}");
+        // (The offsets' interpolation may stretch it by the clocks' drift: at most a
+        // thousandth here.)
+        let waited = held[0].until_ns - held[0].since_ns;
+        assert!(
+            (held_times[1] - held_times[0]).abs_diff(waited) <= 1 + waited / 1000,
+            "{held_times:?} {held:?}"
         );
     }
 }

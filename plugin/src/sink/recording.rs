@@ -5,7 +5,7 @@
 use super::{CycleEnd, Sink, SinkContext};
 use crate::context::ContextInfo;
 use crate::event::Kind;
-use crate::model::{Closed, FinishedEvent, Gap, OpenView};
+use crate::model::{Closed, FinishedEvent, Gap, HeldBack, OpenView};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -15,6 +15,7 @@ pub enum Call {
     Comm(u64),
     CommFinalized(u64),
     Gap(i32),
+    HeldBack(HeldBack),
     Started {
         handle: u64,
         kind: Kind,
@@ -57,6 +58,10 @@ impl Sink for Recording {
 
     fn gap(&mut self, gap: &Gap) {
         push(Call::Gap(gap.tid));
+    }
+
+    fn held_back(&mut self, held: &HeldBack) {
+        push(Call::HeldBack(*held));
     }
 
     fn started(&mut self, event: &OpenView) {

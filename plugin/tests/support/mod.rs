@@ -753,6 +753,31 @@ pub fn assert_counters(counters: &Value, expected: &[(&str, u64)]) {
     }
 }
 
+/// The counters `held_back`, `held_back_ns` and `held_back_longest_ns` as the event log's
+/// `held_back` lines add them up, after checking each line: on `tid`'s thread, its start
+/// not after its stop.
+pub fn held_back_counters(plugin: &Plugin, tid: i64) -> [(&'static str, u64); 3] {
+    let lines = plugin.lines_of("held_back");
+    let mut waited = Vec::new();
+    for line in &lines {
+        assert_eq!(line["thread"], tid, "{line}");
+        let (start, stop) = (
+            line["start_ns"].as_u64().expect("start_ns"),
+            line["stop_ns"].as_u64().expect("stop_ns"),
+        );
+        assert!(start <= stop, "{line}");
+        waited.push(stop - start);
+    }
+    [
+        ("held_back", lines.len() as u64),
+        ("held_back_ns", waited.iter().sum()),
+        (
+            "held_back_longest_ns",
+            waited.iter().copied().max().unwrap_or(0),
+        ),
+    ]
+}
+
 /// The state names recorded on an event (empty when it has none).
 pub fn state_names(event: &Value) -> Vec<String> {
     event["states"].as_array().map_or(Vec::new(), |states| {

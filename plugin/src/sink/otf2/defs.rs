@@ -70,6 +70,7 @@ attributes! {
     GroupDepth = "nccl.group_depth", OTF2_TYPE_INT64, "ncclGroup nesting depth";
     Phase = "nccl.phase", OTF2_TYPE_STRING, "kernel phase";
     NetInfo = "nccl.net", OTF2_TYPE_STRING, "net plugin event details";
+    HeldBack = "nccl.held_back_ns", OTF2_TYPE_UINT64, "how long this NCCL thread waited for room in its full buffer: the time the plugin held NCCL back (ns)";
 }
 
 /// The longest string written (bytes): every definition record must fit in one

@@ -25,7 +25,8 @@
 //! The locations are defined by process (threads), then communicator rank (ops stream,
 //! channels, proxy lanes), then the PXN lanes (see `defs.rs`).
 //! - **gaps**: records a full ring dropped show as "NCCL records lost" intervals on the
-//!   thread that lost them.
+//!   thread that lost them; a thread's waits for room in its full ring show as "NCCL held
+//!   back by the plugin" intervals on it.
 //!
 //! The Scalasca-safe variant writes only the CPU-thread locations, with plain Enter/Leave
 //! and attributes.
@@ -52,7 +53,7 @@ use super::{CycleEnd, Sink, SinkContext};
 use crate::config::StepDetail;
 use crate::context::ContextInfo;
 use crate::event::Kind;
-use crate::model::{task_of_child, FinishedEvent, Gap, HeldTasks, OpenView};
+use crate::model::{task_of_child, FinishedEvent, Gap, HeldBack, HeldTasks, OpenView};
 use attributes::Attributes;
 use defs::Definitions;
 use ops::OpsStreams;
@@ -386,6 +387,10 @@ impl Sink for Otf2Sink {
 
     fn gap(&mut self, gap: &Gap) {
         self.timelines.gap(&mut self.w, gap);
+    }
+
+    fn held_back(&mut self, held: &HeldBack) {
+        self.timelines.held_back(&mut self.w, held);
     }
 
     fn started(&mut self, event: &OpenView) {

@@ -9,7 +9,7 @@ use super::lanes::{Interval, LaneOutput, Lanes, Nesting};
 use super::writer::{Loc, Writer};
 use super::Otf2Stats;
 use crate::event::Kind;
-use crate::model::{Closed, FinishedEvent, Gap, Owner};
+use crate::model::{Closed, FinishedEvent, Gap, HeldBack, Owner};
 use nccl_profiler_abi::state;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -461,6 +461,27 @@ impl Timelines {
                 gap.last_ns,
                 region,
                 vec![(Attr::Lost, Val::U(gap.dropped_total))],
+            ),
+        );
+    }
+
+    /// Records a thread waited for room in its ring: an interval on that thread.
+    pub(super) fn held_back(&mut self, w: &mut Writer, held: &HeldBack) {
+        let region = w.defs.static_region(
+            "NCCL held back by the plugin",
+            Role::Artificial,
+            "the plugin's buffer for this thread was full: NCCL's thread waited here until \
+             the plugin had made room (NCCL_SCOREP_ON_FULL=wait, or a communicator's init or \
+             finalize)",
+        );
+        self.push_thread(
+            w,
+            held.tid,
+            Item::leaf(
+                held.since_ns,
+                held.until_ns,
+                region,
+                vec![(Attr::HeldBack, Val::U(held.until_ns - held.since_ns))],
             ),
         );
     }
