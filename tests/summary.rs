@@ -340,27 +340,30 @@ fn summary_of_the_demo_job_fits_100_columns_and_warns_of_unmerged_parts() {
     assert!(warnings[0].as_str().unwrap().contains("node.99"));
 }
 
-/// What the plugin refused or dropped leaves no event in the trace; the summary of the
-/// merged trace says how much, added up over the processes, as their event logs count it.
-#[test]
-fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
+/// A 2-process, 4-rank job with every event level into rings of 16 records per thread
+/// (`NCCL_SCOREP_BUFFER_SIZE=4K`), with `NCCL_SCOREP_ON_FULL=on_full` and event logs;
+/// returns its output directory (in `dir`).
+fn tiny_ring_job(dir: &std::path::Path, on_full: &str) -> std::path::PathBuf {
+    let out = dir.join("run");
     let status = nccl_sim::job_for_tests(&out)
         .args(["--scenario", "single", "--iterations", "40"])
         .args(["--procs", "2", "--ranks", "4"])
         .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
         .env("NCCL_SCOREP_EVENTS", "all")
         .env("NCCL_SCOREP_JSONL", "1")
-        // A ring of 16 records per thread: records are dropped.
         .env("NCCL_SCOREP_BUFFER_SIZE", "4K")
-        .env("NCCL_SIM_SHM_DIR", dir.path())
+        .env("NCCL_SCOREP_ON_FULL", on_full)
+        .env("NCCL_SIM_SHM_DIR", dir)
         .status()
         .unwrap();
     assert!(status.success());
-    // Each process's own count, from its event log's summary line.
-    let mut counted = std::collections::BTreeMap::<String, u64>::new();
-    for entry in std::fs::read_dir(&out).unwrap() {
+    out
+}
+
+/// Each process's counters, from the last summary line of its event log.
+fn logged_counters(out: &std::path::Path) -> Vec<Value> {
+    let mut counters = Vec::new();
+    for entry in std::fs::read_dir(out).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "jsonl") {
             let text = std::fs::read_to_string(&path).unwrap();
@@ -369,20 +372,43 @@ fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
                 .rfind(|l| l["type"] == "summary")
                 .expect("a summary line");
-            for (name, value) in last["counters"].as_object().unwrap() {
-                *counted.entry(name.clone()).or_default() += value.as_u64().unwrap();
-            }
+            counters.push(last["counters"].clone());
+        }
+    }
+    assert_eq!(counters.len(), 2, "an event log per process");
+    counters
+}
+
+/// `nccl-scorep summary` of `out`: its JSON, and its text.
+fn summary_of(out: &std::path::Path) -> (Value, String) {
+    let run = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"));
+        command.arg("summary").arg(out);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success());
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    (serde_json::from_str(&run(true)).unwrap(), run(false))
+}
+
+/// What the plugin refused or dropped leaves no event in the trace; the summary of the
+/// merged trace says how much, added up over the processes, as their event logs count it.
+#[test]
+fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tiny_ring_job(dir.path(), "drop");
+    let mut counted = std::collections::BTreeMap::<String, u64>::new();
+    for counters in logged_counters(&out) {
+        for (name, value) in counters.as_object().unwrap() {
+            *counted.entry(name.clone()).or_default() += value.as_u64().unwrap();
         }
     }
     let dropped = counted["ring_full"];
     assert!(dropped > 0, "the tiny rings dropped records: {counted:?}");
-    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
-        .args(["summary", "--json"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (summary, text) = summary_of(&out);
     assert_eq!(summary["source"], "trace");
     assert_eq!(
         summary["losses"]["ring_full"], dropped,
@@ -394,12 +420,6 @@ fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
         "{}",
         summary["losses"]
     );
-    let text = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
-        .arg("summary")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains(&format!("ring_full={dropped}")) && !text.contains("nothing dropped"),
         "{text}"
@@ -411,58 +431,23 @@ fn summary_of_a_merged_trace_counts_what_every_process_dropped() {
 #[test]
 fn summary_of_a_merged_trace_adds_up_the_waits_of_every_process() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let status = nccl_sim::job_for_tests(&out)
-        .args(["--scenario", "single", "--iterations", "40"])
-        .args(["--procs", "2", "--ranks", "4"])
-        .env("NCCL_SCOREP_TOOL", env!("CARGO_BIN_EXE_nccl-scorep"))
-        .env("NCCL_SCOREP_EVENTS", "all")
-        .env("NCCL_SCOREP_JSONL", "1")
-        // A ring of 16 records per thread: the threads wait.
-        .env("NCCL_SCOREP_BUFFER_SIZE", "4K")
-        .env("NCCL_SCOREP_ON_FULL", "wait")
-        .env("NCCL_SIM_SHM_DIR", dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    // The processes' own counts, from their event logs' summary lines.
+    let out = tiny_ring_job(dir.path(), "wait");
     let (mut waits, mut total_ns, mut longest_ns, mut dropped) = (0, 0, 0, 0);
-    for entry in std::fs::read_dir(&out).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "jsonl") {
-            let text = std::fs::read_to_string(&path).unwrap();
-            let last = text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .rfind(|l| l["type"] == "summary")
-                .expect("a summary line");
-            let counter = |name: &str| last["counters"][name].as_u64().unwrap();
-            waits += counter("held_back");
-            total_ns += counter("held_back_ns");
-            longest_ns = longest_ns.max(counter("held_back_longest_ns"));
-            dropped += counter("ring_full");
-        }
+    for counters in logged_counters(&out) {
+        let counter = |name: &str| counters[name].as_u64().unwrap();
+        waits += counter("held_back");
+        total_ns += counter("held_back_ns");
+        longest_ns = longest_ns.max(counter("held_back_longest_ns"));
+        dropped += counter("ring_full");
     }
     assert!(waits > 0, "the tiny rings made the threads wait");
     assert_eq!(dropped, 0, "nothing dropped");
-    let output = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
-        .args(["summary", "--json"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (summary, text) = summary_of(&out);
     assert_eq!(summary["source"], "trace");
     assert_eq!(
         summary["held_back"],
         serde_json::json!({"waits": waits, "total_ns": total_ns, "longest_ns": longest_ns}),
     );
-    let text = Command::new(env!("CARGO_BIN_EXE_nccl-scorep"))
-        .arg("summary")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
     let times = match waits {
         1 => "once".to_owned(),
         n => format!("{n} times"),
