@@ -88,6 +88,22 @@ impl HeldBackTotal {
         self.total_ns += waited_ns;
         self.longest_ns = self.longest_ns.max(waited_ns);
     }
+
+    /// A warning when the waits came to 1 % or more of the ranks' `time_in_nccl_ms`: the
+    /// summary's times may then hold a delay the plugin made. (The waits are those of
+    /// every thread, proxy threads too, so they can exceed the ranks' time in NCCL.)
+    fn warning(&self, time_in_nccl_ms: f64) -> Option<String> {
+        let waited_ms = self.total_ns as f64 / 1e6;
+        if self.waits == 0 || waited_ms < 0.01 * time_in_nccl_ms {
+            return None;
+        }
+        Some(format!(
+            "NCCL's threads waited {waited_ms:.3} ms in all for room in the plugin's \
+             buffers, against {time_in_nccl_ms:.3} ms of the ranks' time in NCCL: the \
+             times here may include that delay; a larger NCCL_SCOREP_BUFFER_SIZE or fewer \
+             NCCL_SCOREP_EVENTS avoid it"
+        ))
+    }
 }
 
 /// The summary of one run directory or archive.
@@ -304,6 +320,7 @@ pub(crate) fn summarize_in_detail(path: &Path) -> Result<Detailed, Error> {
     let (operations, total_time_ms) =
         tables::operations(&collectives, &collected.transfers, &collected.comm_names);
     let ranks = tables::ranks(&collectives, &collected.transfers, &collected.comm_names);
+    warnings.extend(collected.held_back.warning(total_time_ms));
     let summary = Summary {
         schema: SCHEMA,
         input: path.display().to_string(),
@@ -552,5 +569,31 @@ fn collect(lines: &[Value], to_real: i128, collected: &mut Collected) {
                 .or_default()
                 .push(part);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeldBackTotal;
+
+    /// Waits of 1 % or more of the time in NCCL make a warning that gives both times.
+    #[test]
+    fn waits_for_the_plugin_warn_from_one_percent_of_the_time_in_nccl() {
+        let waited = |ms: u64| HeldBackTotal {
+            waits: 3,
+            total_ns: ms * 1_000_000,
+            longest_ns: ms * 1_000_000 / 2,
+        };
+        assert_eq!(HeldBackTotal::default().warning(1000.0), None);
+        assert_eq!(waited(9).warning(1000.0), None);
+        let warning = waited(20).warning(1000.0).expect("2 % warns");
+        assert!(
+            warning.starts_with(
+                "NCCL's threads waited 20.000 ms in all for room in the plugin's buffers, \
+                 against 1000.000 ms of the ranks' time in NCCL"
+            ),
+            "{warning}"
+        );
+        assert!(waited(1).warning(0.0).is_some(), "no time in NCCL at all");
     }
 }

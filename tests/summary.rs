@@ -452,7 +452,19 @@ fn summary_of_a_merged_trace_adds_up_the_waits_of_every_process() {
         1 => "once".to_owned(),
         n => format!("{n} times"),
     };
-    println!("the threads waited {times}, {total_ns} ns in all");
+    let time_in_nccl_ms = summary["total_time_ms"].as_f64().unwrap();
+    println!("the threads waited {times}, {total_ns} ns in all, in {time_in_nccl_ms} ms in NCCL");
+    // The summary's times hold that delay: it warns from 1 % of them.
+    let warned = summary["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().starts_with("NCCL's threads waited"));
+    assert_eq!(
+        warned,
+        total_ns as f64 / 1e6 >= 0.01 * time_in_nccl_ms,
+        "{summary:#}"
+    );
     assert!(
         text.contains(&format!("NCCL's threads waited {times}"))
             && text.contains("nothing dropped or refused"),
