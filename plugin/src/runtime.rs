@@ -197,8 +197,12 @@ impl Runtime {
     #[cold]
     #[inline(never)]
     fn push_to_full_ring(&self, ring: &mut RingProducer, mut record: Record, wait: bool) -> bool {
-        // When the wait began (a dropped record costs no clock read).
+        // When the wait began (a dropped record costs no clock read), and in Score-P mode
+        // its region, left when this returns.
         let since = if wait { crate::clock::ticks() } else { 0 };
+        let _in_scorep = (wait && self.collecting.load(Ordering::Relaxed))
+            .then(crate::scorep_mode::held_back)
+            .flatten();
         loop {
             if wait && self.collecting.load(Ordering::Relaxed) {
                 self.wake_collector();

@@ -80,6 +80,8 @@ struct ScorepState {
     parameters: ScorepParameters,
     regions: [OnceLock<Region>; REGION_SLOTS],
     sync_region: Region,
+    /// Around a thread's wait for room in its full ring.
+    held_back_region: Region,
 }
 
 static STATE: OnceLock<ScorepState> = OnceLock::new();
@@ -135,6 +137,7 @@ pub fn activate(config: &Config) -> bool {
         parameters: config.scorep_parameters,
         regions: std::array::from_fn(|_| OnceLock::new()),
         sync_region: Region::new(clock_file::SYNC_REGION, GROUP),
+        held_back_region: Region::new(HELD_BACK_REGION, GROUP),
     };
     if STATE.set(state).is_err() {
         return true;
@@ -454,6 +457,36 @@ fn pair_now(source: ClockSource) -> Option<ClockPair> {
         }
     }
     best.map(|(_, pair)| pair)
+}
+
+/// The Score-P region of a wait for room in a full ring: named as the trace's interval.
+pub const HELD_BACK_REGION: &str = "NCCL held back by the plugin";
+
+/// A wait for room in a full ring, as a Score-P region on the waiting thread: entered
+/// by [`held_back`], left when dropped. Nothing else enters or leaves a region on the
+/// thread meanwhile (it is inside one callback), so it nests wherever it is.
+pub struct HeldBackRegion {
+    state: &'static ScorepState,
+    region: RegionHandle,
+}
+
+impl Drop for HeldBackRegion {
+    fn drop(&mut self) {
+        self.state.api.region_end(self.region);
+    }
+}
+
+/// In Score-P mode, enters the region of a wait on this thread, so that Score-P's own
+/// profile and trace show the time the plugin held NCCL back.
+#[cold]
+pub fn held_back() -> Option<HeldBackRegion> {
+    if !FORWARDING.load(Ordering::Acquire) {
+        return None;
+    }
+    let state = state()?;
+    let region = state.held_back_region.handle(&state.api)?;
+    state.api.region_enter(region);
+    Some(HeldBackRegion { state, region })
 }
 
 /// Enters and leaves "NCCL clock sync" on this thread; our time just before the Enter.

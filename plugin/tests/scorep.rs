@@ -233,6 +233,67 @@ fn a_plan_of_a_hundred_tasks_gives_a_hundred_sibling_regions_inside_the_plan() {
     assert_eq!(counters["scorep_ends_deferred"], 0, "{counters}");
 }
 
+/// With `NCCL_SCOREP_ON_FULL=wait` a thread that waits for room in its full ring is in
+/// Score-P's "NCCL held back by the plugin" region meanwhile: Score-P's profile shows the
+/// time the plugin took, once per wait the sidecar counts.
+#[test]
+fn a_wait_for_room_is_a_score_p_region_on_the_waiting_thread() {
+    let run = child("waits_for_room_under_score_p");
+    let stderr = String::from_utf8_lossy(&run.output.stderr);
+    assert!(run.output.status.success(), "{stderr}");
+    let calls = region_calls(&run.calls);
+    let mut waits = 0;
+    for (i, (tid, call, region)) in calls.iter().enumerate() {
+        if region == "NCCL held back by the plugin" && call == "enter" {
+            // Left right after, on the same thread: nothing is entered inside it.
+            let next = &calls[i + 1];
+            assert_eq!(
+                (next.0, next.1.as_str(), next.2.as_str()),
+                (*tid, "end", region.as_str())
+            );
+            waits += 1;
+        }
+    }
+    let logs = support::read_logs(&run.dir.path().join("exp/nccl"));
+    let counters = &logs
+        .iter()
+        .rfind(|l| l["type"] == "summary")
+        .expect("a summary")["counters"];
+    assert!(
+        waits > 0,
+        "a 4 KiB ring cannot take 3000 calls without a wait"
+    );
+    assert_eq!(counters["held_back"], waits, "{counters}");
+    assert_eq!(counters["events_written"], 3000, "{counters}");
+}
+
+#[test]
+#[ignore = "run in a child process by the test above"]
+fn waits_for_room_under_score_p() {
+    if !in_child() {
+        return;
+    }
+    let plugin = Plugin::load(&[
+        ("NCCL_SCOREP_EVENTS", "all"),
+        ("NCCL_SCOREP_BUFFER_SIZE", "4K"),
+        ("NCCL_SCOREP_ON_FULL", "wait"),
+    ]);
+    let (ctx, _) = plugin.init_v7(0x5c10, Some(c"waits"), 0, 2);
+    for _ in 0..3000 {
+        let api = plugin.start7(
+            ctx,
+            &mut coll_api7(
+                Handle(std::ptr::null_mut()),
+                c"AllReduce",
+                256,
+                c"ncclFloat32",
+            ),
+        );
+        plugin.stop7(api);
+    }
+    plugin.finalize7(ctx);
+}
+
 #[test]
 #[ignore = "run in a child process by the test above"]
 fn plan_of_a_hundred_tasks() {
