@@ -165,6 +165,9 @@ pub struct Gap {
     pub dropped_total: u64,
 }
 
+/// The name such a wait has in the trace, and in Score-P mode in Score-P's regions.
+pub const HELD_BACK_REGION: &str = "NCCL held back by the plugin";
+
 /// A time an NCCL thread waited for room in its full ring, in CLOCK_MONOTONIC
 /// nanoseconds: the plugin held NCCL back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -137,7 +137,7 @@ pub fn activate(config: &Config) -> bool {
         parameters: config.scorep_parameters,
         regions: std::array::from_fn(|_| OnceLock::new()),
         sync_region: Region::new(clock_file::SYNC_REGION, GROUP),
-        held_back_region: Region::new(HELD_BACK_REGION, GROUP),
+        held_back_region: Region::new(crate::model::HELD_BACK_REGION, GROUP),
     };
     if STATE.set(state).is_err() {
         return true;
@@ -458,9 +458,6 @@ fn pair_now(source: ClockSource) -> Option<ClockPair> {
     }
     best.map(|(_, pair)| pair)
 }
-
-/// The Score-P region of a wait for room in a full ring: named as the trace's interval.
-pub const HELD_BACK_REGION: &str = "NCCL held back by the plugin";
 
 /// A wait for room in a full ring, as a Score-P region on the waiting thread: entered
 /// by [`held_back`], left when dropped. Nothing else enters or leaves a region on the

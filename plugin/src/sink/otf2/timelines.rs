@@ -468,7 +468,7 @@ impl Timelines {
     /// Records a thread waited for room in its ring: an interval on that thread.
     pub(super) fn held_back(&mut self, w: &mut Writer, held: &HeldBack) {
         let region = w.defs.static_region(
-            "NCCL held back by the plugin",
+            crate::model::HELD_BACK_REGION,
             Role::Artificial,
             "the plugin's buffer for this thread was full: NCCL's thread waited here until \
              the plugin had made room (NCCL_SCOREP_ON_FULL=wait, or a communicator's init or \
