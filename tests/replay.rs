@@ -554,6 +554,42 @@ fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
 }
 
 #[test]
+fn with_on_full_wait_a_full_ring_of_calls_waits_and_every_call_is_recorded() {
+    // The same stream as above, far faster than the 1024-slot ring of calls is emptied
+    // every 5 ms (the plugin's own ring is large enough not to slow it down): the full
+    // ring wakes the writer, and the calling thread waits for room.
+    use nccl_scorep_common::recording::Call;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let out = dir.path().join("out");
+    let output = Command::new(nccl_sim::binary_for_tests())
+        .args(["bench", "--iterations", "3000", "--warmup", "0", "--plugin"])
+        .arg(&plugin)
+        .env("NCCL_SCOREP_MODE", "jsonl,record")
+        .env("NCCL_SCOREP_BUFFER_SIZE", "512K")
+        .env("NCCL_SCOREP_EVENTS", "all")
+        .env("NCCL_SCOREP_ON_FULL", "wait")
+        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // 3000 iterations of 11 events (GroupApi, CollApi, KernelLaunch, Group, Coll;
+    // ProxyOp, 4 ProxySteps, KernelCh), each started and stopped.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("0 / 33000"), "{stdout}");
+    let recordings = recordings_in(&out.join("recordings"));
+    let recording = nccl_scorep_common::recording::Recording::read_file(&recordings[0]).unwrap();
+    assert_eq!(recording.drops(), 0, "nothing dropped");
+    let count = |is: fn(&Call) -> bool| recording.calls().filter(|(_, _, c)| is(c)).count();
+    assert_eq!(
+        count(|c| matches!(c, Call::Start { handle, .. } if *handle != 0)),
+        33_000
+    );
+    assert_eq!(count(|c| matches!(c, Call::Stop { .. })), 33_000);
+}
+
+#[test]
 fn a_pxn_op_of_a_process_not_replayed_keeps_its_recorded_foreign_values() {
     use nccl_scorep_common::recording::{Call, Recording};
     let recordings = recordings_in(&corpus().join("nccl-2.32-pxn"));

@@ -40,7 +40,9 @@
 //! plugin copies (for a profiler's symbols) instead of a temporary one;
 //! `TRACE_BENCH_KEEP_ARCHIVE` (any value) keeps the archives there too;
 //! `TRACE_BENCH_PLUGIN` the path of another build of the plugin to measure instead (say,
-//! one from before a change). The results are described in `docs/performance.md`.
+//! one from before a change); `TRACE_BENCH_RECORD` (any value) runs it with
+//! `NCCL_SCOREP_MODE=otf2,record`, which also records every call (docs/record.md), and
+//! reports the recording's size. The results are described in `docs/performance.md`.
 
 mod support;
 
@@ -388,6 +390,8 @@ struct RunResult {
     nothing_lost: bool,
     warnings: Vec<String>,
     files: Vec<(String, u64)>,
+    /// What record mode wrote (`TRACE_BENCH_RECORD`), else 0.
+    recording_bytes: u64,
     bytes: u64,
     evt_bytes: u64,
     breakdown: Breakdown,
@@ -431,10 +435,12 @@ fn run(
     std::fs::copy(plugin, &copy).expect("copy the plugin");
     let out_dir = work.join(format!("out-{comms}"));
     for (key, value) in [
-        ("NCCL_SCOREP_MODE", "otf2"),
+        ("NCCL_SCOREP_MODE", mode()),
         ("NCCL_SCOREP_EVENTS", "all"),
         ("NCCL_SCOREP_ON_FULL", "wait"),
         ("NCCL_SCOREP_BUFFER_SIZE", buffer),
+        // One part is measured: no merge at the end.
+        ("NCCL_SCOREP_AUTO_MERGE", "0"),
     ] {
         std::env::set_var(key, value);
     }
@@ -545,6 +551,7 @@ fn run(
     let collector_cpu = process_cpu.saturating_sub(producer_cpu);
 
     let summary = read_log(&log);
+    let recording_bytes = dir_bytes(&out_dir.join("recordings"));
     let part = find_part(&out_dir);
     let files = part_files(&part);
     let bytes = files.iter().map(|(_, n)| n).sum();
@@ -580,6 +587,7 @@ fn run(
         nothing_lost: summary.nothing_lost,
         warnings: summary.warnings,
         files,
+        recording_bytes,
         bytes,
         evt_bytes,
         breakdown,
@@ -625,6 +633,26 @@ fn read_log(log: &str) -> LogSummary {
 }
 
 /// The single part the run wrote: `<out>/parts/<host>.<pid>`.
+/// `NCCL_SCOREP_MODE` for the runs: `otf2`, with `record` added on request.
+fn mode() -> &'static str {
+    if std::env::var_os("TRACE_BENCH_RECORD").is_some() {
+        "otf2,record"
+    } else {
+        "otf2"
+    }
+}
+
+/// The bytes of the files in `dir` (0 when there is none).
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter_map(|entry| entry.metadata().ok())
+            .map(|meta| meta.len())
+            .sum()
+    })
+}
+
 fn find_part(out_dir: &Path) -> PathBuf {
     let parts: Vec<PathBuf> = std::fs::read_dir(out_dir.join("parts"))
         .unwrap_or_else(|e| panic!("no parts in {}: {e}", out_dir.display()))
@@ -798,7 +826,8 @@ fn main() {
         available_cpus()
     );
     println!(
-        "  config:  NCCL_SCOREP_MODE=otf2 EVENTS=all ON_FULL=wait BUFFER_SIZE={buffer} (per thread)"
+        "  config:  NCCL_SCOREP_MODE={} EVENTS=all ON_FULL=wait BUFFER_SIZE={buffer} (per thread)",
+        mode()
     );
     println!(
         "  stream:  per collective and communicator rank: app thread {APP_CALLBACKS} callbacks / {APP_EVENTS} events, \
@@ -807,8 +836,9 @@ fn main() {
     // The plugin's other settings pass through from the environment: say which did.
     let passed: Vec<String> = std::env::vars()
         .filter(|(name, _)| {
-            const SET_HERE: [&str; 5] = [
+            const SET_HERE: [&str; 6] = [
                 "NCCL_SCOREP_MODE",
+                "NCCL_SCOREP_AUTO_MERGE",
                 "NCCL_SCOREP_EVENTS",
                 "NCCL_SCOREP_ON_FULL",
                 "NCCL_SCOREP_BUFFER_SIZE",
@@ -907,6 +937,13 @@ fn main() {
             r.evt_bytes,
             r.evt_bytes as f64 / otf2
         );
+        if r.recording_bytes > 0 {
+            println!(
+                "  recording: {} bytes, {:.1} B per NCCL event",
+                r.recording_bytes,
+                r.recording_bytes as f64 / events
+            );
+        }
         let collectives = (r.collectives * r.comms as u64).max(1) as f64;
         println!(
             "    {:<44} {:>5} {:>12} {:>12} {:>9} {:>10} {:>10}",

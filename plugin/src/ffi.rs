@@ -44,7 +44,7 @@ unsafe extern "C" fn start_event<D: DecodeDescr>(
         // Record mode files the call with the time our trace gives it.
         let time = hot_path::Stamped(clock::ticks());
         hot_path::start_event::<D>(context, handle_out, descr, time);
-        record::started(
+        let waited = record::started(
             D::VERSION,
             size_of::<D>(),
             context,
@@ -52,6 +52,7 @@ unsafe extern "C" fn start_event<D: DecodeDescr>(
             descr.cast(),
             time.0,
         );
+        runtime::held_back_by_recording(waited);
     })
 }
 
@@ -63,7 +64,7 @@ unsafe extern "C" fn stop_event(handle: *mut c_void) -> ncclResult_t {
         }
         let time = hot_path::Stamped(clock::ticks());
         hot_path::stop_event(handle, time);
-        record::stopped(handle, time.0);
+        runtime::held_back_by_recording(record::stopped(handle, time.0));
     })
 }
 
@@ -80,7 +81,8 @@ unsafe extern "C" fn record_event_state<A: DecodeArgs>(
         }
         let time = hot_path::Stamped(clock::ticks());
         hot_path::record_state::<A>(handle, state, args, time);
-        record::state(handle, state, size_of::<A>(), args.cast(), time.0);
+        let waited = record::state(handle, state, size_of::<A>(), args.cast(), time.0);
+        runtime::held_back_by_recording(waited);
     })
 }
 

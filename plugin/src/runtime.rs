@@ -229,6 +229,15 @@ impl Runtime {
         }
     }
 
+    /// Tells the collector that the calling thread waited since `since` for room in
+    /// record mode's ring of calls: held back like a wait for room in its own ring.
+    #[cold]
+    fn held_back_by_recording(&self, since: u64) {
+        if self.collecting.load(Ordering::Relaxed) {
+            let _ = self.with_ring(|ring| self.push_held_back(ring, since));
+        }
+    }
+
     /// Tells the collector, after a record that waited for room, how long the thread
     /// waited: NCCL's time the plugin took, for the trace and the end-of-run report. It
     /// waits for room itself if the ring filled again (the interval then ends later); it
@@ -355,6 +364,14 @@ impl Runtime {
         if let Some(collector) = collector {
             self.shared.return_rings(collector.stop());
         }
+    }
+}
+
+/// Reports a wait for room in record mode's ring of calls, if the call waited.
+#[inline]
+pub fn held_back_by_recording(waited: crate::record::WaitedSince) {
+    if let (Some(since), Some(rt)) = (waited.0, runtime()) {
+        rt.held_back_by_recording(since);
     }
 }
 

@@ -79,6 +79,13 @@ struct ThreadShared {
     index: u32,
     /// Calls dropped because the ring was full.
     drops: AtomicU64,
+    /// The thread, for the writer to wake when it waits for room.
+    thread: std::thread::Thread,
+    /// The thread sleeps until the writer has made room (`NCCL_SCOREP_ON_FULL=wait`).
+    waiting_for_room: AtomicBool,
+    /// The thread woke the writer since the writer last emptied its ring: one wake-up per
+    /// fill, not one per dropped call.
+    woke_writer: AtomicBool,
 }
 
 struct ThreadBuffer {
@@ -116,16 +123,70 @@ fn register() -> Option<ThreadBuffer> {
     Some(ThreadBuffer { producer, shared })
 }
 
+/// When a call waited for room in its ring (`NCCL_SCOREP_ON_FULL=wait`): NCCL's time the
+/// plugin took, for the caller to report as it reports a wait for the plugin's own ring.
+#[must_use]
+pub struct WaitedSince(pub Option<u64>);
+
 #[inline]
-fn push(slot: Slot) {
-    let pushed = with_buffer(|buffer| {
-        if buffer.producer.push(slot).is_err() {
-            buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
-        }
+fn push(slot: Slot) -> WaitedSince {
+    let pushed = with_buffer(|buffer| match buffer.producer.push(slot) {
+        Ok(()) => None,
+        Err(rtrb::PushError::Full(slot)) => push_to_full_ring(buffer, slot),
     });
-    if pushed.is_none() {
-        LOST_AT_THREAD_EXIT.fetch_add(1, Ordering::Relaxed);
+    match pushed {
+        Some(waited) => WaitedSince(waited),
+        None => {
+            LOST_AT_THREAD_EXIT.fetch_add(1, Ordering::Relaxed);
+            WaitedSince(None)
+        }
     }
+}
+
+/// How long a thread waiting for room sleeps before it looks again (the writer wakes it
+/// sooner when it has emptied the ring).
+const ROOM_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// A full ring: the writer empties it now rather than at its next round. With
+/// `NCCL_SCOREP_ON_FULL=wait` the thread waits for the room and returns when it began;
+/// otherwise the call is dropped and counted.
+#[cold]
+#[inline(never)]
+fn push_to_full_ring(buffer: &mut ThreadBuffer, mut slot: Slot) -> Option<u64> {
+    let Some(recorder) = writer::recorder() else {
+        buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    recorder.wake_writer_for(&buffer.shared);
+    if !recorder.waits_for_room() {
+        buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    let since = clock::ticks();
+    let in_scorep = crate::scorep_mode::held_back();
+    loop {
+        buffer.shared.waiting_for_room.store(true, Ordering::SeqCst);
+        // Room made between the failed push and the flag going up sends no wake-up.
+        if buffer.producer.is_full() {
+            std::thread::park_timeout(ROOM_WAIT);
+        }
+        buffer
+            .shared
+            .waiting_for_room
+            .store(false, Ordering::SeqCst);
+        match buffer.producer.push(slot) {
+            Ok(()) => break,
+            Err(rtrb::PushError::Full(back)) => slot = back,
+        }
+        if !recorder.waits_for_room() {
+            // The writer has stopped (the process is exiting): nothing will make room.
+            buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
+            break;
+        }
+        recorder.wake_writer_for(&buffer.shared);
+    }
+    drop(in_scorep);
+    Some(since)
 }
 
 /// The calling thread's number in the recording.
@@ -164,9 +225,9 @@ pub unsafe fn started(
     handle_out: *mut *mut c_void,
     descr: *const u8,
     time: u64,
-) {
+) -> WaitedSince {
     if !ON.load(Ordering::Relaxed) {
-        return;
+        return WaitedSince(None);
     }
     let handle = if handle_out.is_null() {
         0
@@ -202,16 +263,16 @@ pub unsafe fn started(
             slot.n_strings = i as u8 + 1;
         }
     }
-    push(slot);
+    push(slot)
 }
 
 /// `stopEvent`, with the handle NCCL passed.
 #[inline]
-pub fn stopped(handle: *mut c_void, time: u64) {
+pub fn stopped(handle: *mut c_void, time: u64) -> WaitedSince {
     if !ON.load(Ordering::Relaxed) {
-        return;
+        return WaitedSince(None);
     }
-    push(Slot::new(What::Stop, time, handle as u64));
+    push(Slot::new(What::Stop, time, handle as u64))
 }
 
 /// `recordEventState`, with what NCCL passed.
@@ -219,9 +280,15 @@ pub fn stopped(handle: *mut c_void, time: u64) {
 /// # Safety
 /// `args` is NULL or points to `size` readable bytes.
 #[inline]
-pub unsafe fn state(handle: *mut c_void, state: i32, size: usize, args: *const u8, time: u64) {
+pub unsafe fn state(
+    handle: *mut c_void,
+    state: i32,
+    size: usize,
+    args: *const u8,
+    time: u64,
+) -> WaitedSince {
     if !ON.load(Ordering::Relaxed) {
-        return;
+        return WaitedSince(None);
     }
     let mut slot = Slot::new(What::State, time, handle as u64);
     slot.state = state;
@@ -233,7 +300,7 @@ pub unsafe fn state(handle: *mut c_void, state: i32, size: usize, args: *const u
         unsafe { std::ptr::copy_nonoverlapping(args, slot.bytes.as_mut_ptr(), size) };
         slot.len = size as u8;
     }
-    push(slot);
+    push(slot)
 }
 
 /// What `init` was passed, kept before the plugin takes it over.

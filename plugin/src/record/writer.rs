@@ -1,5 +1,5 @@
 //! The recorder's writer: one thread that moves the NCCL threads' rings into the process's
-//! recording file every few milliseconds; `init`, `finalize` and the process's exit write
+//! recording file every few milliseconds, and at once when a ring is full; `init`, `finalize` and the process's exit write
 //! through it too, after emptying the rings, so that each thread's calls keep their order.
 
 use super::{Slot, ThreadShared, What, LOST_AT_THREAD_EXIT};
@@ -7,11 +7,11 @@ use crate::{clock, log};
 use nccl_scorep_common::recording::{self, encode, ClockKind, Header};
 use std::fs::File;
 use std::io::Write;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-/// How often the writer thread empties the rings.
+/// How often the writer thread empties the rings (a full ring wakes it sooner).
 const DRAIN_INTERVAL: Duration = Duration::from_millis(5);
 
 pub(super) struct Recorder {
@@ -19,6 +19,12 @@ pub(super) struct Recorder {
     new_threads: Mutex<Vec<(rtrb::Consumer<Slot>, Arc<ThreadShared>)>>,
     next_thread: AtomicU32,
     capacity: usize,
+    /// The writer thread, which a full ring wakes.
+    writer: OnceLock<std::thread::Thread>,
+    /// `NCCL_SCOREP_ON_FULL=wait`: a thread whose ring is full waits for room.
+    wait_for_room: bool,
+    /// The writer still empties the rings (until the process's exit ends the file).
+    writing: AtomicBool,
 }
 
 struct Adopted {
@@ -47,12 +53,30 @@ impl Recorder {
         let shared = Arc::new(ThreadShared {
             index: self.next_thread.fetch_add(1, Ordering::Relaxed),
             drops: AtomicU64::new(0),
+            thread: std::thread::current(),
+            waiting_for_room: AtomicBool::new(false),
+            woke_writer: AtomicBool::new(false),
         });
         self.new_threads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((consumer, shared.clone()));
         (producer, shared)
+    }
+
+    /// Wakes the writer for a full ring, once until it has emptied that ring.
+    pub(super) fn wake_writer_for(&self, thread: &ThreadShared) {
+        if !thread.woke_writer.swap(true, Ordering::AcqRel) {
+            if let Some(writer) = self.writer.get() {
+                writer.unpark();
+            }
+        }
+    }
+
+    /// Whether a thread whose ring is full waits for room: in wait mode, while a writer
+    /// thread runs to make it.
+    pub(super) fn waits_for_room(&self) -> bool {
+        self.wait_for_room && self.writing.load(Ordering::Acquire) && self.writer.get().is_some()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -108,21 +132,27 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
         new_threads: Mutex::new(Vec::new()),
         next_thread: AtomicU32::new(0),
         capacity,
+        writer: OnceLock::new(),
+        wait_for_room: shared.config.on_full == crate::config::OnFull::Wait,
+        writing: AtomicBool::new(true),
     });
     let spawned = std::thread::Builder::new()
         .name("nccl-scorep-rec".into())
         .spawn(move || loop {
-            std::thread::sleep(DRAIN_INTERVAL);
+            std::thread::park_timeout(DRAIN_INTERVAL);
             let mut state = recorder.state();
             if state.file.is_none() {
                 return;
             }
             drain(recorder, &mut state);
         });
-    if let Err(error) = spawned {
-        log::warn(&format!(
+    match spawned {
+        Ok(handle) => {
+            let _ = recorder.writer.set(handle.thread().clone());
+        }
+        Err(error) => log::warn(&format!(
             "record mode: cannot start the writer thread ({error}); calls are written at each finalize only"
-        ));
+        )),
     }
     // SAFETY: registers plain `extern "C" fn()`s that catch their panics; the fork
     // handler only stores an atomic.
@@ -156,6 +186,11 @@ extern "C" fn finish_at_exit() {
         encode::end(&mut state.out);
         write_out(&mut state);
         state.file = None;
+        // Threads waiting for room now drop their calls instead.
+        recorder.writing.store(false, Ordering::Release);
+        for thread in &state.threads {
+            thread.shared.thread.unpark();
+        }
     });
 }
 
@@ -229,6 +264,10 @@ fn drain(recorder: &Recorder, state: &mut State) {
             encode_slot(out, index, slot);
         }
         chunk.commit_all();
+        thread.shared.woke_writer.store(false, Ordering::Release);
+        if thread.shared.waiting_for_room.load(Ordering::SeqCst) {
+            thread.shared.thread.unpark();
+        }
         let drops = thread.shared.drops.load(Ordering::Relaxed);
         if drops > thread.drops_written {
             encode::drops(out, index, drops - thread.drops_written);
