@@ -1,6 +1,7 @@
 //! The recorder's writer: one thread that moves the NCCL threads' rings into the process's
-//! recording file every few milliseconds, and at once when a ring is full; `init`, `finalize` and the process's exit write
-//! through it too, after emptying the rings, so that each thread's calls keep their order.
+//! recording file every few milliseconds, and at once when a ring is full; `init`,
+//! `finalize` and the process's exit write through it too, after emptying the rings, so
+//! that each thread's calls keep their order.
 
 use super::{Slot, ThreadShared, What, LOST_AT_THREAD_EXIT};
 use crate::{clock, log};
