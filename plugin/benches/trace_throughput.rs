@@ -632,7 +632,6 @@ fn read_log(log: &str) -> LogSummary {
     summary
 }
 
-/// The single part the run wrote: `<out>/parts/<host>.<pid>`.
 /// `NCCL_SCOREP_MODE` for the runs: `otf2`, with `record` added on request.
 fn mode() -> &'static str {
     if std::env::var_os("TRACE_BENCH_RECORD").is_some() {
@@ -653,6 +652,7 @@ fn dir_bytes(dir: &Path) -> u64 {
     })
 }
 
+/// The single part the run wrote: `<out>/parts/<host>.<pid>`.
 fn find_part(out_dir: &Path) -> PathBuf {
     let parts: Vec<PathBuf> = std::fs::read_dir(out_dir.join("parts"))
         .unwrap_or_else(|e| panic!("no parts in {}: {e}", out_dir.display()))
