@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 
@@ -519,20 +519,18 @@ fn a_file_that_is_no_recording_is_refused_and_a_cut_one_replays_as_far_as_it_goe
     assert!(!events.by_id.is_empty());
 }
 
-#[test]
-fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
-    // The bench calls without pause, far faster than the writer empties a 1024-slot ring
-    // every 5 ms.
-    let dir = tempfile::tempdir().unwrap();
-    let plugin = nccl_sim::our_plugin_for_tests();
-    let out = dir.path().join("out");
+/// `nccl-sim bench` (3000 iterations, no pause: far faster than the writer empties a
+/// 1024-slot ring of calls every 5 ms) through our plugin in record mode, with the ring
+/// size and `NCCL_SCOREP_ON_FULL` given; its output and its recordings, in `out`.
+fn bench_recorded(out: &Path, buffer: &str, on_full: &str) -> (Output, Vec<PathBuf>) {
     let output = Command::new(nccl_sim::binary_for_tests())
         .args(["bench", "--iterations", "3000", "--warmup", "0", "--plugin"])
-        .arg(&plugin)
+        .arg(nccl_sim::our_plugin_for_tests())
         .env("NCCL_SCOREP_MODE", "jsonl,record")
-        .env("NCCL_SCOREP_BUFFER_SIZE", "4K")
+        .env("NCCL_SCOREP_BUFFER_SIZE", buffer)
         .env("NCCL_SCOREP_EVENTS", "all")
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
+        .env("NCCL_SCOREP_ON_FULL", on_full)
+        .env("NCCL_SCOREP_OUTPUT_DIR", out)
         .output()
         .unwrap();
     assert!(
@@ -541,6 +539,14 @@ fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
         String::from_utf8_lossy(&output.stderr)
     );
     let recordings = recordings_in(&out.join("recordings"));
+    (output, recordings)
+}
+
+#[test]
+fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let (_, recordings) = bench_recorded(&dir.path().join("out"), "4K", "drop");
     let recording = nccl_scorep_common::recording::Recording::read_file(&recordings[0]).unwrap();
     assert!(recording.complete, "the exit handler ends the file");
     let (calls, drops) = (recording.calls().count() as u64, recording.drops());
@@ -555,30 +561,15 @@ fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
 
 #[test]
 fn with_on_full_wait_a_full_ring_of_calls_waits_and_every_call_is_recorded() {
-    // The same stream as above, far faster than the 1024-slot ring of calls is emptied
-    // every 5 ms (the plugin's own ring is large enough not to slow it down): the full
-    // ring wakes the writer, and the calling thread waits for room.
+    // A 1024-slot ring of calls again, and the plugin's own ring large enough not to
+    // slow the stream down: the full ring wakes the writer, and the thread waits for room.
     use nccl_scorep_common::recording::Call;
     let dir = tempfile::tempdir().unwrap();
-    let plugin = nccl_sim::our_plugin_for_tests();
-    let out = dir.path().join("out");
-    let output = Command::new(nccl_sim::binary_for_tests())
-        .args(["bench", "--iterations", "3000", "--warmup", "0", "--plugin"])
-        .arg(&plugin)
-        .env("NCCL_SCOREP_MODE", "jsonl,record")
-        .env("NCCL_SCOREP_BUFFER_SIZE", "512K")
-        .env("NCCL_SCOREP_EVENTS", "all")
-        .env("NCCL_SCOREP_ON_FULL", "wait")
-        .env("NCCL_SCOREP_OUTPUT_DIR", &out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let (output, recordings) = bench_recorded(&dir.path().join("out"), "512K", "wait");
     // 3000 iterations of 11 events (GroupApi, CollApi, KernelLaunch, Group, Coll;
     // ProxyOp, 4 ProxySteps, KernelCh), each started and stopped.
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("0 / 33000"), "{stdout}");
-    let recordings = recordings_in(&out.join("recordings"));
     let recording = nccl_scorep_common::recording::Recording::read_file(&recordings[0]).unwrap();
     assert_eq!(recording.drops(), 0, "nothing dropped");
     let count = |is: fn(&Call) -> bool| recording.calls().filter(|(_, _, c)| is(c)).count();
