@@ -535,16 +535,17 @@ impl<'c, 'a> Worker<'c, 'a> {
         let parent = self.pick_parent();
         let rank = rank(&mut self.rng);
         descr.header(bits, parent, rank);
+        let mut pointers = Pointers {
+            rng: &mut self.rng,
+            strings: self.case.strings,
+            unterminated: self.case.config.unterminated,
+            net_payload: self.net_payload.as_mut_ptr().cast(),
+        };
         if let Some(kind) = kind {
-            descr.patch(
-                kind,
-                &mut Pointers {
-                    rng: &mut self.rng,
-                    strings: self.case.strings,
-                    unterminated: self.case.config.unterminated,
-                    net_payload: self.net_payload.as_mut_ptr().cast(),
-                },
-            );
+            descr.patch(kind, &mut pointers);
+        }
+        if self.case.config.record {
+            patch_recorded_strings(&mut descr, bits, &mut pointers);
         }
         if !self.call() {
             return;
