@@ -15,6 +15,33 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
+/// Defines one of NCCL's `#[repr(C)]` union members and, as its [`fields::Fields`], where
+/// each of its fields lies: the bytes between and after them are padding, which a C caller
+/// leaves as they were.
+macro_rules! c_struct {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $(pub $field:ident: $ty:ty,)*
+        }
+    ) => {
+        $(#[$attr])*
+        #[repr(C)]
+        pub struct $name {
+            $(pub $field: $ty,)*
+        }
+
+        impl $crate::fields::Fields for $name {
+            const SPANS: &'static [$crate::fields::Span] = &[$(
+                $crate::fields::Span {
+                    offset: ::std::mem::offset_of!($name, $field),
+                    len: ::std::mem::size_of::<$ty>(),
+                },
+            )*];
+        }
+    };
+}
+
 pub mod fields;
 pub mod layout;
 pub mod loader;
@@ -234,46 +261,51 @@ pub type InitV5 = unsafe extern "C" fn(
 
 // ---- union members shared by several versions (same absolute offsets everywhere) ----
 
-/// `proxyOp` (all versions): 24 bytes, align 4, at offset 24.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ProxyOpDescr {
-    pub pid: libc::pid_t,
-    pub channelId: u8,
-    pub peer: c_int,
-    pub nSteps: c_int,
-    pub chunkSize: c_int,
-    pub isSend: c_int,
+c_struct! {
+    /// `proxyOp` (all versions): 24 bytes, align 4, at offset 24.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct ProxyOpDescr {
+        pub pid: libc::pid_t,
+        pub channelId: u8,
+        pub peer: c_int,
+        pub nSteps: c_int,
+        pub chunkSize: c_int,
+        pub isSend: c_int,
+    }
 }
 
-/// `proxyStep` (all versions).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ProxyStepDescr {
-    pub step: c_int,
+c_struct! {
+    /// `proxyStep` (all versions).
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct ProxyStepDescr {
+        pub step: c_int,
+    }
 }
 
-/// `kernelCh` of v3: only the channel.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct KernelChDescrV3 {
-    pub channelId: u8,
+c_struct! {
+    /// `kernelCh` of v3: only the channel.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct KernelChDescrV3 {
+        pub channelId: u8,
+    }
 }
 
-/// `kernelCh` of v4+: channel and GPU start timestamp.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct KernelChDescrV4 {
-    pub channelId: u8,
-    pub pTimer: u64,
+c_struct! {
+    /// `kernelCh` of v4+: channel and GPU start timestamp.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct KernelChDescrV4 {
+        pub channelId: u8,
+        pub pTimer: u64,
+    }
 }
 
-/// `netPlugin` (v3+): encoded id and a payload pointer owned by the net plugin.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct NetPluginDescr {
-    pub id: i64,
-    pub data: *mut c_void,
+c_struct! {
+    /// `netPlugin` (v3+): encoded id and a payload pointer owned by the net plugin.
+    #[derive(Clone, Copy, Debug)]
+    pub struct NetPluginDescr {
+        pub id: i64,
+        pub data: *mut c_void,
+    }
 }
 
 /// State arguments of v1–v3 (16 bytes).
@@ -284,17 +316,19 @@ pub union StateArgsV1 {
     pub proxyCtrl: StateArgsProxyCtrl,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StateArgsV1ProxyOp {
-    pub transSize: usize,
-    pub steps: c_int,
+c_struct! {
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct StateArgsV1ProxyOp {
+        pub transSize: usize,
+        pub steps: c_int,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StateArgsProxyCtrl {
-    pub appendedProxyOps: c_int,
+c_struct! {
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct StateArgsProxyCtrl {
+        pub appendedProxyOps: c_int,
+    }
 }
 
 /// State arguments of v4–v7 (8 bytes): every member sits at offset 0.

@@ -5,38 +5,40 @@
 use super::{Descriptor, InitV1, ProfilerTable, ProxyOpDescr, ProxyStepDescr, StateArgsV1};
 use std::ffi::{c_char, c_int, c_void};
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollV1 {
-    pub name: *const c_char,
-    pub commHash: u64,
-    pub seqNumber: u64,
-    pub func: u8,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: u8,
-    pub op: u32,
-    pub trafficBytes: usize,
-    pub nMaxChannels: u8,
-    pub nWarps: u8,
-    pub algo: u8,
-    pub proto: u8,
-    pub isCollnet: c_int,
-    pub isNvls: c_int,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollV1 {
+        pub name: *const c_char,
+        pub commHash: u64,
+        pub seqNumber: u64,
+        pub func: u8,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: u8,
+        pub op: u32,
+        pub trafficBytes: usize,
+        pub nMaxChannels: u8,
+        pub nWarps: u8,
+        pub algo: u8,
+        pub proto: u8,
+        pub isCollnet: c_int,
+        pub isNvls: c_int,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct P2pV1 {
-    pub name: *const c_char,
-    pub commHash: u64,
-    pub func: u8,
-    pub buff: *mut c_void,
-    pub datatype: u8,
-    pub count: usize,
-    pub peer: c_int,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct P2pV1 {
+        pub name: *const c_char,
+        pub commHash: u64,
+        pub func: u8,
+        pub buff: *mut c_void,
+        pub datatype: u8,
+        pub count: usize,
+        pub peer: c_int,
+    }
 }
 
 #[repr(C)]

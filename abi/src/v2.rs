@@ -6,36 +6,38 @@
 use super::{Descriptor, InitV1, ProfilerTable, ProxyOpDescr, ProxyStepDescr, StateArgsV1};
 use std::ffi::{c_char, c_int, c_void};
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollV2 {
-    pub name: *const c_char,
-    pub commHash: u64,
-    pub seqNumber: u64,
-    pub func: *const c_char,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub trafficBytes: usize,
-    pub nMaxChannels: u8,
-    pub nWarps: u8,
-    pub algo: *const c_char,
-    pub proto: *const c_char,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollV2 {
+        pub name: *const c_char,
+        pub commHash: u64,
+        pub seqNumber: u64,
+        pub func: *const c_char,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: *const c_char,
+        pub trafficBytes: usize,
+        pub nMaxChannels: u8,
+        pub nWarps: u8,
+        pub algo: *const c_char,
+        pub proto: *const c_char,
+    }
 }
 
-/// `p2p` of v2 and v3.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct P2pV2 {
-    pub name: *const c_char,
-    pub commHash: u64,
-    pub func: *const c_char,
-    pub buff: *mut c_void,
-    pub datatype: *const c_char,
-    pub count: usize,
-    pub peer: c_int,
+c_struct! {
+    /// `p2p` of v2 and v3.
+    #[derive(Clone, Copy, Debug)]
+    pub struct P2pV2 {
+        pub name: *const c_char,
+        pub commHash: u64,
+        pub func: *const c_char,
+        pub buff: *mut c_void,
+        pub datatype: *const c_char,
+        pub count: usize,
+        pub peer: c_int,
+    }
 }
 
 #[repr(C)]

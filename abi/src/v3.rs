@@ -9,22 +9,23 @@ use super::{
 };
 use std::ffi::{c_char, c_int, c_void};
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollV3 {
-    pub name: *const c_char,
-    pub commHash: u64,
-    pub seqNumber: u64,
-    pub func: *const c_char,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub nMaxChannels: u8,
-    pub nWarps: u8,
-    pub algo: *const c_char,
-    pub proto: *const c_char,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollV3 {
+        pub name: *const c_char,
+        pub commHash: u64,
+        pub seqNumber: u64,
+        pub func: *const c_char,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: *const c_char,
+        pub nMaxChannels: u8,
+        pub nWarps: u8,
+        pub algo: *const c_char,
+        pub proto: *const c_char,
+    }
 }
 
 #[repr(C)]

@@ -9,32 +9,34 @@ use super::{
 };
 use std::ffi::{c_char, c_int, c_void};
 
-/// `coll` of v4 (also v5–v7 up to `proto`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollV4 {
-    pub seqNumber: u64,
-    pub func: *const c_char,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub nChannels: u8,
-    pub nWarps: u8,
-    pub algo: *const c_char,
-    pub proto: *const c_char,
+c_struct! {
+    /// `coll` of v4 (also v5–v7 up to `proto`).
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollV4 {
+        pub seqNumber: u64,
+        pub func: *const c_char,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: *const c_char,
+        pub nChannels: u8,
+        pub nWarps: u8,
+        pub algo: *const c_char,
+        pub proto: *const c_char,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct P2pV4 {
-    pub func: *const c_char,
-    pub buff: *mut c_void,
-    pub datatype: *const c_char,
-    pub count: usize,
-    pub peer: c_int,
-    pub nChannels: u8,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct P2pV4 {
+        pub func: *const c_char,
+        pub buff: *mut c_void,
+        pub datatype: *const c_char,
+        pub count: usize,
+        pub peer: c_int,
+        pub nChannels: u8,
+    }
 }
 
 #[repr(C)]

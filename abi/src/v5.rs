@@ -11,67 +11,73 @@ use super::{
 use crate::CBool;
 use std::ffi::{c_char, c_int, c_void};
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct GroupApiV5 {
-    pub graphCaptured: CBool,
-    pub groupDepth: c_int,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct GroupApiV5 {
+        pub graphCaptured: CBool,
+        pub groupDepth: c_int,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollApiV5 {
-    pub func: *const c_char,
-    pub count: usize,
-    pub datatype: *const c_char,
-    pub root: c_int,
-    pub stream: *mut c_void,
-    pub graphCaptured: CBool,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollApiV5 {
+        pub func: *const c_char,
+        pub count: usize,
+        pub datatype: *const c_char,
+        pub root: c_int,
+        pub stream: *mut c_void,
+        pub graphCaptured: CBool,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct P2pApiV5 {
-    pub func: *const c_char,
-    pub count: usize,
-    pub datatype: *const c_char,
-    pub stream: *mut c_void,
-    pub graphCaptured: CBool,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct P2pApiV5 {
+        pub func: *const c_char,
+        pub count: usize,
+        pub datatype: *const c_char,
+        pub stream: *mut c_void,
+        pub graphCaptured: CBool,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct KernelLaunchV5 {
-    pub stream: *mut c_void,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct KernelLaunchV5 {
+        pub stream: *mut c_void,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollV5 {
-    pub seqNumber: u64,
-    pub func: *const c_char,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub nChannels: u8,
-    pub nWarps: u8,
-    pub algo: *const c_char,
-    pub proto: *const c_char,
-    pub parentGroup: *mut c_void,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollV5 {
+        pub seqNumber: u64,
+        pub func: *const c_char,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: *const c_char,
+        pub nChannels: u8,
+        pub nWarps: u8,
+        pub algo: *const c_char,
+        pub proto: *const c_char,
+        pub parentGroup: *mut c_void,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct P2pV5 {
-    pub func: *const c_char,
-    pub buff: *mut c_void,
-    pub datatype: *const c_char,
-    pub count: usize,
-    pub peer: c_int,
-    pub nChannels: u8,
-    pub parentGroup: *mut c_void,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct P2pV5 {
+        pub func: *const c_char,
+        pub buff: *mut c_void,
+        pub datatype: *const c_char,
+        pub count: usize,
+        pub peer: c_int,
+        pub nChannels: u8,
+        pub parentGroup: *mut c_void,
+    }
 }
 
 #[repr(C)]

@@ -11,39 +11,42 @@ use super::{
 use crate::CBool;
 use std::ffi::{c_char, c_int, c_void};
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CeCollV6 {
-    pub seqNumber: u64,
-    pub func: *const c_char,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub syncStrategy: *const c_char,
-    pub intraBatchSync: CBool,
-    pub batchSize: u32,
-    pub numBatches: u32,
-    pub ceSeqNum: u32,
-    pub stream: *mut c_void,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CeCollV6 {
+        pub seqNumber: u64,
+        pub func: *const c_char,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: *const c_char,
+        pub syncStrategy: *const c_char,
+        pub intraBatchSync: CBool,
+        pub batchSize: u32,
+        pub numBatches: u32,
+        pub ceSeqNum: u32,
+        pub stream: *mut c_void,
+    }
 }
 
-/// `ceCollSync` (v6, v7).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CeSyncV6 {
-    pub isComplete: CBool,
-    pub nRanks: c_int,
+c_struct! {
+    /// `ceCollSync` (v6, v7).
+    #[derive(Clone, Copy, Debug)]
+    pub struct CeSyncV6 {
+        pub isComplete: CBool,
+        pub nRanks: c_int,
+    }
 }
 
-/// `ceCollBatch` (v6, v7).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CeBatchV6 {
-    pub numOps: c_int,
-    pub totalBytes: usize,
-    pub useIntraSync: CBool,
+c_struct! {
+    /// `ceCollBatch` (v6, v7).
+    #[derive(Clone, Copy, Debug)]
+    pub struct CeBatchV6 {
+        pub numOps: c_int,
+        pub totalBytes: usize,
+        pub useIntraSync: CBool,
+    }
 }
 
 #[repr(C)]

@@ -12,88 +12,94 @@ use super::{
 use crate::CBool;
 use std::ffi::{c_char, c_int, c_void};
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollApiV7 {
-    pub func: *const c_char,
-    pub count: usize,
-    pub datatype: *const c_char,
-    pub root: c_int,
-    pub stream: *mut c_void,
-    pub graphCaptured: CBool,
-    pub userTag: u64,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollApiV7 {
+        pub func: *const c_char,
+        pub count: usize,
+        pub datatype: *const c_char,
+        pub root: c_int,
+        pub stream: *mut c_void,
+        pub graphCaptured: CBool,
+        pub userTag: u64,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct P2pApiV7 {
-    pub func: *const c_char,
-    pub count: usize,
-    pub datatype: *const c_char,
-    pub stream: *mut c_void,
-    pub graphCaptured: CBool,
-    pub userTag: u64,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct P2pApiV7 {
+        pub func: *const c_char,
+        pub count: usize,
+        pub datatype: *const c_char,
+        pub stream: *mut c_void,
+        pub graphCaptured: CBool,
+        pub userTag: u64,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CollV7 {
-    pub seqNumber: u64,
-    pub func: *const c_char,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub nChannels: u8,
-    pub nWarps: u8,
-    pub algo: *const c_char,
-    pub proto: *const c_char,
-    pub parentGroup: *mut c_void,
-    pub kernelVariant: *const c_char,
-    pub isSymColl: CBool,
-    pub userTag: u64,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CollV7 {
+        pub seqNumber: u64,
+        pub func: *const c_char,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: *const c_char,
+        pub nChannels: u8,
+        pub nWarps: u8,
+        pub algo: *const c_char,
+        pub proto: *const c_char,
+        pub parentGroup: *mut c_void,
+        pub kernelVariant: *const c_char,
+        pub isSymColl: CBool,
+        pub userTag: u64,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct P2pV7 {
-    pub func: *const c_char,
-    pub buff: *mut c_void,
-    pub datatype: *const c_char,
-    pub count: usize,
-    pub peer: c_int,
-    pub nChannels: u8,
-    pub parentGroup: *mut c_void,
-    pub userTag: u64,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct P2pV7 {
+        pub func: *const c_char,
+        pub buff: *mut c_void,
+        pub datatype: *const c_char,
+        pub count: usize,
+        pub peer: c_int,
+        pub nChannels: u8,
+        pub parentGroup: *mut c_void,
+        pub userTag: u64,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CeCollV7 {
-    pub seqNumber: u64,
-    pub func: *const c_char,
-    pub sendBuff: *const c_void,
-    pub recvBuff: *mut c_void,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub syncStrategy: *const c_char,
-    pub intraBatchSync: CBool,
-    pub batchSize: u32,
-    pub numBatches: u32,
-    pub ceSeqNum: u32,
-    pub stream: *mut c_void,
-    pub userTag: u64,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct CeCollV7 {
+        pub seqNumber: u64,
+        pub func: *const c_char,
+        pub sendBuff: *const c_void,
+        pub recvBuff: *mut c_void,
+        pub count: usize,
+        pub root: c_int,
+        pub datatype: *const c_char,
+        pub syncStrategy: *const c_char,
+        pub intraBatchSync: CBool,
+        pub batchSize: u32,
+        pub numBatches: u32,
+        pub ceSeqNum: u32,
+        pub stream: *mut c_void,
+        pub userTag: u64,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct KernelPhaseV7 {
-    pub channelId: u8,
-    pub phaseId: u8,
-    pub phaseName: *const c_char,
-    pub pTimer: u64,
+c_struct! {
+    #[derive(Clone, Copy, Debug)]
+    pub struct KernelPhaseV7 {
+        pub channelId: u8,
+        pub phaseId: u8,
+        pub phaseName: *const c_char,
+        pub pTimer: u64,
+    }
 }
 
 #[repr(C)]

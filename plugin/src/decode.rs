@@ -31,8 +31,8 @@ pub trait DecodeDescr: Descriptor + Copy {
     fn with_parent(&self, parent: u64) -> Self;
 }
 
-/// A version's state-argument union.
-pub trait DecodeArgs {
+/// A version's state-argument union (whose fields per state a recording copies).
+pub trait DecodeArgs: nccl_profiler_abi::fields::StateArgFields {
     /// # Safety
     /// `args` is NULL or points to this version's state arguments.
     unsafe fn decode(args: *const Self, state: i32) -> StateArg;

@@ -81,7 +81,8 @@ unsafe extern "C" fn record_event_state<A: DecodeArgs>(
         }
         let time = hot_path::Stamped(clock::ticks());
         hot_path::record_state::<A>(handle, state, args, time);
-        let waited = record::state(handle, state, size_of::<A>(), args.cast(), time.0);
+        let fields = A::spans_for(state);
+        let waited = record::state(handle, state, size_of::<A>(), fields, args.cast(), time.0);
         runtime::held_back_by_recording(waited);
     })
 }

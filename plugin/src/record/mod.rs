@@ -13,7 +13,9 @@ mod writer;
 use crate::c_string;
 use crate::clock;
 use crate::context::ContextInfo;
-use nccl_profiler_abi::fields::{self, MAX_DESCR_BYTES, MAX_STATE_ARGS_BYTES, MAX_STRINGS};
+use nccl_profiler_abi::fields::{
+    self, Span, MAX_DESCR_BYTES, MAX_STATE_ARGS_BYTES, MAX_STRINGS, UNION_OFFSET,
+};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -239,10 +241,13 @@ pub unsafe fn started(
     slot.context = context as u64;
     if !descr.is_null() {
         let size = size.min(MAX_DESCR_BYTES);
-        // SAFETY: `size` readable bytes at `descr` (caller), into a buffer at least as long.
-        unsafe { std::ptr::copy_nonoverlapping(descr, slot.bytes.as_mut_ptr(), size) };
-        slot.len = size as u8;
+        // SAFETY: `size` readable bytes at `descr` (caller).
+        unsafe { copy_fields(descr, size, &mut slot.bytes, 0, fields::header_spans(api)) };
         let type_bit = fields::type_bit(api, &slot.bytes[..size]);
+        let member = fields::member_spans(api, type_bit);
+        // SAFETY: as above.
+        unsafe { copy_fields(descr, size, &mut slot.bytes, UNION_OFFSET, member) };
+        slot.len = size as u8;
         for (i, &offset) in fields::string_offsets(api, type_bit).iter().enumerate() {
             let pointer = u64::from_le_bytes(
                 slot.bytes[offset..offset + 8]
@@ -275,7 +280,34 @@ pub fn stopped(handle: *mut c_void, time: u64) -> WaitedSince {
     push(Slot::new(What::Stop, time, handle as u64))
 }
 
-/// `recordEventState`, with what NCCL passed.
+/// Copies the fields `spans` (offsets from `base`) that lie within the `size` bytes at
+/// `from` to the same places in `to`. The bytes between them stay zero: padding, or union
+/// bytes past the member in use, which a C caller leaves as they were (a few bytes of its
+/// stack, not for a file).
+///
+/// # Safety
+/// `size` bytes at `from` are readable.
+#[inline]
+unsafe fn copy_fields(from: *const u8, size: usize, to: &mut [u8], base: usize, spans: &[Span]) {
+    let size = size.min(to.len());
+    for field in spans {
+        let start = base + field.offset;
+        let end = (start + field.len).min(size);
+        if start < end {
+            // SAFETY: `start..end` lies within the readable bytes (caller) and within `to`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    from.add(start),
+                    to[start..].as_mut_ptr(),
+                    end - start,
+                )
+            };
+        }
+    }
+}
+
+/// `recordEventState`, with what NCCL passed: of the arguments, the fields `fields` that
+/// the state sets.
 ///
 /// # Safety
 /// `args` is NULL or points to `size` readable bytes.
@@ -284,6 +316,7 @@ pub unsafe fn state(
     handle: *mut c_void,
     state: i32,
     size: usize,
+    fields: &[Span],
     args: *const u8,
     time: u64,
 ) -> WaitedSince {
@@ -296,8 +329,8 @@ pub unsafe fn state(
         slot.null_args = true;
     } else {
         let size = size.min(MAX_STATE_ARGS_BYTES);
-        // SAFETY: `size` readable bytes (caller), into a buffer longer than that.
-        unsafe { std::ptr::copy_nonoverlapping(args, slot.bytes.as_mut_ptr(), size) };
+        // SAFETY: `size` readable bytes (caller).
+        unsafe { copy_fields(args, size, &mut slot.bytes, 0, fields) };
         slot.len = size as u8;
     }
     push(slot)
