@@ -47,6 +47,9 @@ pub struct CaseConfig {
     pub unterminated: bool,
     /// Proxy steps summed up on their operations (`NCCL_SCOREP_STEP_DETAIL=summary`).
     pub step_summary: bool,
+    /// Every call also recorded (`NCCL_SCOREP_MODE=otf2,record`), whose ring of calls
+    /// follows `on_full` too.
+    pub record: bool,
 }
 
 impl CaseConfig {
@@ -61,12 +64,16 @@ impl CaseConfig {
             garbage: [0.02, 0.1, 0.5][rng.random_range(0..3)],
             unterminated,
             step_summary: rng.random_bool(0.3),
+            record: rng.random_bool(0.2),
         }
     }
 
     fn env(&self, out: &Path) -> Vec<(&'static str, String)> {
         let mut env = vec![
-            ("NCCL_SCOREP_MODE", "otf2".to_owned()),
+            (
+                "NCCL_SCOREP_MODE",
+                if self.record { "otf2,record" } else { "otf2" }.to_owned(),
+            ),
             ("NCCL_SCOREP_JSONL", "1".to_owned()),
             ("NCCL_SCOREP_AUTO_MERGE", "0".to_owned()),
             ("NCCL_SCOREP_OUTPUT_DIR", out.display().to_string()),
@@ -117,6 +124,34 @@ struct Use {
 struct Live {
     handle: u64,
     kind: Kind,
+}
+
+/// Record mode wrote every call into the plugin (the last finalize wrote what the rings
+/// held): with `wait` nothing is missing, with `drop` what is missing is counted as dropped.
+fn check_recording(config: &CaseConfig, out: &Path, calls: u64) {
+    let dir = out.join(nccl_scorep_common::recording::DIR);
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("no recordings in {}: {e}", dir.display()))
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    assert_eq!(files.len(), 1, "one recording per process: {files:?}");
+    let recording = nccl_scorep_common::recording::Recording::read_file(&files[0])
+        .unwrap_or_else(|e| panic!("{}: {e}", files[0].display()));
+    let (recorded, dropped) = (recording.calls().count() as u64, recording.drops());
+    if config.on_full == "wait" {
+        assert_eq!(
+            (recorded, dropped),
+            (calls, 0),
+            "calls recorded and dropped"
+        );
+    } else {
+        assert_eq!(
+            recorded + dropped,
+            calls,
+            "calls recorded ({recorded}) and dropped"
+        );
+    }
 }
 
 /// Another plugin instance (as another process would have): its values are foreign here.
@@ -219,6 +254,9 @@ pub fn run_case(seed: u64, callbacks: u64, out: &Path, unterminated: bool) -> Re
 
     let finalize_s = started.elapsed().as_secs_f64() - calls_s;
     let report = check(&case, &plugin);
+    if config.record {
+        check_recording(&config, out, case.calls.load(Relaxed));
+    }
     println!(
         "fuzz case {seed:#x}: {} callbacks, {} events, {} cycles, peak RSS {} MiB; \
          calls {calls_s:.2} s, last finalize {finalize_s:.2} s, checks {:.2} s",
@@ -497,16 +535,17 @@ impl<'c, 'a> Worker<'c, 'a> {
         let parent = self.pick_parent();
         let rank = rank(&mut self.rng);
         descr.header(bits, parent, rank);
+        let mut pointers = Pointers {
+            rng: &mut self.rng,
+            strings: self.case.strings,
+            unterminated: self.case.config.unterminated,
+            net_payload: self.net_payload.as_mut_ptr().cast(),
+        };
         if let Some(kind) = kind {
-            descr.patch(
-                kind,
-                &mut Pointers {
-                    rng: &mut self.rng,
-                    strings: self.case.strings,
-                    unterminated: self.case.config.unterminated,
-                    net_payload: self.net_payload.as_mut_ptr().cast(),
-                },
-            );
+            descr.patch(kind, &mut pointers);
+        }
+        if self.case.config.record {
+            patch_recorded_strings(&mut descr, bits, &mut pointers);
         }
         if !self.call() {
             return;

@@ -216,6 +216,25 @@ pub trait FuzzDescr: Copy {
     fn patch(&mut self, kind: Kind, p: &mut Pointers);
 }
 
+/// Points every string member of the type the descriptor names at readable memory (or
+/// NULL): record mode copies each of them (`fields::string_offsets`), more than the plugin
+/// itself reads (v1–v3's `name`, v7's `kernelVariant`, …).
+pub fn patch_recorded_strings<D: FuzzDescr>(d: &mut D, bits: u64, p: &mut Pointers) {
+    let offsets = nccl_profiler_abi::fields::string_offsets(D::VERSION, D::stored_type(bits));
+    for &offset in offsets {
+        let pointer = p.string();
+        // SAFETY: `offset` is that of a pointer member inside `D` (the fields table's own
+        // test checks it); written unaligned, over bytes of a plain C struct.
+        unsafe {
+            std::ptr::from_mut(d)
+                .cast::<u8>()
+                .add(offset)
+                .cast::<*const c_char>()
+                .write_unaligned(pointer)
+        };
+    }
+}
+
 /// A descriptor of `D`: random bytes with probability `garbage`, else zeros as NCCL's own
 /// initialisers leave it.
 pub fn body<D: FuzzDescr>(rng: &mut FuzzRng, garbage: f64) -> D {
