@@ -9,8 +9,51 @@ use std::thread::Thread;
 use std::time::Duration;
 
 /// How long a producer waiting for room sleeps at most before it looks again (a wake-up
-/// the collector sends can only be missed by this much).
+/// the consumer sends can only be missed by this much).
 const ROOM_WAIT: Duration = Duration::from_micros(500);
+
+/// A producing thread that sleeps until its consumer has made room in its full ring
+/// (`NCCL_SCOREP_ON_FULL=wait`): the CPU goes to the consumer instead of a spinning
+/// thread. Both ends of a ring see it: the plugin's own rings and record mode's.
+#[derive(Debug)]
+pub struct RoomWait {
+    thread: Thread,
+    waiting: AtomicBool,
+}
+
+impl RoomWait {
+    /// For the calling thread, the producer.
+    pub fn for_this_thread() -> RoomWait {
+        RoomWait {
+            thread: std::thread::current(),
+            waiting: AtomicBool::new(false),
+        }
+    }
+
+    /// The producer: sleeps while `is_full()`, until the consumer has made room or a short
+    /// while has passed.
+    #[cold]
+    pub fn wait(&self, is_full: impl FnOnce() -> bool) {
+        self.waiting.store(true, Ordering::SeqCst);
+        // Room made between the failed push and the flag going up sends no wake-up.
+        if is_full() {
+            std::thread::park_timeout(ROOM_WAIT);
+        }
+        self.waiting.store(false, Ordering::SeqCst);
+    }
+
+    /// The consumer made room: wakes the producer if it waits.
+    pub fn room_made(&self) {
+        if self.waiting.load(Ordering::SeqCst) {
+            self.thread.unpark();
+        }
+    }
+
+    /// Wakes the producer, waiting or not (the consumer stops: it is to look again).
+    pub fn wake(&self) {
+        self.thread.unpark();
+    }
+}
 
 /// What the producer and the collector both see of a ring.
 #[derive(Debug)]
@@ -31,9 +74,8 @@ pub struct RingShared {
     /// Time (clock ticks) of the first and the last drop not yet reported.
     pub drop_first: AtomicU64,
     pub drop_last: AtomicU64,
-    /// The producing thread, and whether it sleeps until the collector makes room.
-    thread: Thread,
-    waiting_for_room: AtomicBool,
+    /// The producing thread, which may sleep until the collector makes room.
+    room: RoomWait,
 }
 
 /// What a dropped record was: the three are counted apart, so that the trace says how
@@ -93,9 +135,7 @@ impl RingShared {
 
     /// Wakes the producer if it waits for room (the collector just made some).
     fn room_made(&self) {
-        if self.waiting_for_room.load(Ordering::SeqCst) {
-            self.thread.unpark();
-        }
+        self.room.room_made();
     }
 }
 
@@ -178,8 +218,7 @@ pub fn ring(bytes: usize, thread_index: u32) -> (RingProducer, RingConsumer) {
         dropped_states: DropCount::default(),
         drop_first: AtomicU64::new(0),
         drop_last: AtomicU64::new(0),
-        thread: std::thread::current(),
-        waiting_for_room: AtomicBool::new(false),
+        room: RoomWait::for_this_thread(),
     });
     (
         RingProducer {
@@ -209,13 +248,7 @@ impl RingProducer {
     /// passed): the CPU goes to the collector instead of a spinning thread.
     #[cold]
     pub fn wait_for_room(&self) {
-        let shared = &self.shared;
-        shared.waiting_for_room.store(true, Ordering::SeqCst);
-        // Room made between the failed push and the flag going up sends no wake-up.
-        if self.producer.is_full() {
-            std::thread::park_timeout(ROOM_WAIT);
-        }
-        shared.waiting_for_room.store(false, Ordering::SeqCst);
+        self.shared.room.wait(|| self.producer.is_full());
     }
 }
 

@@ -13,6 +13,7 @@ mod writer;
 use crate::c_string;
 use crate::clock;
 use crate::context::ContextInfo;
+use crate::ring::RoomWait;
 use nccl_profiler_abi::fields::{
     self, Span, MAX_DESCR_BYTES, MAX_STATE_ARGS_BYTES, MAX_STRINGS, UNION_OFFSET,
 };
@@ -81,10 +82,8 @@ struct ThreadShared {
     index: u32,
     /// Calls dropped because the ring was full.
     drops: AtomicU64,
-    /// The thread, for the writer to wake when it waits for room.
-    thread: std::thread::Thread,
-    /// The thread sleeps until the writer has made room (`NCCL_SCOREP_ON_FULL=wait`).
-    waiting_for_room: AtomicBool,
+    /// The thread, which may sleep until the writer has made room.
+    room: RoomWait,
     /// The thread woke the writer since the writer last emptied its ring: one wake-up per
     /// fill, not one per dropped call.
     woke_writer: AtomicBool,
@@ -145,10 +144,6 @@ fn push(slot: Slot) -> WaitedSince {
     }
 }
 
-/// How long a thread waiting for room sleeps before it looks again (the writer wakes it
-/// sooner when it has emptied the ring).
-const ROOM_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
-
 /// A full ring: the writer empties it now rather than at its next round. With
 /// `NCCL_SCOREP_ON_FULL=wait` the thread waits for the room and returns when it began;
 /// otherwise the call is dropped and counted.
@@ -167,15 +162,7 @@ fn push_to_full_ring(buffer: &mut ThreadBuffer, mut slot: Slot) -> Option<u64> {
     let since = clock::ticks();
     let in_scorep = crate::scorep_mode::held_back();
     loop {
-        buffer.shared.waiting_for_room.store(true, Ordering::SeqCst);
-        // Room made between the failed push and the flag going up sends no wake-up.
-        if buffer.producer.is_full() {
-            std::thread::park_timeout(ROOM_WAIT);
-        }
-        buffer
-            .shared
-            .waiting_for_room
-            .store(false, Ordering::SeqCst);
+        buffer.shared.room.wait(|| buffer.producer.is_full());
         match buffer.producer.push(slot) {
             Ok(()) => break,
             Err(rtrb::PushError::Full(back)) => slot = back,

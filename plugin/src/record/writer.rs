@@ -4,6 +4,7 @@
 //! that each thread's calls keep their order.
 
 use super::{Slot, ThreadShared, What, LOST_AT_THREAD_EXIT};
+use crate::ring::RoomWait;
 use crate::{clock, log};
 use nccl_scorep_common::recording::{self, encode, ClockKind, Header};
 use std::fs::File;
@@ -54,8 +55,7 @@ impl Recorder {
         let shared = Arc::new(ThreadShared {
             index: self.next_thread.fetch_add(1, Ordering::Relaxed),
             drops: AtomicU64::new(0),
-            thread: std::thread::current(),
-            waiting_for_room: AtomicBool::new(false),
+            room: RoomWait::for_this_thread(),
             woke_writer: AtomicBool::new(false),
         });
         self.new_threads
@@ -190,7 +190,7 @@ extern "C" fn finish_at_exit() {
         // Threads waiting for room now drop their calls instead.
         recorder.writing.store(false, Ordering::Release);
         for thread in &state.threads {
-            thread.shared.thread.unpark();
+            thread.shared.room.wake();
         }
     });
 }
@@ -266,9 +266,7 @@ fn drain(recorder: &Recorder, state: &mut State) {
         }
         chunk.commit_all();
         thread.shared.woke_writer.store(false, Ordering::Release);
-        if thread.shared.waiting_for_room.load(Ordering::SeqCst) {
-            thread.shared.thread.unpark();
-        }
+        thread.shared.room.room_made();
         let drops = thread.shared.drops.load(Ordering::Relaxed);
         if drops > thread.drops_written {
             encode::drops(out, index, drops - thread.drops_written);
