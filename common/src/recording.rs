@@ -105,40 +105,96 @@ mod tag {
     pub const END: u8 = 8;
 }
 
-/// Appends encoded entries to a byte buffer (the writer of the plugin's recorder).
+/// Appends encoded entries to a byte buffer: the recorder's file buffer, or a call's room
+/// in its thread's ring (whose size the `*_len` functions give beforehand).
 pub mod encode {
     use super::*;
 
-    fn bytes(out: &mut Vec<u8>, value: Option<&[u8]>) {
-        match value {
-            Some(value) => {
-                let value = &value[..value.len().min(ABSENT as usize - 1)];
-                out.extend_from_slice(&(value.len() as u16).to_le_bytes());
-                out.extend_from_slice(value);
-            }
-            None => out.extend_from_slice(&ABSENT.to_le_bytes()),
+    /// Where encoded bytes go.
+    pub trait Out {
+        fn put(&mut self, bytes: &[u8]);
+        fn put_byte(&mut self, byte: u8) {
+            self.put(&[byte]);
         }
     }
 
-    fn call_head(out: &mut Vec<u8>, tag: u8, thread: u32, time: u64) {
-        out.push(tag);
-        out.extend_from_slice(&thread.to_le_bytes());
-        out.extend_from_slice(&time.to_le_bytes());
+    impl Out for Vec<u8> {
+        fn put(&mut self, bytes: &[u8]) {
+            self.extend_from_slice(bytes);
+        }
+        fn put_byte(&mut self, byte: u8) {
+            self.push(byte);
+        }
     }
 
-    pub fn header(out: &mut Vec<u8>, header: &Header) {
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&header.format.to_le_bytes());
-        out.push(header.api);
-        out.push(header.clock as u8);
-        out.extend_from_slice(&header.pid.to_le_bytes());
-        out.extend_from_slice(&header.realtime_ns.to_le_bytes());
+    /// A call's tag, thread and time.
+    const HEAD_LEN: usize = 1 + 4 + 8;
+
+    /// The encoded length of a *bytes* field.
+    const fn bytes_len(len: Option<usize>) -> usize {
+        match len {
+            Some(len) if len < ABSENT as usize => 2 + len,
+            Some(_) => 2 + ABSENT as usize - 1,
+            None => 2,
+        }
+    }
+
+    /// The length of [`start`]'s entry, from the descriptor's length and each string's.
+    pub fn start_len(descr: usize, strings: impl Iterator<Item = Option<usize>>) -> usize {
+        HEAD_LEN
+            + 8
+            + 8
+            + bytes_len(Some(descr))
+            + 1
+            + strings.map(|s| 2 + bytes_len(s)).sum::<usize>()
+    }
+
+    /// The longest [`start`] entry for a descriptor of at most `descr` bytes and at most
+    /// `strings` strings of at most `string` bytes each.
+    pub const fn largest_start_len(descr: usize, strings: usize, string: usize) -> usize {
+        HEAD_LEN + 8 + 8 + bytes_len(Some(descr)) + 1 + strings * (2 + bytes_len(Some(string)))
+    }
+
+    /// The length of [`stop`]'s entry.
+    pub const fn stop_len() -> usize {
+        HEAD_LEN + 8
+    }
+
+    /// The length of [`state`]'s entry, from the arguments' length (None: NULL).
+    pub const fn state_len(args: Option<usize>) -> usize {
+        HEAD_LEN + 8 + 4 + bytes_len(args)
+    }
+
+    fn bytes(out: &mut impl Out, value: Option<&[u8]>) {
+        match value {
+            Some(value) => {
+                let value = &value[..value.len().min(ABSENT as usize - 1)];
+                out.put(&(value.len() as u16).to_le_bytes());
+                out.put(value);
+            }
+            None => out.put(&ABSENT.to_le_bytes()),
+        }
+    }
+
+    fn call_head(out: &mut impl Out, tag: u8, thread: u32, time: u64) {
+        out.put_byte(tag);
+        out.put(&thread.to_le_bytes());
+        out.put(&time.to_le_bytes());
+    }
+
+    pub fn header(out: &mut impl Out, header: &Header) {
+        out.put(MAGIC);
+        out.put(&header.format.to_le_bytes());
+        out.put_byte(header.api);
+        out.put_byte(header.clock as u8);
+        out.put(&header.pid.to_le_bytes());
+        out.put(&header.realtime_ns.to_le_bytes());
         bytes(out, Some(header.host.as_bytes()));
     }
 
     #[allow(clippy::too_many_arguments)]
     pub fn init(
-        out: &mut Vec<u8>,
+        out: &mut impl Out,
         thread: u32,
         time: u64,
         context: u64,
@@ -150,17 +206,17 @@ pub mod encode {
         name: Option<&[u8]>,
     ) {
         call_head(out, tag::INIT, thread, time);
-        out.extend_from_slice(&context.to_le_bytes());
-        out.extend_from_slice(&mask.to_le_bytes());
-        out.extend_from_slice(&comm_id.to_le_bytes());
+        out.put(&context.to_le_bytes());
+        out.put(&mask.to_le_bytes());
+        out.put(&comm_id.to_le_bytes());
         for value in [n_nodes, n_ranks, rank] {
-            out.extend_from_slice(&value.to_le_bytes());
+            out.put(&value.to_le_bytes());
         }
         bytes(out, name);
     }
 
     pub fn start<'a>(
-        out: &mut Vec<u8>,
+        out: &mut impl Out,
         thread: u32,
         time: u64,
         context: u64,
@@ -169,23 +225,23 @@ pub mod encode {
         strings: impl ExactSizeIterator<Item = (u16, Option<&'a [u8]>)>,
     ) {
         call_head(out, tag::START, thread, time);
-        out.extend_from_slice(&context.to_le_bytes());
-        out.extend_from_slice(&handle.to_le_bytes());
+        out.put(&context.to_le_bytes());
+        out.put(&handle.to_le_bytes());
         bytes(out, Some(descr));
-        out.push(strings.len() as u8);
+        out.put_byte(strings.len() as u8);
         for (offset, value) in strings {
-            out.extend_from_slice(&offset.to_le_bytes());
+            out.put(&offset.to_le_bytes());
             bytes(out, value);
         }
     }
 
-    pub fn stop(out: &mut Vec<u8>, thread: u32, time: u64, handle: u64) {
+    pub fn stop(out: &mut impl Out, thread: u32, time: u64, handle: u64) {
         call_head(out, tag::STOP, thread, time);
-        out.extend_from_slice(&handle.to_le_bytes());
+        out.put(&handle.to_le_bytes());
     }
 
     pub fn state(
-        out: &mut Vec<u8>,
+        out: &mut impl Out,
         thread: u32,
         time: u64,
         handle: u64,
@@ -193,30 +249,30 @@ pub mod encode {
         args: Option<&[u8]>,
     ) {
         call_head(out, tag::STATE, thread, time);
-        out.extend_from_slice(&handle.to_le_bytes());
-        out.extend_from_slice(&state.to_le_bytes());
+        out.put(&handle.to_le_bytes());
+        out.put(&state.to_le_bytes());
         bytes(out, args);
     }
 
-    pub fn finalize(out: &mut Vec<u8>, thread: u32, time: u64, context: u64) {
+    pub fn finalize(out: &mut impl Out, thread: u32, time: u64, context: u64) {
         call_head(out, tag::FINALIZE, thread, time);
-        out.extend_from_slice(&context.to_le_bytes());
+        out.put(&context.to_le_bytes());
     }
 
-    pub fn clock(out: &mut Vec<u8>, ticks: u64, ns: u64) {
-        out.push(tag::CLOCK);
-        out.extend_from_slice(&ticks.to_le_bytes());
-        out.extend_from_slice(&ns.to_le_bytes());
+    pub fn clock(out: &mut impl Out, ticks: u64, ns: u64) {
+        out.put_byte(tag::CLOCK);
+        out.put(&ticks.to_le_bytes());
+        out.put(&ns.to_le_bytes());
     }
 
-    pub fn drops(out: &mut Vec<u8>, thread: u32, count: u64) {
-        out.push(tag::DROPS);
-        out.extend_from_slice(&thread.to_le_bytes());
-        out.extend_from_slice(&count.to_le_bytes());
+    pub fn drops(out: &mut impl Out, thread: u32, count: u64) {
+        out.put_byte(tag::DROPS);
+        out.put(&thread.to_le_bytes());
+        out.put(&count.to_le_bytes());
     }
 
-    pub fn end(out: &mut Vec<u8>) {
-        out.push(tag::END);
+    pub fn end(out: &mut impl Out) {
+        out.put_byte(tag::END);
     }
 }
 
@@ -539,5 +595,46 @@ mod tests {
             Recording::parse(b"NOTAREC!"),
             Err(ReadError::NotARecording)
         ));
+    }
+
+    #[test]
+    fn each_call_entry_is_as_long_as_its_length_says() {
+        let length_of = |encode: &dyn Fn(&mut Vec<u8>)| {
+            let mut out = Vec::new();
+            encode(&mut out);
+            out.len()
+        };
+        let descr = [7u8; 136];
+        let long = [b'x'; 70_000];
+        let strings = [
+            Some(&b"AllReduce"[..]),
+            None,
+            Some(&long[..]),
+            Some(&b""[..]),
+        ];
+        let with_offsets = || strings.iter().map(|s| (24u16, *s));
+        assert_eq!(
+            length_of(&|out| encode::start(out, 3, 9, 1, 2, &descr, with_offsets())),
+            encode::start_len(descr.len(), strings.iter().map(|s| s.map(<[u8]>::len)))
+        );
+        assert_eq!(
+            length_of(&|out| encode::start(out, 3, 9, 1, 2, &descr, std::iter::empty())),
+            encode::start_len(descr.len(), std::iter::empty())
+        );
+        assert_eq!(
+            length_of(&|out| encode::stop(out, 3, 9, 2)),
+            encode::stop_len()
+        );
+        for args in [None, Some(&[1u8; 8][..]), Some(&[1u8; 16][..])] {
+            assert_eq!(
+                length_of(&|out| encode::state(out, 3, 9, 2, 13, args)),
+                encode::state_len(args.map(<[u8]>::len))
+            );
+        }
+        let largest = [Some(&[b'y'; 63][..]); 5];
+        assert_eq!(
+            encode::start_len(136, largest.iter().map(|s| s.map(<[u8]>::len))),
+            encode::largest_start_len(136, 5, 63)
+        );
     }
 }

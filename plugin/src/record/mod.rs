@@ -4,9 +4,10 @@
 //!
 //! It sits at the boundary, beside the plugin's own handling of each call and independent
 //! of it: the entry points call [`started`], [`stopped`], [`state`], [`init`] and
-//! [`finalized`]. On NCCL's threads a call is copied into a fixed-size [`Slot`] of the
-//! calling thread's own ring (no lock, no allocation, no system call after the thread's
-//! first call); the [`writer`] thread encodes the rings into the process's file.
+//! [`finalized`]. On NCCL's threads a call is encoded, as the file holds it, straight into
+//! the calling thread's own ring of bytes (no lock, no allocation, no system call after the
+//! thread's first call); the [`writer`] thread moves the rings' bytes into the process's
+//! file.
 
 mod writer;
 
@@ -17,6 +18,7 @@ use crate::ring::RoomWait;
 use nccl_profiler_abi::fields::{
     self, Span, MAX_DESCR_BYTES, MAX_STATE_ARGS_BYTES, MAX_STRINGS, UNION_OFFSET,
 };
+use nccl_scorep_common::recording::encode;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,50 +32,27 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// recorded as unreadable, as the plugin itself treats it.
 const STRING_BYTES: usize = c_string::MAX_NAME;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum What {
-    Start,
-    Stop,
-    State,
+/// The longest call's entry: a start with the largest descriptor and every string at its
+/// longest. A ring holds at least [`MIN_RING_ENTRIES`] of them.
+const LARGEST_ENTRY: usize = encode::largest_start_len(MAX_DESCR_BYTES, MAX_STRINGS, STRING_BYTES);
+const MIN_RING_ENTRIES: usize = 16;
+
+/// A call's entry, encoded into contiguous room: in the ring, or aside when the ring's
+/// room wraps around its end.
+struct EntryOut<'a> {
+    room: &'a mut [u8],
+    at: usize,
 }
 
-/// One call on NCCL's thread, copied as it came.
-#[derive(Clone, Copy)]
-struct Slot {
-    what: What,
-    /// Descriptor bytes (start) or state-argument bytes (state) used.
-    len: u8,
-    /// State arguments were NULL.
-    null_args: bool,
-    n_strings: u8,
-    state: i32,
-    time: u64,
-    handle: u64,
-    context: u64,
-    bytes: [u8; MAX_DESCR_BYTES],
-    string_offsets: [u16; MAX_STRINGS],
-    /// `u16::MAX`: NULL or unreadable.
-    string_lens: [u16; MAX_STRINGS],
-    strings: [[u8; STRING_BYTES]; MAX_STRINGS],
-}
-
-impl Slot {
+impl encode::Out for EntryOut<'_> {
     #[inline]
-    fn new(what: What, time: u64, handle: u64) -> Slot {
-        Slot {
-            what,
-            len: 0,
-            null_args: false,
-            n_strings: 0,
-            state: 0,
-            time,
-            handle,
-            context: 0,
-            bytes: [0; MAX_DESCR_BYTES],
-            string_offsets: [0; MAX_STRINGS],
-            string_lens: [0; MAX_STRINGS],
-            strings: [[0; STRING_BYTES]; MAX_STRINGS],
+    fn put(&mut self, bytes: &[u8]) {
+        // The room was sized by the entry's length; bytes past it are left out (no panic
+        // on NCCL's thread).
+        if let Some(room) = self.room.get_mut(self.at..self.at + bytes.len()) {
+            room.copy_from_slice(bytes);
         }
+        self.at += bytes.len();
     }
 }
 
@@ -90,7 +69,7 @@ struct ThreadShared {
 }
 
 struct ThreadBuffer {
-    producer: rtrb::Producer<Slot>,
+    producer: rtrb::Producer<u8>,
     shared: Arc<ThreadShared>,
 }
 
@@ -129,11 +108,16 @@ fn register() -> Option<ThreadBuffer> {
 #[must_use]
 pub struct WaitedSince(pub Option<u64>);
 
+/// Encodes a call of `len` bytes into the calling thread's ring; `encode` writes it, given
+/// the thread's number.
 #[inline]
-fn push(slot: Slot) -> WaitedSince {
-    let pushed = with_buffer(|buffer| match buffer.producer.push(slot) {
-        Ok(()) => None,
-        Err(rtrb::PushError::Full(slot)) => push_to_full_ring(buffer, slot),
+fn push(len: usize, encode: impl Fn(&mut EntryOut<'_>, u32)) -> WaitedSince {
+    let pushed = with_buffer(|buffer| {
+        if write(buffer, len, &encode) {
+            None
+        } else {
+            push_to_full_ring(buffer, len, &encode)
+        }
     });
     match pushed {
         Some(waited) => WaitedSince(waited),
@@ -144,12 +128,60 @@ fn push(slot: Slot) -> WaitedSince {
     }
 }
 
+/// Writes the entry if the ring has room for it.
+#[inline]
+fn write(buffer: &mut ThreadBuffer, len: usize, encode: &impl Fn(&mut EntryOut<'_>, u32)) -> bool {
+    let thread = buffer.shared.index;
+    let Ok(mut chunk) = buffer.producer.write_chunk(len) else {
+        return false;
+    };
+    let (first, second) = chunk.as_mut_slices();
+    if second.is_empty() {
+        encode(&mut EntryOut { room: first, at: 0 }, thread);
+    } else {
+        write_around_the_end(first, second, len, encode, thread);
+    }
+    chunk.commit_all();
+    true
+}
+
+/// Once per turn of the ring, its room wraps around the end: the entry is encoded aside and
+/// copied in two parts.
+#[cold]
+#[inline(never)]
+fn write_around_the_end(
+    first: &mut [u8],
+    second: &mut [u8],
+    len: usize,
+    encode: &impl Fn(&mut EntryOut<'_>, u32),
+    thread: u32,
+) {
+    let mut aside = [0u8; LARGEST_ENTRY];
+    let len = len.min(LARGEST_ENTRY);
+    encode(
+        &mut EntryOut {
+            room: &mut aside[..len],
+            at: 0,
+        },
+        thread,
+    );
+    let (head, tail) = aside[..len].split_at(first.len().min(len));
+    first[..head.len()].copy_from_slice(head);
+    if let Some(room) = second.get_mut(..tail.len()) {
+        room.copy_from_slice(tail);
+    }
+}
+
 /// A full ring: the writer empties it now rather than at its next round. With
 /// `NCCL_SCOREP_ON_FULL=wait` the thread waits for the room and returns when it began;
 /// otherwise the call is dropped and counted.
 #[cold]
 #[inline(never)]
-fn push_to_full_ring(buffer: &mut ThreadBuffer, mut slot: Slot) -> Option<u64> {
+fn push_to_full_ring(
+    buffer: &mut ThreadBuffer,
+    len: usize,
+    encode: &impl Fn(&mut EntryOut<'_>, u32),
+) -> Option<u64> {
     let Some(recorder) = writer::recorder() else {
         buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
         return None;
@@ -162,10 +194,9 @@ fn push_to_full_ring(buffer: &mut ThreadBuffer, mut slot: Slot) -> Option<u64> {
     let since = clock::ticks();
     let in_scorep = crate::scorep_mode::held_back();
     loop {
-        buffer.shared.room.wait(|| buffer.producer.is_full());
-        match buffer.producer.push(slot) {
-            Ok(()) => break,
-            Err(rtrb::PushError::Full(back)) => slot = back,
+        buffer.shared.room.wait(|| buffer.producer.slots() < len);
+        if write(buffer, len, encode) {
+            break;
         }
         if !recorder.waits_for_room() {
             // The writer has stopped (the process is exiting): nothing will make room.
@@ -204,12 +235,13 @@ pub fn stop_in_forked_child() {
 /// `startEvent`, after the plugin answered: what NCCL passed and the handle it got.
 ///
 /// # Safety
-/// `handle_out` is NULL or readable; `descr` is NULL or points to `size` readable bytes
-/// of a descriptor of version `api`, whose string fields are NULL or C strings.
+/// `handle_out` is NULL or readable; `descr` is NULL or points to the readable bytes
+/// (`size_of_descr`) of a descriptor of version `api`, whose string fields are NULL or C
+/// strings.
 #[inline]
 pub unsafe fn started(
     api: u8,
-    size: usize,
+    size_of_descr: usize,
     context: *mut c_void,
     handle_out: *mut *mut c_void,
     descr: *const u8,
@@ -224,38 +256,38 @@ pub unsafe fn started(
         // SAFETY: non-NULL and readable (caller); the plugin wrote it just before.
         unsafe { *handle_out as u64 }
     };
-    let mut slot = Slot::new(What::Start, time, handle);
-    slot.context = context as u64;
+    let mut bytes = [0u8; MAX_DESCR_BYTES];
+    let mut size = 0;
+    let mut strings: [(u16, Option<&[u8]>); MAX_STRINGS] = [(0, None); MAX_STRINGS];
+    let mut n_strings = 0;
     if !descr.is_null() {
-        let size = size.min(MAX_DESCR_BYTES);
+        size = size_of_descr.min(MAX_DESCR_BYTES);
         // SAFETY: `size` readable bytes at `descr` (caller).
-        unsafe { copy_fields(descr, size, &mut slot.bytes, 0, fields::header_spans(api)) };
-        let type_bit = fields::type_bit(api, &slot.bytes[..size]);
+        unsafe { copy_fields(descr, size, &mut bytes, 0, fields::header_spans(api)) };
+        let type_bit = fields::type_bit(api, &bytes[..size]);
         let member = fields::member_spans(api, type_bit);
         // SAFETY: as above.
-        unsafe { copy_fields(descr, size, &mut slot.bytes, UNION_OFFSET, member) };
-        slot.len = size as u8;
-        for (i, &offset) in fields::string_offsets(api, type_bit).iter().enumerate() {
-            let pointer = u64::from_le_bytes(
-                slot.bytes[offset..offset + 8]
-                    .try_into()
-                    .unwrap_or_default(),
-            );
+        unsafe { copy_fields(descr, size, &mut bytes, UNION_OFFSET, member) };
+        for (string, &offset) in strings
+            .iter_mut()
+            .zip(fields::string_offsets(api, type_bit))
+        {
+            let pointer =
+                u64::from_le_bytes(bytes[offset..offset + 8].try_into().unwrap_or_default());
             // SAFETY: the field NCCL filled for this type: NULL or a C string (caller);
             // the bounded reader checks that the memory is readable.
             let text = unsafe { c_string::bounded(pointer as usize as *const _, STRING_BYTES) };
-            slot.string_offsets[i] = offset as u16;
-            match text {
-                Some(text) => {
-                    slot.strings[i][..text.len()].copy_from_slice(text);
-                    slot.string_lens[i] = text.len() as u16;
-                }
-                None => slot.string_lens[i] = u16::MAX,
-            }
-            slot.n_strings = i as u8 + 1;
+            *string = (offset as u16, text);
+            n_strings += 1;
         }
     }
-    push(slot)
+    let (descr, strings) = (&bytes[..size], &strings[..n_strings]);
+    let len = encode::start_len(size, strings.iter().map(|(_, text)| text.map(<[u8]>::len)));
+    let context = context as u64;
+    push(len, |out, thread| {
+        let strings = strings.iter().copied();
+        encode::start(out, thread, time, context, handle, descr, strings);
+    })
 }
 
 /// `stopEvent`, with the handle NCCL passed.
@@ -264,7 +296,10 @@ pub fn stopped(handle: *mut c_void, time: u64) -> WaitedSince {
     if !ON.load(Ordering::Relaxed) {
         return WaitedSince(None);
     }
-    push(Slot::new(What::Stop, time, handle as u64))
+    let handle = handle as u64;
+    push(encode::stop_len(), |out, thread| {
+        encode::stop(out, thread, time, handle)
+    })
 }
 
 /// Copies the fields `spans` (offsets from `base`) that lie within the `size` bytes at
@@ -310,17 +345,19 @@ pub unsafe fn state(
     if !ON.load(Ordering::Relaxed) {
         return WaitedSince(None);
     }
-    let mut slot = Slot::new(What::State, time, handle as u64);
-    slot.state = state;
-    if args.is_null() {
-        slot.null_args = true;
+    let mut bytes = [0u8; MAX_STATE_ARGS_BYTES];
+    let args = if args.is_null() {
+        None
     } else {
         let size = size.min(MAX_STATE_ARGS_BYTES);
         // SAFETY: `size` readable bytes (caller).
-        unsafe { copy_fields(args, size, &mut slot.bytes, 0, fields) };
-        slot.len = size as u8;
-    }
-    push(slot)
+        unsafe { copy_fields(args, size, &mut bytes, 0, fields) };
+        Some(&bytes[..size])
+    };
+    let handle = handle as u64;
+    push(encode::state_len(args.map(<[u8]>::len)), |out, thread| {
+        encode::state(out, thread, time, handle, state, args);
+    })
 }
 
 /// What `init` was passed, kept before the plugin takes it over.
@@ -356,4 +393,55 @@ pub fn finalized(context: *mut c_void) {
         return;
     }
     writer::finalize(thread_index(), clock::ticks(), context as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stop or a state, by `i`: entries of 21 and 35 bytes.
+    fn call(out: &mut impl encode::Out, thread: u32, i: u64) {
+        if i % 3 == 0 {
+            encode::stop(out, thread, i, i);
+        } else {
+            encode::state(out, thread, i, i, 13, Some(&[i as u8; 8]));
+        }
+    }
+
+    fn len_of(i: u64) -> usize {
+        if i % 3 == 0 {
+            encode::stop_len()
+        } else {
+            encode::state_len(Some(8))
+        }
+    }
+
+    #[test]
+    fn entries_read_back_whole_also_where_they_wrap_around_the_ring_s_end() {
+        let (producer, mut consumer) = rtrb::RingBuffer::new(100);
+        let shared = Arc::new(ThreadShared {
+            index: 3,
+            drops: AtomicU64::new(0),
+            room: RoomWait::for_this_thread(),
+            woke_writer: AtomicBool::new(false),
+        });
+        let mut buffer = ThreadBuffer { producer, shared };
+        let (mut read, mut expected) = (Vec::new(), Vec::new());
+        // About 1 100 bytes through a 100-byte ring, in entries that do not divide it:
+        // most turns end inside an entry.
+        for i in 0..40u64 {
+            assert!(write(&mut buffer, len_of(i), &|out, thread| call(out, thread, i)));
+            call(&mut expected, 3, i);
+            let chunk = consumer.read_chunk(consumer.slots()).unwrap();
+            let (first, second) = chunk.as_slices();
+            read.extend_from_slice(first);
+            read.extend_from_slice(second);
+            chunk.commit_all();
+        }
+        assert_eq!(read.len(), expected.len());
+        assert!(read == expected, "the bytes differ");
+        // No room: refused, nothing written.
+        assert!(!write(&mut buffer, 101, &|out, thread| call(out, thread, 0)));
+        assert_eq!(consumer.slots(), 0);
+    }
 }

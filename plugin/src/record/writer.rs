@@ -3,7 +3,7 @@
 //! `finalize` and the process's exit write through it too, after emptying the rings, so
 //! that each thread's calls keep their order.
 
-use super::{Slot, ThreadShared, What, LOST_AT_THREAD_EXIT};
+use super::{ThreadShared, LARGEST_ENTRY, LOST_AT_THREAD_EXIT, MIN_RING_ENTRIES};
 use crate::ring::RoomWait;
 use crate::{clock, log};
 use nccl_scorep_common::recording::{self, encode, ClockKind, Header};
@@ -18,8 +18,9 @@ const DRAIN_INTERVAL: Duration = Duration::from_millis(5);
 
 pub(super) struct Recorder {
     state: Mutex<State>,
-    new_threads: Mutex<Vec<(rtrb::Consumer<Slot>, Arc<ThreadShared>)>>,
+    new_threads: Mutex<Vec<(rtrb::Consumer<u8>, Arc<ThreadShared>)>>,
     next_thread: AtomicU32,
+    /// Each thread's ring, in bytes.
     capacity: usize,
     /// The writer thread, which a full ring wakes.
     writer: OnceLock<std::thread::Thread>,
@@ -30,7 +31,7 @@ pub(super) struct Recorder {
 }
 
 struct Adopted {
-    consumer: rtrb::Consumer<Slot>,
+    consumer: rtrb::Consumer<u8>,
     shared: Arc<ThreadShared>,
     drops_written: u64,
 }
@@ -50,7 +51,7 @@ pub(super) fn recorder() -> Option<&'static Recorder> {
 
 impl Recorder {
     #[cold]
-    pub(super) fn register_thread(&self) -> (rtrb::Producer<Slot>, Arc<ThreadShared>) {
+    pub(super) fn register_thread(&self) -> (rtrb::Producer<u8>, Arc<ThreadShared>) {
         let (producer, consumer) = rtrb::RingBuffer::new(self.capacity);
         let shared = Arc::new(ThreadShared {
             index: self.next_thread.fetch_add(1, Ordering::Relaxed),
@@ -122,7 +123,10 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
     );
     let (ticks, ns) = clock::tick_pair();
     encode::clock(&mut out, ticks, ns);
-    let capacity = (shared.config.buffer_bytes / std::mem::size_of::<Slot>()).max(1024);
+    let capacity = shared
+        .config
+        .buffer_bytes
+        .max(MIN_RING_ENTRIES * LARGEST_ENTRY);
     let recorder = RECORDER.get_or_init(|| Recorder {
         state: Mutex::new(State {
             file: Some(file),
@@ -260,10 +264,10 @@ fn drain(recorder: &Recorder, state: &mut State) {
         let Ok(chunk) = thread.consumer.read_chunk(available) else {
             continue;
         };
+        // Whole entries, encoded by the calling threads.
         let (first, second) = chunk.as_slices();
-        for slot in first.iter().chain(second) {
-            encode_slot(out, index, slot);
-        }
+        out.extend_from_slice(first);
+        out.extend_from_slice(second);
         chunk.commit_all();
         thread.shared.woke_writer.store(false, Ordering::Release);
         thread.shared.room.room_made();
@@ -279,33 +283,6 @@ fn drain(recorder: &Recorder, state: &mut State) {
         state.lost_written = lost;
     }
     write_out(state);
-}
-
-fn encode_slot(out: &mut Vec<u8>, thread: u32, slot: &Slot) {
-    let bytes = &slot.bytes[..slot.len as usize];
-    match slot.what {
-        What::Start => {
-            let strings = (0..slot.n_strings as usize).map(|i| {
-                let len = slot.string_lens[i];
-                let text = (len != u16::MAX).then(|| &slot.strings[i][..len as usize]);
-                (slot.string_offsets[i], text)
-            });
-            encode::start(
-                out,
-                thread,
-                slot.time,
-                slot.context,
-                slot.handle,
-                bytes,
-                strings,
-            );
-        }
-        What::Stop => encode::stop(out, thread, slot.time, slot.handle),
-        What::State => {
-            let args = (!slot.null_args).then_some(bytes);
-            encode::state(out, thread, slot.time, slot.handle, slot.state, args);
-        }
-    }
 }
 
 fn write_out(state: &mut State) {
