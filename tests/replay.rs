@@ -520,7 +520,7 @@ fn a_file_that_is_no_recording_is_refused_and_a_cut_one_replays_as_far_as_it_goe
 }
 
 /// `nccl-sim bench` (3000 iterations, no pause: far faster than the writer empties a
-/// 1024-slot ring of calls every 5 ms) through our plugin in record mode, with the ring
+/// small ring of calls every 5 ms) through our plugin in record mode, with the ring
 /// size and `NCCL_SCOREP_ON_FULL` given; its output and its recordings, in `out`.
 fn bench_recorded(out: &Path, buffer: &str, on_full: &str) -> (Output, Vec<PathBuf>) {
     let output = Command::new(nccl_sim::binary_for_tests())
@@ -561,11 +561,12 @@ fn calls_that_find_the_ring_full_are_counted_in_the_recording() {
 
 #[test]
 fn with_on_full_wait_a_full_ring_of_calls_waits_and_every_call_is_recorded() {
-    // A 1024-slot ring of calls again, and the plugin's own ring large enough not to
-    // slow the stream down: the full ring wakes the writer, and the thread waits for room.
+    // A 64 KiB ring of calls (some 900 calls: the writer's 5 ms rounds alone would let it
+    // overflow again and again): the full ring wakes the writer, and the thread waits for
+    // room.
     use nccl_scorep_common::recording::Call;
     let dir = tempfile::tempdir().unwrap();
-    let (output, recordings) = bench_recorded(&dir.path().join("out"), "512K", "wait");
+    let (output, recordings) = bench_recorded(&dir.path().join("out"), "64K", "wait");
     // 3000 iterations of 11 events (GroupApi, CollApi, KernelLaunch, Group, Coll;
     // ProxyOp, 4 ProxySteps, KernelCh), each started and stopped.
     let stdout = String::from_utf8_lossy(&output.stdout);
