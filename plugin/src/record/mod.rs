@@ -430,7 +430,9 @@ mod tests {
         // About 1 100 bytes through a 100-byte ring, in entries that do not divide it:
         // most turns end inside an entry.
         for i in 0..40u64 {
-            assert!(write(&mut buffer, len_of(i), &|out, thread| call(out, thread, i)));
+            assert!(write(&mut buffer, len_of(i), &|out, thread| call(
+                out, thread, i
+            )));
             call(&mut expected, 3, i);
             let chunk = consumer.read_chunk(consumer.slots()).unwrap();
             let (first, second) = chunk.as_slices();
@@ -441,7 +443,9 @@ mod tests {
         assert_eq!(read.len(), expected.len());
         assert!(read == expected, "the bytes differ");
         // No room: refused, nothing written.
-        assert!(!write(&mut buffer, 101, &|out, thread| call(out, thread, 0)));
+        assert!(!write(&mut buffer, 101, &|out, thread| call(
+            out, thread, 0
+        )));
         assert_eq!(consumer.slots(), 0);
     }
 }
