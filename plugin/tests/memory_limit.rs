@@ -124,3 +124,41 @@ fn without_the_limit_the_same_job_holds_far_more() {
         "without a limit the held-back intervals take {peak} bytes"
     );
 }
+
+#[test]
+fn in_record_mode_threads_that_come_and_go_leave_no_ring_of_calls_behind() {
+    // Each thread gets a ring of recorded calls beside its ring of records. A job whose
+    // threads come and go (a communicator's proxy thread each) must not pile those rings
+    // up: 12 threads one after the other, 4 MiB rings, a 16 MiB limit.
+    let plugin = Plugin::load(&[
+        ("NCCL_SCOREP_MODE", "jsonl,record"),
+        ("NCCL_SCOREP_BUFFER_SIZE", "4M"),
+        ("NCCL_SCOREP_MEMORY_LIMIT", "16M"),
+    ]);
+    let (ctx, _) = plugin.init_v7(0x78, Some(c"threads"), 0, 1);
+    let mut refused = 0;
+    for _ in 0..12 {
+        let accepted = std::thread::scope(|s| {
+            s.spawn(|| {
+                let group = plugin.start7(ctx, &mut group_api7(1));
+                plugin.stop7(group);
+                !group.is_null()
+            })
+            .join()
+            .unwrap()
+        });
+        refused += u64::from(!accepted);
+        // The writer's and the collector's next rounds (every 5 and 2 ms) find the thread
+        // gone.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
+    plugin.finalize7(ctx);
+    let summary = summary(&plugin);
+    let peak = summary["heap_peak_bytes"].as_u64().unwrap();
+    assert_eq!(
+        (refused, &summary["counters"]["memory_limit_events"]),
+        (0, &serde_json::json!(0)),
+        "no start refused for memory; the heap peaked at {peak} bytes"
+    );
+    assert!(peak <= 16 << 20, "the heap peaked at {peak} bytes");
+}

@@ -66,6 +66,15 @@ struct ThreadShared {
     /// The thread woke the writer since the writer last emptied its ring: one wake-up per
     /// fill, not one per dropped call.
     woke_writer: AtomicBool,
+    /// The ring's size, taken from the memory limit's share for rings.
+    ring_bytes: usize,
+}
+
+impl Drop for ThreadShared {
+    /// Both ends are gone: the ring's bytes go back to the rings' share.
+    fn drop(&mut self) {
+        crate::memory::BUDGET.return_ring(self.ring_bytes);
+    }
 }
 
 struct ThreadBuffer {
@@ -424,6 +433,7 @@ mod tests {
             drops: AtomicU64::new(0),
             room: RoomWait::for_this_thread(),
             woke_writer: AtomicBool::new(false),
+            ring_bytes: 0,
         });
         let mut buffer = ThreadBuffer { producer, shared };
         let (mut read, mut expected) = (Vec::new(), Vec::new());

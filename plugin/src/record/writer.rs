@@ -52,12 +52,16 @@ pub(super) fn recorder() -> Option<&'static Recorder> {
 impl Recorder {
     #[cold]
     pub(super) fn register_thread(&self) -> (rtrb::Producer<u8>, Arc<ThreadShared>) {
-        let (producer, consumer) = rtrb::RingBuffer::new(self.capacity);
+        // From the rings' share of the memory limit, as the thread's ring of records.
+        let ring_bytes =
+            crate::memory::BUDGET.take_ring(self.capacity, MIN_RING_ENTRIES * LARGEST_ENTRY);
+        let (producer, consumer) = rtrb::RingBuffer::new(ring_bytes);
         let shared = Arc::new(ThreadShared {
             index: self.next_thread.fetch_add(1, Ordering::Relaxed),
             drops: AtomicU64::new(0),
             room: RoomWait::for_this_thread(),
             woke_writer: AtomicBool::new(false),
+            ring_bytes,
         });
         self.new_threads
             .lock()
@@ -258,25 +262,28 @@ fn drain(recorder: &Recorder, state: &mut State) {
             drops_written: 0,
         }));
     let State { out, threads, .. } = state;
-    for thread in threads.iter_mut() {
+    threads.retain_mut(|thread| {
+        // Seen before the read: a thread that is gone pushes nothing after it.
+        let gone = thread.consumer.is_abandoned();
         let index = thread.shared.index;
         let available = thread.consumer.slots();
-        let Ok(chunk) = thread.consumer.read_chunk(available) else {
-            continue;
-        };
-        // Whole entries, encoded by the calling threads.
-        let (first, second) = chunk.as_slices();
-        out.extend_from_slice(first);
-        out.extend_from_slice(second);
-        chunk.commit_all();
-        thread.shared.woke_writer.store(false, Ordering::Release);
-        thread.shared.room.room_made();
+        if let Ok(chunk) = thread.consumer.read_chunk(available) {
+            // Whole entries, encoded by the calling threads.
+            let (first, second) = chunk.as_slices();
+            out.extend_from_slice(first);
+            out.extend_from_slice(second);
+            chunk.commit_all();
+            thread.shared.woke_writer.store(false, Ordering::Release);
+            thread.shared.room.room_made();
+        }
         let drops = thread.shared.drops.load(Ordering::Relaxed);
         if drops > thread.drops_written {
             encode::drops(out, index, drops - thread.drops_written);
             thread.drops_written = drops;
         }
-    }
+        // A thread that has ended gives its ring back, and its bytes to the memory limit.
+        !(gone && thread.consumer.is_empty())
+    });
     let lost = LOST_AT_THREAD_EXIT.load(Ordering::Relaxed);
     if lost > state.lost_written {
         encode::drops(&mut state.out, u32::MAX, lost - state.lost_written);
