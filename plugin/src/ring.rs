@@ -266,8 +266,19 @@ impl RingConsumer {
 
     /// The thread is gone and everything it pushed has been read.
     pub fn finished(&self) -> bool {
-        self.consumer.is_abandoned() && self.consumer.is_empty()
+        producer_gone(&self.consumer) && self.consumer.is_empty()
     }
+}
+
+/// Whether a ring's producer is gone; if so, everything it pushed is visible to the
+/// consumer from here on. The producer's end is seen through a relaxed count: without the
+/// fence a weakly ordered CPU (Arm) could still show an older end of its records.
+pub fn producer_gone<T>(consumer: &rtrb::Consumer<T>) -> bool {
+    if !consumer.is_abandoned() {
+        return false;
+    }
+    std::sync::atomic::fence(Ordering::Acquire);
+    true
 }
 
 #[cfg(test)]

@@ -264,7 +264,7 @@ fn drain(recorder: &Recorder, state: &mut State) {
     let State { out, threads, .. } = state;
     threads.retain_mut(|thread| {
         // Seen before the read: a thread that is gone pushes nothing after it.
-        let gone = thread.consumer.is_abandoned();
+        let gone = crate::ring::producer_gone(&thread.consumer);
         let index = thread.shared.index;
         let available = thread.consumer.slots();
         if let Ok(chunk) = thread.consumer.read_chunk(available) {
