@@ -129,19 +129,62 @@ pub fn member_spans(version: u8, type_bit: u64) -> &'static [Span] {
     }
 }
 
-/// The fields of a version's state arguments that a state sets: the member its meaning
-/// names. Empty for a state that comes with none (or with arguments NCCL leaves unset, as
-/// v4+ does for states 19, 23 and 24).
+/// The member of the v1–v3 state arguments a state sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateArgMemberV1 {
+    ProxyOp,
+    ProxyCtrl,
+}
+
+impl StateArgMemberV1 {
+    /// None: the state comes with no arguments.
+    pub fn of(state: i32) -> Option<StateArgMemberV1> {
+        match state {
+            s::PROXY_OP_SEND_POSTED..=s::PROXY_OP_RECV_DONE => Some(StateArgMemberV1::ProxyOp),
+            s::PROXY_CTRL_IDLE..=s::PROXY_CTRL_APPEND_END => Some(StateArgMemberV1::ProxyCtrl),
+            _ => None,
+        }
+    }
+}
+
+/// The member of the v4+ state arguments a state sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateArgMemberV4 {
+    TransSize,
+    AppendedProxyOps,
+    NetPluginData,
+    KernelChPTimer,
+}
+
+impl StateArgMemberV4 {
+    /// None: the state comes with no arguments, or with arguments NCCL leaves unset
+    /// (states 19, 23 and 24).
+    pub fn of(state: i32) -> Option<StateArgMemberV4> {
+        match state {
+            s::PROXY_STEP_SEND_GPU_WAIT..=s::PROXY_STEP_RECV_GPU_WAIT
+            | s::PROXY_STEP_SEND_PEER_WAIT_V4 => Some(StateArgMemberV4::TransSize),
+            s::PROXY_CTRL_IDLE..=s::PROXY_CTRL_APPEND_END => {
+                Some(StateArgMemberV4::AppendedProxyOps)
+            }
+            s::NET_PLUGIN_UPDATE => Some(StateArgMemberV4::NetPluginData),
+            s::KERNEL_CH_STOP | s::KERNEL_PHASE_STOP => Some(StateArgMemberV4::KernelChPTimer),
+            _ => None,
+        }
+    }
+}
+
+/// The fields of a version's state arguments that a state sets: those of the member
+/// its meaning names ([`StateArgMemberV1`], [`StateArgMemberV4`]).
 pub trait StateArgFields {
     fn spans_for(state: i32) -> &'static [Span];
 }
 
 impl StateArgFields for StateArgsV1 {
     fn spans_for(state: i32) -> &'static [Span] {
-        match state {
-            s::PROXY_OP_SEND_POSTED..=s::PROXY_OP_RECV_DONE => StateArgsV1ProxyOp::SPANS,
-            s::PROXY_CTRL_IDLE..=s::PROXY_CTRL_APPEND_END => StateArgsProxyCtrl::SPANS,
-            _ => &[],
+        match StateArgMemberV1::of(state) {
+            Some(StateArgMemberV1::ProxyOp) => StateArgsV1ProxyOp::SPANS,
+            Some(StateArgMemberV1::ProxyCtrl) => StateArgsProxyCtrl::SPANS,
+            None => &[],
         }
     }
 }
@@ -151,14 +194,10 @@ impl StateArgFields for StateArgsV4 {
         // Every member sits at offset 0; only their sizes differ.
         const WORD: &[Span] = &[span(0, size_of::<u64>())];
         const INT: &[Span] = &[span(0, size_of::<i32>())];
-        match state {
-            s::PROXY_STEP_SEND_GPU_WAIT..=s::PROXY_STEP_RECV_GPU_WAIT
-            | s::PROXY_STEP_SEND_PEER_WAIT_V4
-            | s::NET_PLUGIN_UPDATE
-            | s::KERNEL_CH_STOP
-            | s::KERNEL_PHASE_STOP => WORD,
-            s::PROXY_CTRL_IDLE..=s::PROXY_CTRL_APPEND_END => INT,
-            _ => &[],
+        match StateArgMemberV4::of(state) {
+            Some(StateArgMemberV4::AppendedProxyOps) => INT,
+            Some(_) => WORD,
+            None => &[],
         }
     }
 }

@@ -4,9 +4,10 @@
 
 use crate::event::*;
 use crate::name_cache::NameCache;
+use nccl_profiler_abi::fields::{StateArgMemberV1, StateArgMemberV4};
 use nccl_profiler_abi::{
-    net, state, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1,
-    NetPluginDescr, NetSockDescrV1, ProxyOpDescr, StateArgsV1, StateArgsV4,
+    net, v1, v2, v3, v4, v5, v6, v7, Descriptor, KernelChDescrV4, NetIbDescrV1, NetPluginDescr,
+    NetSockDescrV1, ProxyOpDescr, StateArgsV1, StateArgsV4,
 };
 use std::ffi::c_char;
 
@@ -537,17 +538,17 @@ impl DecodeArgs for StateArgsV1 {
             return StateArg::None;
         }
         // SAFETY: non-NULL and points to v1–v3 arguments (caller); the member read is
-        // chosen by the state's meaning.
+        // the one the state's meaning names.
         unsafe {
-            match state {
-                state::PROXY_OP_SEND_POSTED..=state::PROXY_OP_RECV_DONE => StateArg::Progress {
+            match StateArgMemberV1::of(state) {
+                Some(StateArgMemberV1::ProxyOp) => StateArg::Progress {
                     trans_size: (*args).proxyOp.transSize as u64,
                     steps: (*args).proxyOp.steps,
                 },
-                state::PROXY_CTRL_IDLE..=state::PROXY_CTRL_APPEND_END => {
+                Some(StateArgMemberV1::ProxyCtrl) => {
                     StateArg::Appended((*args).proxyCtrl.appendedProxyOps)
                 }
-                _ => StateArg::None,
+                None => StateArg::None,
             }
         }
     }
@@ -558,22 +559,20 @@ impl DecodeArgs for StateArgsV4 {
         if args.is_null() {
             return StateArg::None;
         }
-        // SAFETY: non-NULL and points to v4+ arguments (caller). States 19, 23 and 24
-        // come with uninitialised arguments and are not read.
+        // SAFETY: non-NULL and points to v4+ arguments (caller); the member read is the
+        // one the state's meaning names (none for states 19, 23 and 24, which come with
+        // uninitialised arguments).
         unsafe {
-            match state {
-                state::PROXY_STEP_SEND_GPU_WAIT..=state::PROXY_STEP_RECV_GPU_WAIT
-                | state::PROXY_STEP_SEND_PEER_WAIT_V4 => {
-                    StateArg::TransSize((*args).transSize as u64)
-                }
-                state::PROXY_CTRL_IDLE..=state::PROXY_CTRL_APPEND_END => {
+            match StateArgMemberV4::of(state) {
+                Some(StateArgMemberV4::TransSize) => StateArg::TransSize((*args).transSize as u64),
+                Some(StateArgMemberV4::AppendedProxyOps) => {
                     StateArg::Appended((*args).appendedProxyOps)
                 }
-                state::NET_PLUGIN_UPDATE => StateArg::NetData(ptr_value((*args).netPluginData)),
-                state::KERNEL_CH_STOP | state::KERNEL_PHASE_STOP => {
-                    StateArg::PTimer((*args).kernelChPTimer)
+                Some(StateArgMemberV4::NetPluginData) => {
+                    StateArg::NetData(ptr_value((*args).netPluginData))
                 }
-                _ => StateArg::None,
+                Some(StateArgMemberV4::KernelChPTimer) => StateArg::PTimer((*args).kernelChPTimer),
+                None => StateArg::None,
             }
         }
     }
