@@ -620,3 +620,57 @@ pub fn state_name(value: i32) -> &'static str {
         .copied()
         .unwrap_or("Unknown")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nccl_profiler_abi::fields::{self, Span, MAX_DESCR_BYTES, UNION_OFFSET};
+
+    /// Descriptor bytes, aligned for any version's descriptor.
+    #[repr(C, align(8))]
+    struct Bytes([u8; MAX_DESCR_BYTES]);
+
+    fn keep(from: &Bytes, to: &mut Bytes, base: usize, spans: &[Span]) {
+        for field in spans {
+            let at = base + field.offset..base + field.offset + field.len;
+            to.0[at.clone()].copy_from_slice(&from.0[at]);
+        }
+    }
+
+    /// Every byte the plugin's decoding reads is one a recording keeps: each kind of the
+    /// version decodes the same from a caller's bytes (a left-over byte everywhere but the
+    /// type) and from its fields alone (zeros between them).
+    fn decodes_the_same_from_its_fields_alone<D: DecodeDescr>() {
+        let version = D::VERSION;
+        let type_bytes = if version <= 4 { 1 } else { 8 };
+        for kind in (0..16).filter_map(|bit| Kind::decode_type_in(D::KINDS, 1 << bit)) {
+            let mut caller = Bytes([0x5a; MAX_DESCR_BYTES]);
+            caller.0[..type_bytes].copy_from_slice(&kind.bit().to_le_bytes()[..type_bytes]);
+            let mut fields_only = Bytes([0; MAX_DESCR_BYTES]);
+            keep(&caller, &mut fields_only, 0, fields::header_spans(version));
+            let member = fields::member_spans(version, kind.bit());
+            keep(&caller, &mut fields_only, UNION_OFFSET, member);
+            // SAFETY: both buffers are as large and as aligned as the descriptor, and every
+            // bit pattern is a valid one (integers, pointers, byte-sized booleans); the
+            // pointers lead nowhere readable, which decoding checks before reading.
+            let (from_caller, from_fields) = unsafe {
+                (
+                    caller.0.as_ptr().cast::<D>().read().decode(kind),
+                    fields_only.0.as_ptr().cast::<D>().read().decode(kind),
+                )
+            };
+            assert_eq!(from_caller, from_fields, "v{version} {kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_recording_keeps_every_byte_decoding_reads() {
+        decodes_the_same_from_its_fields_alone::<v1::ncclProfilerEventDescr_v1_t>();
+        decodes_the_same_from_its_fields_alone::<v2::ncclProfilerEventDescr_v2_t>();
+        decodes_the_same_from_its_fields_alone::<v3::ncclProfilerEventDescr_v3_t>();
+        decodes_the_same_from_its_fields_alone::<v4::ncclProfilerEventDescr_v4_t>();
+        decodes_the_same_from_its_fields_alone::<v5::ncclProfilerEventDescr_v5_t>();
+        decodes_the_same_from_its_fields_alone::<v6::ncclProfilerEventDescr_v6_t>();
+        decodes_the_same_from_its_fields_alone::<v7::ncclProfilerEventDescr_v7_t>();
+    }
+}
