@@ -1,4 +1,5 @@
-//! Records the git commit the tool was built from, for `nccl-scorep --version`.
+//! Records the git commit the tool was built from, for `nccl-scorep --version`, and
+//! exports the symbol through which `convert` gives the plugin the recorded times.
 //!
 //! Sets `NCCLSCOREP_GIT_COMMIT` to the short hash of `HEAD`, or to "unknown" when the
 //! sources are not a git checkout (a release tarball, a vendored copy) or git is missing.
@@ -22,6 +23,9 @@ fn main() {
         None => "unknown".to_owned(),
     };
     println!("cargo:rustc-env=NCCLSCOREP_GIT_COMMIT={commit}");
+    // `convert` offers the recorded times to the plugin it drives through this symbol,
+    // which the plugin looks up in the executable.
+    println!("cargo:rustc-link-arg-bin=nccl-scorep=-Wl,--export-dynamic-symbol=nccl_sim_clock");
 }
 
 /// The git directory of a checkout rooted at `root`: `.git` itself, or the directory a

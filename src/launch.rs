@@ -441,6 +441,9 @@ pub fn run(settings: &Settings, command: &[OsString]) -> Result<ExitCode, Launch
     record.exit_status = status.code();
     record.signal = status.signal();
     let run_dir = RunDir::new(&dir);
+    if deferred() && crate::convert::recordings_of(&dir).is_ok() {
+        convert_after_the_job(&dir, &plugin);
+    }
     let merged = run_dir.archive().is_file();
     if merged {
         record.trace = Some(nccl_scorep_common::run_dir::ANCHOR_FILE.to_owned());
@@ -456,6 +459,45 @@ pub fn run(settings: &Settings, command: &[OsString]) -> Result<ExitCode, Launch
     }
     report(&run_dir, &status, interrupted.load(Ordering::Relaxed));
     Ok(exit_code(&status))
+}
+
+/// Whether the job only recorded its calls (`NCCL_SCOREP_MODE=deferred`), for a trace
+/// made after it.
+fn deferred() -> bool {
+    let (config, _) = nccl_profiler_scorep::config::Config::from_env();
+    config.mode == nccl_profiler_scorep::config::Mode::Deferred
+}
+
+/// A deferred run's trace: `nccl-scorep convert`, in a process of its own (the plugin is
+/// loaded there, not into the launcher), whatever way the job ended: the recordings hold
+/// what its processes did up to then.
+fn convert_after_the_job(dir: &Path, plugin: &Path) {
+    let tool = match std::env::current_exe() {
+        Ok(tool) => tool,
+        Err(e) => {
+            eprintln!("nccl-scorep run: cannot tell where this tool is ({e}) to convert the recordings: run `nccl-scorep convert {}`", dir.display());
+            return;
+        }
+    };
+    let converted = Command::new(tool)
+        .arg("convert")
+        .arg(dir)
+        .arg("--plugin")
+        .arg(plugin)
+        .stdout(std::process::Stdio::null())
+        .status();
+    match converted {
+        Ok(status) if status.success() => {}
+        Ok(_) => eprintln!(
+            "nccl-scorep run: the recordings were not converted (see above); `nccl-scorep \
+             convert {}` tries again",
+            dir.display()
+        ),
+        Err(e) => eprintln!(
+            "nccl-scorep run: cannot start the conversion ({e}): run `nccl-scorep convert {}`",
+            dir.display()
+        ),
+    }
 }
 
 /// The exit code that passes the job's on: its status, or 128 + the signal that ended it.

@@ -1,6 +1,7 @@
 //! `nccl-scorep`: the command-line tool of the NCCL → Score-P / OTF2 profiler plugin.
 
 mod compare;
+mod convert;
 mod doctor;
 mod export;
 mod generate;
@@ -19,6 +20,11 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// The replay clock `convert` offers the plugin (exported, see build.rs), kept in the
+/// link: a library function nothing in the binary calls may otherwise be left out.
+#[used]
+static EXPORTED_CLOCK: unsafe extern "C" fn(*mut i64) -> u64 = nccl_sim::host_clock::nccl_sim_clock;
 
 /// The git commit the tool was built from, or "unknown" (set by build.rs).
 const GIT_COMMIT: &str = env!("NCCLSCOREP_GIT_COMMIT");
@@ -120,6 +126,20 @@ enum Command {
         /// Refresh every SECS seconds (default 2) until interrupted.
         #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
         watch: Option<f64>,
+    },
+    /// Make the trace of a run recorded with NCCL_SCOREP_MODE=deferred, after the run.
+    ///
+    /// Replays <run-dir>/recordings/*.ncclrec through the plugin (one process per
+    /// recording, with the recorded times and hosts), which writes and merges the trace as
+    /// in a live run: <run-dir>/traces.otf2. The NCCL_SCOREP_* variables set now shape
+    /// the trace (docs/record.md). Exit status: 0 with a trace, 2 when there is nothing to
+    /// convert, 1 when the conversion failed.
+    Convert {
+        /// The run directory of the deferred run (NCCL_SCOREP_OUTPUT_DIR).
+        run_dir: std::path::PathBuf,
+        /// The plugin library, when it is not installed beside this tool.
+        #[arg(long, value_name = "PATH")]
+        plugin: Option<std::path::PathBuf>,
     },
     /// Join the trace parts of a run's processes (<run-dir>/parts/*/traces.otf2) into one
     /// OTF2 archive, <run-dir>/traces.otf2, that Vampir opens.
@@ -288,6 +308,9 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             };
+        }
+        Command::Convert { run_dir, plugin } => {
+            return convert::main(&run_dir, plugin.as_deref());
         }
         Command::Exec { launch, command } => {
             let error = launch::exec(&launch.settings(), &command);

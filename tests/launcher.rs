@@ -400,3 +400,39 @@ fn a_bad_value_and_an_unwritable_directory_are_said_once_on_stderr_without_nccl_
         "{stderr}"
     );
 }
+
+#[test]
+fn a_deferred_run_is_converted_after_the_job_and_summed_up() {
+    let cwd = tempfile::tempdir().unwrap();
+    let job = [sim(), "run".into(), "--procs".into(), "2".into()];
+    let job: Vec<&str> = job.iter().map(String::as_str).collect();
+    let output = tool()
+        .current_dir(cwd.path())
+        .env("NCCL_SCOREP_MODE", "deferred")
+        .args(["run", "-o", "deferred", "--plugin"])
+        .arg(plugin())
+        .arg("--")
+        .args(&job)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(output.status.success(), "{stderr}");
+    let dir = cwd.path().join("deferred");
+    assert!(
+        stderr.contains("replaying 2 recording(s)"),
+        "the launcher converts the recordings: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.join("recordings")).unwrap().count(),
+        2
+    );
+    assert!(
+        stdout.contains(&format!("trace:   {}/traces.otf2", dir.display())),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("AllReduce"),
+        "the summary follows: {stdout}"
+    );
+    assert_eq!(run_json(&dir)["trace"], "traces.otf2");
+}

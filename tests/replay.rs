@@ -440,6 +440,153 @@ fn a_recorded_job_replays_to_the_same_trace_content() {
     assert!(span_of(&paced).0 > span_of(&original).1);
 }
 
+#[test]
+fn a_deferred_job_only_records_and_its_conversion_gives_the_trace_a_live_run_gives() {
+    use nccl_scorep_common::recording::{Call, Recording};
+    let plugin = nccl_sim::our_plugin_for_tests();
+    let dir = tempfile::tempdir().unwrap();
+    let run = [
+        "run",
+        "--procs",
+        "2",
+        "--pxn",
+        "--iterations",
+        "2",
+        "--scenario",
+        "group",
+        "--scenario",
+        "p2p",
+        "--scenario",
+        "split",
+    ];
+    let live = dir.path().join("live");
+    nccl_sim(&run, &[], &plugin, &live, "otf2");
+    let deferred = dir.path().join("deferred");
+    nccl_sim(&run, &[], &plugin, &deferred, "deferred");
+
+    // During the job: the recordings and nothing else (no part, event log or flight
+    // recorder file: no collector ran).
+    let written: Vec<String> = std::fs::read_dir(&deferred)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(written, ["recordings"]);
+    let recordings = recordings_in(&deferred.join("recordings"));
+    assert_eq!(recordings.len(), 2, "one recording per process");
+    // Every start got a handle of the recording's own, none twice in a process.
+    let mut recorded_ns = (u64::MAX, 0);
+    for path in &recordings {
+        let recording = Recording::read_file(path).unwrap();
+        assert_eq!(recording.drops(), 0);
+        let handles: Vec<u64> = recording
+            .calls()
+            .filter_map(|(_, _, call)| match call {
+                Call::Start { handle, .. } => Some(*handle),
+                _ => None,
+            })
+            .collect();
+        assert!(handles.len() > 100 && !handles.contains(&0), "{handles:?}");
+        let distinct: std::collections::HashSet<&u64> = handles.iter().collect();
+        assert_eq!(distinct.len(), handles.len(), "a handle issued twice");
+        let to_ns = recording.to_ns();
+        for (_, time, _) in recording.calls() {
+            recorded_ns = (
+                recorded_ns.0.min(to_ns(time)),
+                recorded_ns.1.max(to_ns(time)),
+            );
+        }
+    }
+
+    // After it: `nccl-scorep convert` makes the trace (and, asked for, the event logs).
+    let output = Command::new(TOOL)
+        .arg("convert")
+        .arg(&deferred)
+        .arg("--plugin")
+        .arg(&plugin)
+        .env("NCCL_SCOREP_MODE", "deferred")
+        .env("NCCL_SCOREP_JSONL", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("traces.otf2 (Vampir)"), "{stdout}");
+    let replayed: Vec<&str> = stderr.lines().filter(|l| l.contains("replayed")).collect();
+    assert_eq!(replayed.len(), 2, "{stderr}");
+    for line in replayed {
+        let total: u64 = line.split_whitespace().nth(5).unwrap().parse().unwrap();
+        assert_eq!(calls_made(line), total, "every call made: {line}");
+    }
+
+    // The same events, contents and parents as the live run (two runs of nccl-sim differ
+    // only in their communicators' random hashes, the GPU timers and in how often the
+    // proxy threads slept), and the same operations in the trace.
+    let comparable = |run: &Path| {
+        let mut events = events(run).by_id;
+        events.retain(|_, event| event["kind"] != "ProxyCtrl");
+        for event in events.values_mut() {
+            let fields = event.as_object_mut().unwrap();
+            fields.retain(|key, _| key != "comm_hash" && !key.starts_with("ptimer"));
+            if let Some(Value::Array(states)) = fields.get_mut("states") {
+                for state in states {
+                    state.as_object_mut().unwrap().remove("ptimer");
+                }
+            }
+        }
+        let mut all = BTreeMap::new();
+        for event in events.values() {
+            *all.entry(signature(&events, event, 0)).or_insert(0) += 1;
+        }
+        all
+    };
+    let (expected, got) = (comparable(&live), comparable(&deferred));
+    assert!(expected.values().sum::<usize>() > 100, "{expected:#?}");
+    assert!(!got.keys().any(|s| s.contains("unlinked")), "{got:#?}");
+    let differing: Vec<(&String, Option<&usize>, Option<&usize>)> = expected
+        .keys()
+        .chain(got.keys())
+        .filter(|k| expected.get(*k) != got.get(*k))
+        .map(|k| (k, expected.get(k), got.get(k)))
+        .take(3)
+        .collect();
+    assert!(differing.is_empty(), "live and deferred: {differing:#?}");
+    assert_eq!(operations(&live), operations(&deferred));
+    assert_valid_trace(&deferred);
+    // At the times the calls were made, not those of the conversion.
+    let all: Vec<u64> = times(&deferred)
+        .into_values()
+        .flatten()
+        .flatten()
+        .filter(|&(_, slack)| slack == 0)
+        .filter_map(|(time, _)| time)
+        .collect();
+    let (first, last) = (*all.iter().min().unwrap(), *all.iter().max().unwrap());
+    assert!(
+        first >= recorded_ns.0 && last <= recorded_ns.1,
+        "events from {first} to {last} ns, calls recorded from {} to {} ns",
+        recorded_ns.0,
+        recorded_ns.1
+    );
+
+    // Converted once: a second conversion leaves the trace alone.
+    let again = Command::new(TOOL)
+        .arg("convert")
+        .arg(&deferred)
+        .arg("--plugin")
+        .arg(&plugin)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already has a trace"));
+    // A directory without recordings is nothing to convert.
+    let nothing = Command::new(TOOL)
+        .arg("convert")
+        .arg(&live)
+        .output()
+        .unwrap();
+    assert_eq!(nothing.status.code(), Some(2));
+}
+
 /// N of the replay's report `replayed N of M calls of …`.
 fn calls_made(report: &str) -> u64 {
     report

@@ -102,6 +102,26 @@ pub struct ReplayArgs {
     recorded_times: bool,
 }
 
+impl ReplayArgs {
+    /// A replay that makes a trace of a recorded job (`nccl-scorep convert`): as fast as
+    /// the calls allow, with the recorded hosts and times.
+    pub fn converting(recordings: Vec<PathBuf>, plugin: OsString) -> ReplayArgs {
+        ReplayArgs {
+            recordings,
+            plugin: Some(plugin),
+            timing: Timing::Fast,
+            patience_ms: 10_000,
+            recorded_hosts: true,
+            recorded_times: true,
+        }
+    }
+}
+
+/// Whether this process is one of the processes a replay of several recordings started.
+pub fn is_replay_process() -> bool {
+    std::env::var_os(ENV_EXCHANGE).is_some()
+}
+
 pub fn main(args: ReplayArgs) -> ExitCode {
     let multi = args.recordings.len() > 1;
     let exchange = std::env::var_os(ENV_EXCHANGE).map(PathBuf::from);
@@ -587,13 +607,17 @@ impl Results {
     /// only cut a slow call short, e.g. a finalize that runs the job-end merge).
     fn wait_for(&self, position: usize) {
         let mut spins = 0u32;
+        let mut nap = Duration::from_micros(50);
         while !self.ready[position].load(Ordering::Acquire) {
-            // A short wait is another thread's next call; a long one is not worth a core.
+            // A short wait is another thread's next call; a long one is not worth a core,
+            // nor, with hundreds of recorded threads waiting their turn, a wake-up every
+            // few microseconds.
             spins += 1;
             if spins < 64 {
                 std::thread::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(1));
             }
         }
     }

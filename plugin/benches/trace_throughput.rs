@@ -42,7 +42,10 @@
 //! `TRACE_BENCH_PLUGIN` the path of another build of the plugin to measure instead (say,
 //! one from before a change); `TRACE_BENCH_RECORD` (any value) runs it with
 //! `NCCL_SCOREP_MODE=otf2,record`, which also records every call (docs/record.md), and
-//! reports the recording's size. The results are described in `docs/performance.md`.
+//! reports the recording's size; `TRACE_BENCH_DEFERRED` (any value) runs it with
+//! `NCCL_SCOREP_MODE=deferred`, where the recording is all the plugin does during the run,
+//! and checks the recording instead of an archive (every call recorded, nothing dropped).
+//! The results are described in `docs/performance.md`.
 
 mod support;
 
@@ -552,6 +555,36 @@ fn run(
 
     let summary = read_log(&log);
     let recording_bytes = dir_bytes(&out_dir.join("recordings"));
+    let tally = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum();
+    if deferred() {
+        let recorded = read_recording(&out_dir);
+        if std::env::var_os("TRACE_BENCH_KEEP_ARCHIVE").is_none() {
+            let _ = std::fs::remove_dir_all(&out_dir);
+        }
+        return RunResult {
+            comms,
+            collectives,
+            callbacks: tally(|t| t.callbacks),
+            starts: tally(|t| t.starts),
+            nulls: tally(|t| t.nulls),
+            total,
+            producers,
+            producer_cpu,
+            collector_cpu,
+            peak_rss,
+            events_recorded: recorded.as_ref().ok().map(|r| r.starts),
+            otf2_events: None,
+            otf2_events_printed: None,
+            nothing_lost: recorded.as_ref().is_ok_and(|r| r.drops == 0),
+            warnings: summary.warnings,
+            files: Vec::new(),
+            recording_bytes,
+            bytes: recording_bytes,
+            evt_bytes: 0,
+            breakdown: Vec::new(),
+            valid: recorded.map(|_| ()),
+        };
+    }
     let part = find_part(&out_dir);
     let files = part_files(&part);
     let bytes = files.iter().map(|(_, n)| n).sum();
@@ -573,9 +606,9 @@ fn run(
     RunResult {
         comms,
         collectives,
-        callbacks: tallies.iter().map(|t| t.callbacks).sum(),
-        starts: tallies.iter().map(|t| t.starts).sum(),
-        nulls: tallies.iter().map(|t| t.nulls).sum(),
+        callbacks: tally(|t| t.callbacks),
+        starts: tally(|t| t.starts),
+        nulls: tally(|t| t.nulls),
         total,
         producers,
         producer_cpu,
@@ -593,6 +626,86 @@ fn run(
         breakdown,
         valid,
     }
+}
+
+/// What a deferred run's recording holds.
+struct Recorded {
+    /// Starts that got a handle.
+    starts: u64,
+    drops: u64,
+}
+
+/// The run's one recording, read back (an error when it is missing or unreadable).
+fn read_recording(out_dir: &Path) -> Result<Recorded, String> {
+    use nccl_scorep_common::recording::{Call, Recording};
+    let dir = out_dir.join("recordings");
+    let path = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .map(|entry| entry.path())
+        .next()
+        .ok_or_else(|| format!("no recording in {}", dir.display()))?;
+    // Its end mark comes at the process's exit; the last finalize wrote every call.
+    let recording = Recording::read_file(&path).map_err(|e| e.to_string())?;
+    let starts = recording
+        .calls()
+        .filter(|(_, _, call)| matches!(call, Call::Start { handle, .. } if *handle != 0))
+        .count() as u64;
+    Ok(Recorded {
+        starts,
+        drops: recording.drops(),
+    })
+}
+
+/// A deferred run's report: what the recording holds, and what the thread that writes it
+/// (the process's CPU time besides the callback threads) cost per NCCL event.
+fn report_deferred(results: &[RunResult]) {
+    println!();
+    println!("NCCL ev: NCCL events started; per writer CPU s: per CPU second of the process minus the callback");
+    println!("threads (the recording's writer thread, and the finalize calls); B/NCCL ev: the recording's bytes");
+    println!(
+        "{:>5} {:>10} {:>8} {:>11} {:>19} {:>10}",
+        "ranks", "NCCL ev", "total s", "NCCL ev/s", "per writer CPU s", "B/NCCL ev"
+    );
+    let mut ok = true;
+    for r in results {
+        let events = r.starts as f64;
+        println!(
+            "{:>5} {:>10} {:>8.2} {:>11} {:>19} {:>10.1}",
+            r.comms,
+            r.starts,
+            r.total.as_secs_f64(),
+            millions(events / r.total.as_secs_f64()),
+            millions(events / r.collector_cpu.as_secs_f64()),
+            r.recording_bytes as f64 / events
+        );
+    }
+    for r in results {
+        let expected = r.collectives * r.comms as u64 * (APP_EVENTS + PROXY_EVENTS);
+        println!(
+            "{} rank(s): starts {} of {expected}, recorded with a handle {}; NULL handles {}; \
+             CPU: callback threads {:.2} s, writer {:.2} s; peak RSS {} MiB; recording: {}",
+            r.comms,
+            r.starts,
+            r.events_recorded.map_or("-".into(), |n| n.to_string()),
+            r.nulls,
+            r.producer_cpu.as_secs_f64(),
+            r.collector_cpu.as_secs_f64(),
+            r.peak_rss.map_or("?".into(), |n| n.to_string()),
+            match &r.valid {
+                Ok(()) if r.nothing_lost => "complete, nothing dropped".to_owned(),
+                Ok(()) => "calls dropped".to_owned(),
+                Err(e) => e.clone(),
+            }
+        );
+        ok &= r.nothing_lost
+            && r.valid.is_ok()
+            && r.nulls == 0
+            && r.starts == expected
+            && r.events_recorded == Some(expected);
+    }
+    assert!(ok, "calls were lost, refused or miscounted (see above)");
+    println!("every call recorded, nothing dropped");
 }
 
 /// What the plugin's log says at the last finalize.
@@ -632,9 +745,16 @@ fn read_log(log: &str) -> LogSummary {
     summary
 }
 
-/// `NCCL_SCOREP_MODE` for the runs: `otf2`, with `record` added on request.
+/// Whether the runs only record (`TRACE_BENCH_DEFERRED`).
+fn deferred() -> bool {
+    std::env::var_os("TRACE_BENCH_DEFERRED").is_some()
+}
+
+/// `NCCL_SCOREP_MODE` for the runs: `otf2`, with `record` added on request, or `deferred`.
 fn mode() -> &'static str {
-    if std::env::var_os("TRACE_BENCH_RECORD").is_some() {
+    if deferred() {
+        "deferred"
+    } else if std::env::var_os("TRACE_BENCH_RECORD").is_some() {
         "otf2,record"
     } else {
         "otf2"
@@ -858,6 +978,10 @@ fn main() {
         eprintln!("running {comms} communicator rank(s), {collectives} collectives each ...");
         let r = run(&plugin, &work, logger, comms, collectives, &buffer);
         results.push(r);
+    }
+    if deferred() {
+        report_deferred(&results);
+        return;
     }
 
     println!();

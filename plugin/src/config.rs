@@ -20,6 +20,9 @@ pub enum Mode {
     Jsonl,
     /// Load, answer NCCL, record nothing.
     Off,
+    /// Only record every call during the run (record mode without the collector); the
+    /// trace is made afterwards from the recordings (`nccl-scorep convert`).
+    Deferred,
 }
 
 /// Which clock stamps records on the callback path.
@@ -143,11 +146,12 @@ pub struct Variable {
 pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "NCCL_SCOREP_MODE",
-        values: "auto, otf2, scorep, jsonl, off; each may add `,record`",
+        values: "auto, otf2, scorep, jsonl, off, deferred; each may add `,record`",
         default: "auto",
         meaning: "what to produce: the OTF2 trace, Score-P regions when measured by Score-P \
                   (auto), only the event log, or nothing; `record` also records every \
-                  profiler call for nccl-sim replay",
+                  profiler call for nccl-sim replay; `deferred` only records them, for \
+                  `nccl-scorep convert` to make the trace after the run",
     },
     Variable {
         name: "NCCL_SCOREP_OUTPUT_DIR",
@@ -458,7 +462,7 @@ impl Config {
                 None => warn(
                     "NCCL_SCOREP_MODE",
                     &value,
-                    "auto, otf2, scorep, jsonl or off, each optionally with `,record`",
+                    "auto, otf2, scorep, jsonl, off or deferred, each optionally with `,record`",
                     "auto",
                 ),
             }
@@ -719,6 +723,15 @@ impl Config {
         config.scorep_experiment_dir = get("SCOREP_EXPERIMENT_DIRECTORY")
             .filter(|value| !value.is_empty())
             .map(PathBuf::from);
+        if config.mode == Mode::Deferred && config.chain.is_some() {
+            // The calls only go to the recording during the run.
+            warnings.push(ConfigWarning(
+                "NCCL_SCOREP_CHAIN is not used with NCCL_SCOREP_MODE=deferred: no plugin is \
+                 chained"
+                    .into(),
+            ));
+            config.chain = None;
+        }
         if config.record && get("NCCL_SCOREP_MEMORY_LIMIT").is_none() {
             // Record mode gives every thread a second ring, of recorded calls.
             config.memory_limit = 2 * crate::memory::DEFAULT_LIMIT_BYTES;
@@ -737,7 +750,7 @@ impl Config {
 
     /// Whether the JSON-lines log is written.
     pub fn writes_jsonl(&self) -> bool {
-        self.mode != Mode::Off && (self.jsonl || self.mode == Mode::Jsonl)
+        !matches!(self.mode, Mode::Off | Mode::Deferred) && (self.jsonl || self.mode == Mode::Jsonl)
     }
 
     /// Whether the OTF2 trace is written (in Score-P mode it is the sidecar trace).
@@ -758,7 +771,9 @@ fn parse_modes(value: &str) -> Option<(Mode, bool)> {
             return None;
         }
     }
-    Some((mode.unwrap_or(Mode::Auto), record))
+    let mode = mode.unwrap_or(Mode::Auto);
+    // Deferred mode is record mode without the rest.
+    Some((mode, record || mode == Mode::Deferred))
 }
 
 fn parse_mode(value: &str) -> Option<Mode> {
@@ -768,6 +783,7 @@ fn parse_mode(value: &str) -> Option<Mode> {
         "scorep" | "score-p" => Mode::Scorep,
         "jsonl" | "json" => Mode::Jsonl,
         "off" | "none" | "0" => Mode::Off,
+        "deferred" => Mode::Deferred,
         _ => return None,
     })
 }
@@ -1048,6 +1064,15 @@ mod tests {
         assert_eq!(mode("record"), (Mode::Auto, true, 0));
         assert_eq!(mode("otf2,jsonl"), (Mode::Auto, false, 1));
         assert_eq!(mode("record,bogus"), (Mode::Auto, false, 1));
+        assert_eq!(mode("deferred"), (Mode::Deferred, true, 0));
+        assert_eq!(mode("Deferred,record"), (Mode::Deferred, true, 0));
+        assert_eq!(mode("deferred,otf2"), (Mode::Auto, false, 1));
+        let (config, warnings) = read(&[
+            ("NCCL_SCOREP_MODE", "deferred"),
+            ("NCCL_SCOREP_CHAIN", "other.so"),
+        ]);
+        assert_eq!(config.chain, None);
+        assert!(warnings[0].0.contains("not used"), "{warnings:?}");
     }
 
     #[test]

@@ -41,6 +41,14 @@ unsafe extern "C" fn start_event<D: DecodeDescr>(
             hot_path::start_event::<D>(context, handle_out, descr, hot_path::Clock);
             return;
         }
+        if record::alone() {
+            let time = clock::ticks();
+            let size = size_of::<D>();
+            let waited =
+                record::started_alone(D::VERSION, size, context, handle_out, descr.cast(), time);
+            runtime::held_back_by_recording(waited);
+            return;
+        }
         // Record mode files the call with the time our trace gives it.
         let time = hot_path::Stamped(clock::ticks());
         hot_path::start_event::<D>(context, handle_out, descr, time);
@@ -63,7 +71,9 @@ unsafe extern "C" fn stop_event(handle: *mut c_void) -> ncclResult_t {
             return;
         }
         let time = hot_path::Stamped(clock::ticks());
-        hot_path::stop_event(handle, time);
+        if !record::alone() {
+            hot_path::stop_event(handle, time);
+        }
         runtime::held_back_by_recording(record::stopped(handle, time.0));
     })
 }
@@ -80,7 +90,9 @@ unsafe extern "C" fn record_event_state<A: DecodeArgs>(
             return;
         }
         let time = hot_path::Stamped(clock::ticks());
-        hot_path::record_state::<A>(handle, state, args, time);
+        if !record::alone() {
+            hot_path::record_state::<A>(handle, state, args, time);
+        }
         let fields = A::spans_for(state);
         let waited = record::state(handle, state, size_of::<A>(), fields, args.cast(), time.0);
         runtime::held_back_by_recording(waited);

@@ -458,6 +458,15 @@ unsafe fn init_profiling(context_out: *mut *mut c_void, mask: *mut i32, args: In
         // SAFETY: non-NULL and writable (caller); NCCL reads it with relaxed atomics.
         unsafe { *mask = ours as i32 | chain_mask };
     }
+    if shared.config.mode == Mode::Deferred {
+        // Only the recording runs during the job: no collector, no sinks.
+        log::info(&format!(
+            "recording comm \"{name}\" {hash:#x} rank {rank}/{n_ranks} for a trace made \
+             afterwards (NCCL_SCOREP_MODE=deferred), output {}",
+            shared.run_dir.root().display()
+        ));
+        return;
+    }
     let first_of_cycle = !rt.collecting.load(Ordering::Acquire);
     rt.ensure_collector();
     if first_of_cycle && scorep_mode::FORWARDING.load(Ordering::Relaxed) {
@@ -495,7 +504,7 @@ pub fn finalize(context: *mut c_void) {
                     chain.report();
                 }
             }
-            if rt.recording() {
+            if rt.recording() && shared.config.mode != Mode::Deferred {
                 rt.push_lifecycle(Record {
                     time: crate::clock::ticks(),
                     handle: 0,

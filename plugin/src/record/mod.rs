@@ -28,6 +28,10 @@ use std::sync::Arc;
 /// a forked child, whose recording would be its parent's file).
 static ON: AtomicBool = AtomicBool::new(false);
 
+/// Whether the recording is all the plugin does during the run (`NCCL_SCOREP_MODE=deferred`):
+/// the calls are answered with handles the recording issues, and nothing else runs.
+static ALONE: AtomicBool = AtomicBool::new(false);
+
 /// The longest string copied; a longer one (or one without a NUL within this bound) is
 /// recorded as unreadable, as the plugin itself treats it.
 const STRING_BYTES: usize = c_string::MAX_NAME;
@@ -80,7 +84,23 @@ impl Drop for ThreadShared {
 struct ThreadBuffer {
     producer: rtrb::Producer<u8>,
     shared: Arc<ThreadShared>,
+    /// The last handle this thread issued (recording alone).
+    issued: u64,
 }
+
+impl ThreadBuffer {
+    /// A handle no other call of the process got: the thread's number above
+    /// [`HANDLE_SEQUENCE_BITS`], its count of handles below; never 0 (NULL).
+    fn issue_handle(&mut self) -> u64 {
+        self.issued = (self.issued + 1) & HANDLE_SEQUENCE_MASK;
+        ((u64::from(self.shared.index) + 1) << HANDLE_SEQUENCE_BITS) | self.issued
+    }
+}
+
+/// Bits of a handle issued in deferred mode that count a thread's handles (a trillion
+/// per thread before one repeats); the thread's number is above them.
+const HANDLE_SEQUENCE_BITS: u32 = 40;
+const HANDLE_SEQUENCE_MASK: u64 = (1 << HANDLE_SEQUENCE_BITS) - 1;
 
 thread_local! {
     static BUFFER: RefCell<Option<ThreadBuffer>> = const { RefCell::new(None) };
@@ -109,7 +129,11 @@ fn with_buffer<R>(f: impl FnOnce(&mut ThreadBuffer) -> R) -> Option<R> {
 #[cold]
 fn register() -> Option<ThreadBuffer> {
     let (producer, shared) = writer::recorder()?.register_thread();
-    Some(ThreadBuffer { producer, shared })
+    Some(ThreadBuffer {
+        producer,
+        shared,
+        issued: 0,
+    })
 }
 
 /// When a call waited for room in its ring (`NCCL_SCOREP_ON_FULL=wait`): NCCL's time the
@@ -121,19 +145,49 @@ pub struct WaitedSince(pub Option<u64>);
 /// the thread's number.
 #[inline]
 fn push(len: usize, encode: impl Fn(&mut EntryOut<'_>, u32)) -> WaitedSince {
-    let pushed = with_buffer(|buffer| {
-        if write(buffer, len, &encode) {
-            None
-        } else {
-            push_to_full_ring(buffer, len, &encode)
-        }
-    });
+    let pushed = with_buffer(|buffer| write_or_wait(buffer, len, &encode).0);
     match pushed {
         Some(waited) => WaitedSince(waited),
         None => {
             LOST_AT_THREAD_EXIT.fetch_add(1, Ordering::Relaxed);
             WaitedSince(None)
         }
+    }
+}
+
+/// As [`push`], for a start that gets its handle from the recording (deferred mode):
+/// `encode` is also given the handle. Returns the handle, or 0 when the call could not be
+/// recorded (NCCL then gets NULL and makes no call on it).
+#[inline]
+fn push_issuing(len: usize, encode: impl Fn(&mut EntryOut<'_>, u32, u64)) -> (WaitedSince, u64) {
+    let pushed = with_buffer(|buffer| {
+        let handle = buffer.issue_handle();
+        let (waited, written) = write_or_wait(buffer, len, &|out, thread| {
+            encode(out, thread, handle);
+        });
+        (waited, if written { handle } else { 0 })
+    });
+    match pushed {
+        Some((waited, handle)) => (WaitedSince(waited), handle),
+        None => {
+            LOST_AT_THREAD_EXIT.fetch_add(1, Ordering::Relaxed);
+            (WaitedSince(None), 0)
+        }
+    }
+}
+
+/// Writes the entry, through [`push_to_full_ring`] when the ring is full: when the call
+/// waited, and whether it was written.
+#[inline]
+fn write_or_wait(
+    buffer: &mut ThreadBuffer,
+    len: usize,
+    encode: &impl Fn(&mut EntryOut<'_>, u32),
+) -> (Option<u64>, bool) {
+    if write(buffer, len, encode) {
+        (None, true)
+    } else {
+        push_to_full_ring(buffer, len, encode)
     }
 }
 
@@ -183,39 +237,39 @@ fn write_around_the_end(
 
 /// A full ring: the writer empties it now rather than at its next round. With
 /// `NCCL_SCOREP_ON_FULL=wait` the thread waits for the room and returns when it began;
-/// otherwise the call is dropped and counted.
+/// otherwise the call is dropped and counted. Also says whether the call was written.
 #[cold]
 #[inline(never)]
 fn push_to_full_ring(
     buffer: &mut ThreadBuffer,
     len: usize,
     encode: &impl Fn(&mut EntryOut<'_>, u32),
-) -> Option<u64> {
+) -> (Option<u64>, bool) {
     let Some(recorder) = writer::recorder() else {
         buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
-        return None;
+        return (None, false);
     };
     recorder.wake_writer_for(&buffer.shared);
     if !recorder.waits_for_room() {
         buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
-        return None;
+        return (None, false);
     }
     let since = clock::ticks();
     let in_scorep = crate::scorep_mode::held_back();
-    loop {
+    let written = loop {
         buffer.shared.room.wait(|| buffer.producer.slots() < len);
         if write(buffer, len, encode) {
-            break;
+            break true;
         }
         if !recorder.waits_for_room() {
             // The writer has stopped (the process is exiting): nothing will make room.
             buffer.shared.drops.fetch_add(1, Ordering::Relaxed);
-            break;
+            break false;
         }
         recorder.wake_writer_for(&buffer.shared);
-    }
+    };
     drop(in_scorep);
-    Some(since)
+    (Some(since), written)
 }
 
 /// The calling thread's number in the recording.
@@ -226,6 +280,8 @@ fn thread_index() -> u32 {
 /// Starts recording, at the process's first `init` in record mode: opens the file.
 pub fn begin(shared: &crate::shared::Shared, api: u8) {
     if writer::begin(shared, api) {
+        let alone = shared.config.mode == crate::config::Mode::Deferred;
+        ALONE.store(alone, Ordering::Relaxed);
         ON.store(true, Ordering::Release);
     }
 }
@@ -234,6 +290,13 @@ pub fn begin(shared: &crate::shared::Shared, api: u8) {
 #[inline]
 pub fn active() -> bool {
     ON.load(Ordering::Relaxed)
+}
+
+/// Whether the recording is all that runs (deferred mode): the callbacks then call
+/// [`started_alone`], [`stopped`] and [`state`] only. Read after [`active`].
+#[inline]
+pub fn alone() -> bool {
+    ALONE.load(Ordering::Relaxed)
 }
 
 /// Turns recording off in a forked child (only an atomic store: safe there).
@@ -265,19 +328,78 @@ pub unsafe fn started(
         // SAFETY: non-NULL and readable (caller); the plugin wrote it just before.
         unsafe { *handle_out as u64 }
     };
-    let mut bytes = [0u8; MAX_DESCR_BYTES];
-    let mut size = 0;
-    let mut strings: [(u16, Option<&[u8]>); MAX_STRINGS] = [(0, None); MAX_STRINGS];
-    let mut n_strings = 0;
-    if !descr.is_null() {
-        size = size_of_descr.min(MAX_DESCR_BYTES);
+    // SAFETY: forwarded from the caller.
+    let start = unsafe { StartFields::of(api, size_of_descr, descr) };
+    let context = context as u64;
+    push(start.len(), |out, thread| {
+        start.encode(out, thread, time, context, handle)
+    })
+}
+
+/// `startEvent` in deferred mode, where the recording is all that runs: records the call
+/// and answers it with a handle of the recording's own, or NULL when the call could not be
+/// recorded (`NCCL_SCOREP_ON_FULL=drop` and a full ring), so that no stop or state comes
+/// for an event the recording lacks.
+///
+/// # Safety
+/// `handle_out` is NULL or writable; `descr` as for [`started`].
+#[inline]
+pub unsafe fn started_alone(
+    api: u8,
+    size_of_descr: usize,
+    context: *mut c_void,
+    handle_out: *mut *mut c_void,
+    descr: *const u8,
+    time: u64,
+) -> WaitedSince {
+    if handle_out.is_null() {
+        // Nowhere to return a handle: nothing NCCL could stop.
+        return WaitedSince(None);
+    }
+    // SAFETY: forwarded from the caller.
+    let start = unsafe { StartFields::of(api, size_of_descr, descr) };
+    let context = context as u64;
+    let (waited, handle) = push_issuing(start.len(), |out, thread, handle| {
+        start.encode(out, thread, time, context, handle);
+    });
+    // SAFETY: non-NULL and writable (caller).
+    unsafe { *handle_out = handle as usize as *mut c_void };
+    waited
+}
+
+/// The fields of a descriptor that a recording keeps, copied from C memory.
+struct StartFields<'a> {
+    bytes: [u8; MAX_DESCR_BYTES],
+    size: usize,
+    strings: [(u16, Option<&'a [u8]>); MAX_STRINGS],
+    n_strings: usize,
+}
+
+impl StartFields<'_> {
+    /// # Safety
+    /// `descr` is NULL or points to the readable bytes (`size_of_descr`) of a descriptor
+    /// of version `api`, whose string fields are NULL or C strings.
+    #[inline]
+    unsafe fn of(api: u8, size_of_descr: usize, descr: *const u8) -> Self {
+        let mut start = StartFields {
+            bytes: [0u8; MAX_DESCR_BYTES],
+            size: 0,
+            strings: [(0, None); MAX_STRINGS],
+            n_strings: 0,
+        };
+        if descr.is_null() {
+            return start;
+        }
+        let size = size_of_descr.min(MAX_DESCR_BYTES);
+        let bytes = &mut start.bytes;
         // SAFETY: `size` readable bytes at `descr` (caller).
-        unsafe { copy_fields(descr, size, &mut bytes, 0, fields::header_spans(api)) };
+        unsafe { copy_fields(descr, size, bytes, 0, fields::header_spans(api)) };
         let type_bit = fields::type_bit(api, &bytes[..size]);
         let member = fields::member_spans(api, type_bit);
         // SAFETY: as above.
-        unsafe { copy_fields(descr, size, &mut bytes, UNION_OFFSET, member) };
-        for (string, &offset) in strings
+        unsafe { copy_fields(descr, size, bytes, UNION_OFFSET, member) };
+        for (string, &offset) in start
+            .strings
             .iter_mut()
             .zip(fields::string_offsets(api, type_bit))
         {
@@ -287,16 +409,25 @@ pub unsafe fn started(
             // the bounded reader checks that the memory is readable.
             let text = unsafe { c_string::bounded(pointer as usize as *const _, STRING_BYTES) };
             *string = (offset as u16, text);
-            n_strings += 1;
+            start.n_strings += 1;
         }
+        start.size = size;
+        start
     }
-    let (descr, strings) = (&bytes[..size], &strings[..n_strings]);
-    let len = encode::start_len(size, strings.iter().map(|(_, text)| text.map(<[u8]>::len)));
-    let context = context as u64;
-    push(len, |out, thread| {
-        let strings = strings.iter().copied();
+
+    /// The entry's length in the file.
+    #[inline]
+    fn len(&self) -> usize {
+        let strings = self.strings[..self.n_strings].iter();
+        encode::start_len(self.size, strings.map(|(_, text)| text.map(<[u8]>::len)))
+    }
+
+    #[inline]
+    fn encode(&self, out: &mut EntryOut<'_>, thread: u32, time: u64, context: u64, handle: u64) {
+        let strings = self.strings[..self.n_strings].iter().copied();
+        let descr = &self.bytes[..self.size];
         encode::start(out, thread, time, context, handle, descr, strings);
-    })
+    }
 }
 
 /// `stopEvent`, with the handle NCCL passed.
@@ -425,17 +556,43 @@ mod tests {
         }
     }
 
-    #[test]
-    fn entries_read_back_whole_also_where_they_wrap_around_the_ring_s_end() {
-        let (producer, mut consumer) = rtrb::RingBuffer::new(100);
+    /// A thread's ring of `bytes`, as thread `index`, and the writer's end of it.
+    fn thread_buffer(index: u32, bytes: usize) -> (ThreadBuffer, rtrb::Consumer<u8>) {
+        let (producer, consumer) = rtrb::RingBuffer::new(bytes);
         let shared = Arc::new(ThreadShared {
-            index: 3,
+            index,
             drops: AtomicU64::new(0),
             room: RoomWait::for_this_thread(),
             woke_writer: AtomicBool::new(false),
             ring_bytes: 0,
         });
-        let mut buffer = ThreadBuffer { producer, shared };
+        let buffer = ThreadBuffer {
+            producer,
+            shared,
+            issued: 0,
+        };
+        (buffer, consumer)
+    }
+
+    #[test]
+    fn handles_issued_in_deferred_mode_are_never_null_nor_another_thread_s() {
+        let (mut first, _) = thread_buffer(0, 100);
+        let (mut other, _) = thread_buffer(1, 100);
+        let mine: Vec<u64> = (0..1000).map(|_| first.issue_handle()).collect();
+        let theirs: Vec<u64> = (0..1000).map(|_| other.issue_handle()).collect();
+        let all: std::collections::HashSet<u64> = mine.iter().chain(&theirs).copied().collect();
+        assert_eq!(all.len(), 2000);
+        assert!(!all.contains(&0));
+        // A thread's count wraps within its own bits, never into the next thread's.
+        first.issued = HANDLE_SEQUENCE_MASK;
+        let wrapped = first.issue_handle();
+        assert_eq!(wrapped >> HANDLE_SEQUENCE_BITS, 1);
+        assert!(!theirs.contains(&wrapped) && wrapped != 0);
+    }
+
+    #[test]
+    fn entries_read_back_whole_also_where_they_wrap_around_the_ring_s_end() {
+        let (mut buffer, mut consumer) = thread_buffer(3, 100);
         let (mut read, mut expected) = (Vec::new(), Vec::new());
         // About 1 100 bytes through a 100-byte ring, in entries that do not divide it:
         // most turns end inside an entry.
