@@ -10,8 +10,12 @@ use std::path::Path;
 
 /// The first eight bytes of a recording.
 pub const MAGIC: &[u8; 8] = b"NCCLREC\0";
-/// The version of the layout this code writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The version of the layout this code writes. Version 2 stores a start's descriptor and
+/// a state's arguments as *sparse* bytes (only their words that are not zero); version 1,
+/// which this code also reads, stored them whole.
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest version this code reads.
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// The directory, in the run directory, that holds the recordings.
 pub const DIR: &str = "recordings";
 /// The file-name suffix of a recording.
@@ -139,12 +143,46 @@ pub mod encode {
         }
     }
 
-    /// The length of [`start`]'s entry, from the descriptor's length and each string's.
-    pub fn start_len(descr: usize, strings: impl Iterator<Item = Option<usize>>) -> usize {
+    /// The bytes a *sparse* field keeps of `value` (at most `ABSENT - 1`).
+    fn sparse_value(value: &[u8]) -> &[u8] {
+        &value[..value.len().min(ABSENT as usize - 1)]
+    }
+
+    /// Whether a word (8 bytes, or the shorter last one) is all zeros.
+    #[inline]
+    fn is_zero(word: &[u8]) -> bool {
+        match <[u8; 8]>::try_from(word) {
+            Ok(word) => u64::from_ne_bytes(word) == 0,
+            Err(_) => word.iter().all(|&b| b == 0),
+        }
+    }
+
+    /// The encoded length of a *sparse* field: the length, one mask bit per word, and the
+    /// words that are not zero.
+    #[inline]
+    pub fn sparse_len(value: Option<&[u8]>) -> usize {
+        let Some(value) = value else { return 2 };
+        let value = sparse_value(value);
+        let kept: usize = value
+            .chunks(8)
+            .filter(|w| !is_zero(w))
+            .map(<[u8]>::len)
+            .sum();
+        2 + value.len().div_ceil(64) + kept
+    }
+
+    /// The longest encoding of a *sparse* field of `len` bytes.
+    const fn largest_sparse_len(len: usize) -> usize {
+        2 + len.div_ceil(64) + len
+    }
+
+    /// The length of [`start`]'s entry, from the descriptor and each string's length.
+    #[inline]
+    pub fn start_len(descr: &[u8], strings: impl Iterator<Item = Option<usize>>) -> usize {
         HEAD_LEN
             + 8
             + 8
-            + bytes_len(Some(descr))
+            + sparse_len(Some(descr))
             + 1
             + strings.map(|s| 2 + bytes_len(s)).sum::<usize>()
     }
@@ -152,7 +190,7 @@ pub mod encode {
     /// The longest [`start`] entry for a descriptor of at most `descr` bytes and at most
     /// `strings` strings of at most `string` bytes each.
     pub const fn largest_start_len(descr: usize, strings: usize, string: usize) -> usize {
-        HEAD_LEN + 8 + 8 + bytes_len(Some(descr)) + 1 + strings * (2 + bytes_len(Some(string)))
+        HEAD_LEN + 8 + 8 + largest_sparse_len(descr) + 1 + strings * (2 + bytes_len(Some(string)))
     }
 
     /// The length of [`stop`]'s entry.
@@ -160,9 +198,10 @@ pub mod encode {
         HEAD_LEN + 8
     }
 
-    /// The length of [`state`]'s entry, from the arguments' length (None: NULL).
-    pub const fn state_len(args: Option<usize>) -> usize {
-        HEAD_LEN + 8 + 4 + bytes_len(args)
+    /// The length of [`state`]'s entry, from the arguments (None: NULL).
+    #[inline]
+    pub fn state_len(args: Option<&[u8]>) -> usize {
+        HEAD_LEN + 8 + 4 + sparse_len(args)
     }
 
     fn bytes(out: &mut impl Out, value: Option<&[u8]>) {
@@ -173,6 +212,34 @@ pub mod encode {
                 out.put(value);
             }
             None => out.put(&ABSENT.to_le_bytes()),
+        }
+    }
+
+    /// A *sparse* field: C struct bytes, mostly zeros (padding, unused union bytes, NULL
+    /// pointers, zero counts). Its length (u16, or [`ABSENT`] for NULL), then a mask with
+    /// one bit per 8-byte word (the last word may be shorter), word `i` in bit `i % 8` of
+    /// mask byte `i / 8`, set when the word is not all zeros; then those words, in order.
+    #[inline]
+    fn sparse(out: &mut impl Out, value: Option<&[u8]>) {
+        let Some(value) = value else {
+            out.put(&ABSENT.to_le_bytes());
+            return;
+        };
+        let value = sparse_value(value);
+        out.put(&(value.len() as u16).to_le_bytes());
+        for group in value.chunks(64) {
+            let mut mask = 0u8;
+            for (bit, word) in group.chunks(8).enumerate() {
+                if !is_zero(word) {
+                    mask |= 1 << bit;
+                }
+            }
+            out.put_byte(mask);
+        }
+        for word in value.chunks(8) {
+            if !is_zero(word) {
+                out.put(word);
+            }
         }
     }
 
@@ -227,7 +294,7 @@ pub mod encode {
         call_head(out, tag::START, thread, time);
         out.put(&context.to_le_bytes());
         out.put(&handle.to_le_bytes());
-        bytes(out, Some(descr));
+        sparse(out, Some(descr));
         out.put_byte(strings.len() as u8);
         for (offset, value) in strings {
             out.put(&offset.to_le_bytes());
@@ -251,7 +318,7 @@ pub mod encode {
         call_head(out, tag::STATE, thread, time);
         out.put(&handle.to_le_bytes());
         out.put(&state.to_le_bytes());
-        bytes(out, args);
+        sparse(out, args);
     }
 
     pub fn finalize(out: &mut impl Out, thread: u32, time: u64, context: u64) {
@@ -283,7 +350,7 @@ pub enum ReadError {
     Io(#[from] io::Error),
     #[error("not a recording (no NCCLREC magic)")]
     NotARecording,
-    #[error("recording format {0}, this build reads format {FORMAT_VERSION}")]
+    #[error("recording format {0}, this build reads formats {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}")]
     Format(u16),
     #[error("damaged at byte {0}: {1}")]
     Damaged(usize, &'static str),
@@ -313,14 +380,19 @@ impl Recording {
 
     /// Parses a recording's bytes. A last entry cut short is left out.
     pub fn parse(data: &[u8]) -> Result<Recording, ReadError> {
-        let mut cursor = Cursor { data, at: 0 };
+        let mut cursor = Cursor {
+            data,
+            at: 0,
+            format: FORMAT_VERSION,
+        };
         if cursor.take(8).ok() != Some(&MAGIC[..]) {
             return Err(ReadError::NotARecording);
         }
         let format = cursor.u16()?;
-        if format != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&format) {
             return Err(ReadError::Format(format));
         }
+        cursor.format = format;
         let api = cursor.u8()?;
         let clock = match cursor.u8()? {
             0 => ClockKind::Monotonic,
@@ -421,6 +493,8 @@ impl Recording {
 struct Cursor<'a> {
     data: &'a [u8],
     at: usize,
+    /// The file's format version.
+    format: u16,
 }
 
 impl<'a> Cursor<'a> {
@@ -469,6 +543,26 @@ impl<'a> Cursor<'a> {
         Ok(Some(self.take(len as usize)?.to_vec()))
     }
 
+    /// A *sparse* field (see `encode::sparse`), or in format 1 a *bytes* field.
+    fn sparse(&mut self) -> Result<Option<Vec<u8>>, ReadError> {
+        if self.format < 2 {
+            return self.bytes();
+        }
+        let len = self.u16()?;
+        if len == ABSENT {
+            return Ok(None);
+        }
+        let len = len as usize;
+        let mask = self.take(len.div_ceil(64))?;
+        let mut value = vec![0u8; len];
+        for (i, word) in value.chunks_mut(8).enumerate() {
+            if mask[i / 8] & (1 << (i % 8)) != 0 {
+                word.copy_from_slice(self.take(word.len())?);
+            }
+        }
+        Ok(Some(value))
+    }
+
     fn entry(&mut self) -> Result<Entry, ReadError> {
         let tag = self.u8()?;
         let call = |this: &mut Self, call: fn(&mut Self) -> Result<Call, ReadError>| {
@@ -495,7 +589,7 @@ impl<'a> Cursor<'a> {
             tag::START => call(self, |c| {
                 let context = c.u64()?;
                 let handle = c.u64()?;
-                let descr = c.bytes()?.unwrap_or_default();
+                let descr = c.sparse()?.unwrap_or_default();
                 let n = c.u8()?;
                 let mut strings = Vec::with_capacity(n as usize);
                 for _ in 0..n {
@@ -513,7 +607,7 @@ impl<'a> Cursor<'a> {
                 Ok(Call::State {
                     handle: c.u64()?,
                     state: c.i32()?,
-                    args: c.bytes()?,
+                    args: c.sparse()?,
                 })
             }),
             tag::FINALIZE => call(self, |c| Ok(Call::Finalize { context: c.u64()? })),
@@ -560,10 +654,22 @@ mod tests {
             1,
             Some(b"world"),
         );
-        let descr = [9u8; 136];
+        // Words of zeros among others, and a short last word.
+        let mut descr = [0u8; 131];
+        descr[..16].fill(9);
+        descr[40] = 1;
+        descr[130] = 2;
         let strings = [(32u16, Some(&b"AllReduce"[..])), (40, None)];
         encode::start(&mut out, 1, 1002, 0xc0, 0x11, &descr, strings.into_iter());
         encode::state(&mut out, 1, 1003, 0x11, 21, None);
+        encode::state(
+            &mut out,
+            1,
+            1003,
+            0x11,
+            22,
+            Some(&[0, 0, 0, 0, 0, 0, 0, 0, 5]),
+        );
         encode::stop(&mut out, 1, 1004, 0x11);
         encode::drops(&mut out, 1, 3);
         encode::finalize(&mut out, 0, 1005, 0xc0);
@@ -574,7 +680,7 @@ mod tests {
         let read = Recording::parse(&out).unwrap();
         assert_eq!(read.header, header);
         assert!(read.complete);
-        assert_eq!(read.calls().count(), 5);
+        assert_eq!(read.calls().count(), 6);
         assert_eq!(read.drops(), 3);
         assert_eq!(
             read.calls().nth(1).unwrap().2,
@@ -585,16 +691,75 @@ mod tests {
                 strings: vec![(32, Some(b"AllReduce".to_vec())), (40, None)],
             }
         );
+        assert_eq!(
+            read.calls().nth(3).unwrap().2,
+            &Call::State {
+                handle: 0x11,
+                state: 22,
+                args: Some(vec![0, 0, 0, 0, 0, 0, 0, 0, 5]),
+            }
+        );
         // TSC ticks to ns: 2 ticks a nanosecond from the two clock entries.
         assert_eq!(read.to_ns()(2000), 1000);
 
         let cut = Recording::parse(&out[..before_end - 17 - 3]).unwrap();
         assert!(!cut.complete);
-        assert_eq!(cut.calls().count(), 4, "the cut finalize is left out");
+        assert_eq!(cut.calls().count(), 5, "the cut finalize is left out");
         assert!(matches!(
             Recording::parse(b"NOTAREC!"),
             Err(ReadError::NotARecording)
         ));
+    }
+
+    #[test]
+    fn a_format_1_recording_with_whole_descriptors_still_reads() {
+        let mut out = Vec::new();
+        let header = Header {
+            format: 1,
+            api: 4,
+            clock: ClockKind::Monotonic,
+            pid: 7,
+            host: "old".into(),
+            realtime_ns: 1,
+        };
+        encode::header(&mut out, &header);
+        // A start and a state as format 1 wrote them: their bytes whole.
+        out.push(2);
+        out.extend_from_slice(&3u32.to_le_bytes());
+        out.extend_from_slice(&9u64.to_le_bytes());
+        out.extend_from_slice(&0xc0u64.to_le_bytes());
+        out.extend_from_slice(&0x11u64.to_le_bytes());
+        out.extend_from_slice(&10u16.to_le_bytes());
+        out.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 4, 0]);
+        out.push(0);
+        out.push(4);
+        out.extend_from_slice(&3u32.to_le_bytes());
+        out.extend_from_slice(&10u64.to_le_bytes());
+        out.extend_from_slice(&0x11u64.to_le_bytes());
+        out.extend_from_slice(&13i32.to_le_bytes());
+        out.extend_from_slice(&2u16.to_le_bytes());
+        out.extend_from_slice(&[0, 6]);
+        let read = Recording::parse(&out).unwrap();
+        assert_eq!(read.header, header);
+        let calls: Vec<&Call> = read.calls().map(|(_, _, call)| call).collect();
+        assert_eq!(
+            calls,
+            [
+                &Call::Start {
+                    context: 0xc0,
+                    handle: 0x11,
+                    descr: vec![0, 0, 0, 0, 0, 0, 0, 0, 4, 0],
+                    strings: vec![],
+                },
+                &Call::State {
+                    handle: 0x11,
+                    state: 13,
+                    args: Some(vec![0, 6]),
+                }
+            ]
+        );
+        out[8] = 3;
+        assert!(matches!(Recording::parse(&out), Err(ReadError::Format(3))));
     }
 
     #[test]
@@ -604,7 +769,8 @@ mod tests {
             encode(&mut out);
             out.len()
         };
-        let descr = [7u8; 136];
+        let mut descr = [7u8; 136];
+        descr[8..64].fill(0);
         let long = [b'x'; 70_000];
         let strings = [
             Some(&b"AllReduce"[..]),
@@ -615,26 +781,36 @@ mod tests {
         let with_offsets = || strings.iter().map(|s| (24u16, *s));
         assert_eq!(
             length_of(&|out| encode::start(out, 3, 9, 1, 2, &descr, with_offsets())),
-            encode::start_len(descr.len(), strings.iter().map(|s| s.map(<[u8]>::len)))
+            encode::start_len(&descr, strings.iter().map(|s| s.map(<[u8]>::len)))
         );
         assert_eq!(
             length_of(&|out| encode::start(out, 3, 9, 1, 2, &descr, std::iter::empty())),
-            encode::start_len(descr.len(), std::iter::empty())
+            encode::start_len(&descr, std::iter::empty())
         );
         assert_eq!(
             length_of(&|out| encode::stop(out, 3, 9, 2)),
             encode::stop_len()
         );
-        for args in [None, Some(&[1u8; 8][..]), Some(&[1u8; 16][..])] {
+        for args in [
+            None,
+            Some(&[1u8; 8][..]),
+            Some(&[1u8; 16][..]),
+            Some(&[0u8; 16][..]),
+        ] {
             assert_eq!(
                 length_of(&|out| encode::state(out, 3, 9, 2, 13, args)),
-                encode::state_len(args.map(<[u8]>::len))
+                encode::state_len(args)
             );
         }
         let largest = [Some(&[b'y'; 63][..]); 5];
         assert_eq!(
-            encode::start_len(136, largest.iter().map(|s| s.map(<[u8]>::len))),
+            encode::start_len(&[1; 136], largest.iter().map(|s| s.map(<[u8]>::len))),
             encode::largest_start_len(136, 5, 63)
+        );
+        // The 7 words of zeros are left out; both have 3 mask bytes for their 17 words.
+        assert_eq!(
+            encode::start_len(&descr, std::iter::empty()) + 7 * 8,
+            encode::start_len(&[1; 136], std::iter::empty())
         );
     }
 }

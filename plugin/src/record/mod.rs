@@ -419,7 +419,8 @@ impl StartFields<'_> {
     #[inline]
     fn len(&self) -> usize {
         let strings = self.strings[..self.n_strings].iter();
-        encode::start_len(self.size, strings.map(|(_, text)| text.map(<[u8]>::len)))
+        let descr = &self.bytes[..self.size];
+        encode::start_len(descr, strings.map(|(_, text)| text.map(<[u8]>::len)))
     }
 
     #[inline]
@@ -495,7 +496,7 @@ pub unsafe fn state(
         Some(&bytes[..size])
     };
     let handle = handle as u64;
-    push(encode::state_len(args.map(<[u8]>::len)), |out, thread| {
+    push(encode::state_len(args), |out, thread| {
         encode::state(out, thread, time, handle, state, args);
     })
 }
@@ -552,7 +553,7 @@ mod tests {
         if i % 3 == 0 {
             encode::stop_len()
         } else {
-            encode::state_len(Some(8))
+            encode::state_len(Some(&[1; 8]))
         }
     }
 
