@@ -67,6 +67,13 @@ NCCL_SCOREP_OUTPUT_DIR="$sim_out" NCCL_SCOREP_EVENTS=all \
     --plugin "$PWD/target/release/libnccl_profiler_scorep.so" \
     --ranks 2 --iterations 2 --speedup 50
 rm -rf "$sim_out"
+# Deferred mode copies each descriptor whole and keeps its fields' bits: no byte NCCL left
+# unset may reach the recording.
+NCCL_SCOREP_MODE=deferred NCCL_SCOREP_OUTPUT_DIR="$sim_out" NCCL_SCOREP_EVENTS=all \
+    valgrind -q --error-exitcode=9 target/release/nccl-sim run \
+    --plugin "$PWD/target/release/libnccl_profiler_scorep.so" \
+    --ranks 2 --iterations 2 --speedup 50
+rm -rf "$sim_out"
 
 # The install as a site makes it: CMake build and install into a temporary prefix (reusing
 # the release build above), then find_package, pkg-config, the modulefiles with nccl-sim,

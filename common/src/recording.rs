@@ -143,32 +143,71 @@ pub mod encode {
         }
     }
 
-    /// The bytes a *sparse* field keeps of `value` (at most `ABSENT - 1`).
-    fn sparse_value(value: &[u8]) -> &[u8] {
-        &value[..value.len().min(ABSENT as usize - 1)]
+    /// The most bytes a [`Sparse`] field holds (a descriptor or state arguments): its mask
+    /// is at most 32 bits.
+    pub const SPARSE_MAX: usize = 256;
+
+    /// A *sparse* field of at most `N` bytes, ready to be written: C struct bytes, mostly
+    /// zeros (padding, unused union bytes, NULL pointers, zero counts), kept as one mask
+    /// bit per 8-byte word (the last word may be shorter; word `i` is bit `i % 8` of mask
+    /// byte `i / 8`), set when the word is not all zeros, and those words in order. In the
+    /// file: the length (u16, or [`ABSENT`] for NULL), the mask's bytes, the words.
+    pub struct Sparse<const N: usize> {
+        len: u16,
+        /// The length and the mask's bytes, as the file holds them.
+        head: [u8; 6],
+        words: [u8; N],
+        kept: usize,
     }
 
-    /// Whether a word (8 bytes, or the shorter last one) is all zeros.
-    #[inline]
-    fn is_zero(word: &[u8]) -> bool {
-        match <[u8; 8]>::try_from(word) {
-            Ok(word) => u64::from_ne_bytes(word) == 0,
-            Err(_) => word.iter().all(|&b| b == 0),
+    impl<const N: usize> Sparse<N> {
+        /// Packs `value` (its first `N`, at most [`SPARSE_MAX`], bytes).
+        #[inline]
+        pub fn of(value: &[u8]) -> Self {
+            let value = &value[..value.len().min(N).min(SPARSE_MAX)];
+            let mut packed = Sparse {
+                len: value.len() as u16,
+                head: [0; 6],
+                words: [0; N],
+                kept: 0,
+            };
+            let mut mask = 0u32;
+            let mut words = value.chunks_exact(8);
+            let mut i = 0;
+            for word in &mut words {
+                if word != [0; 8] {
+                    packed.words[packed.kept..packed.kept + 8].copy_from_slice(word);
+                    packed.kept += 8;
+                    mask |= 1 << i;
+                }
+                i += 1;
+            }
+            let last = words.remainder();
+            if last.iter().any(|&b| b != 0) {
+                packed.words[packed.kept..packed.kept + last.len()].copy_from_slice(last);
+                packed.kept += last.len();
+                mask |= 1 << i;
+            }
+            packed.head[..2].copy_from_slice(&packed.len.to_le_bytes());
+            packed.head[2..].copy_from_slice(&mask.to_le_bytes());
+            packed
         }
-    }
 
-    /// The encoded length of a *sparse* field: the length, one mask bit per word, and the
-    /// words that are not zero.
-    #[inline]
-    pub fn sparse_len(value: Option<&[u8]>) -> usize {
-        let Some(value) = value else { return 2 };
-        let value = sparse_value(value);
-        let kept: usize = value
-            .chunks(8)
-            .filter(|w| !is_zero(w))
-            .map(<[u8]>::len)
-            .sum();
-        2 + value.len().div_ceil(64) + kept
+        /// The mask's bytes in the file: one per 8 words.
+        fn mask_len(&self) -> usize {
+            (self.len as usize).div_ceil(64)
+        }
+
+        /// Its encoded length.
+        #[inline]
+        pub fn encoded_len(&self) -> usize {
+            2 + self.mask_len() + self.kept
+        }
+
+        fn put(&self, out: &mut impl Out) {
+            out.put(&self.head[..2 + self.mask_len()]);
+            out.put(&self.words[..self.kept]);
+        }
     }
 
     /// The longest encoding of a *sparse* field of `len` bytes.
@@ -178,11 +217,14 @@ pub mod encode {
 
     /// The length of [`start`]'s entry, from the descriptor and each string's length.
     #[inline]
-    pub fn start_len(descr: &[u8], strings: impl Iterator<Item = Option<usize>>) -> usize {
+    pub fn start_len<const N: usize>(
+        descr: &Sparse<N>,
+        strings: impl Iterator<Item = Option<usize>>,
+    ) -> usize {
         HEAD_LEN
             + 8
             + 8
-            + sparse_len(Some(descr))
+            + descr.encoded_len()
             + 1
             + strings.map(|s| 2 + bytes_len(s)).sum::<usize>()
     }
@@ -200,8 +242,8 @@ pub mod encode {
 
     /// The length of [`state`]'s entry, from the arguments (None: NULL).
     #[inline]
-    pub fn state_len(args: Option<&[u8]>) -> usize {
-        HEAD_LEN + 8 + 4 + sparse_len(args)
+    pub fn state_len<const N: usize>(args: Option<&Sparse<N>>) -> usize {
+        HEAD_LEN + 8 + 4 + args.map_or(2, Sparse::<N>::encoded_len)
     }
 
     fn bytes(out: &mut impl Out, value: Option<&[u8]>) {
@@ -215,38 +257,34 @@ pub mod encode {
         }
     }
 
-    /// A *sparse* field: C struct bytes, mostly zeros (padding, unused union bytes, NULL
-    /// pointers, zero counts). Its length (u16, or [`ABSENT`] for NULL), then a mask with
-    /// one bit per 8-byte word (the last word may be shorter), word `i` in bit `i % 8` of
-    /// mask byte `i / 8`, set when the word is not all zeros; then those words, in order.
-    #[inline]
-    fn sparse(out: &mut impl Out, value: Option<&[u8]>) {
-        let Some(value) = value else {
-            out.put(&ABSENT.to_le_bytes());
-            return;
-        };
-        let value = sparse_value(value);
-        out.put(&(value.len() as u16).to_le_bytes());
-        for group in value.chunks(64) {
-            let mut mask = 0u8;
-            for (bit, word) in group.chunks(8).enumerate() {
-                if !is_zero(word) {
-                    mask |= 1 << bit;
-                }
-            }
-            out.put_byte(mask);
-        }
-        for word in value.chunks(8) {
-            if !is_zero(word) {
-                out.put(word);
-            }
+    fn sparse<const N: usize>(out: &mut impl Out, value: Option<&Sparse<N>>) {
+        match value {
+            Some(value) => value.put(out),
+            None => out.put(&ABSENT.to_le_bytes()),
         }
     }
 
     fn call_head(out: &mut impl Out, tag: u8, thread: u32, time: u64) {
-        out.put_byte(tag);
-        out.put(&thread.to_le_bytes());
-        out.put(&time.to_le_bytes());
+        out.put(&call_head_and::<0, HEAD_LEN>(tag, thread, time, []));
+    }
+
+    /// A call's tag, thread and time followed by `rest`, as one array: the calls NCCL's
+    /// threads record are written with few copies.
+    #[inline]
+    fn call_head_and<const N: usize, const M: usize>(
+        tag: u8,
+        thread: u32,
+        time: u64,
+        rest: [[u8; 8]; N],
+    ) -> [u8; M] {
+        let mut entry = [0u8; M];
+        entry[0] = tag;
+        entry[1..5].copy_from_slice(&thread.to_le_bytes());
+        entry[5..13].copy_from_slice(&time.to_le_bytes());
+        for (i, word) in rest.iter().enumerate() {
+            entry[HEAD_LEN + 8 * i..HEAD_LEN + 8 * i + 8].copy_from_slice(word);
+        }
+        entry
     }
 
     pub fn header(out: &mut impl Out, header: &Header) {
@@ -282,18 +320,22 @@ pub mod encode {
         bytes(out, name);
     }
 
-    pub fn start<'a>(
+    pub fn start<'a, const N: usize>(
         out: &mut impl Out,
         thread: u32,
         time: u64,
         context: u64,
         handle: u64,
-        descr: &[u8],
+        descr: &Sparse<N>,
         strings: impl ExactSizeIterator<Item = (u16, Option<&'a [u8]>)>,
     ) {
-        call_head(out, tag::START, thread, time);
-        out.put(&context.to_le_bytes());
-        out.put(&handle.to_le_bytes());
+        let (context, handle) = (context.to_le_bytes(), handle.to_le_bytes());
+        out.put(&call_head_and::<2, { HEAD_LEN + 16 }>(
+            tag::START,
+            thread,
+            time,
+            [context, handle],
+        ));
         sparse(out, Some(descr));
         out.put_byte(strings.len() as u8);
         for (offset, value) in strings {
@@ -303,21 +345,27 @@ pub mod encode {
     }
 
     pub fn stop(out: &mut impl Out, thread: u32, time: u64, handle: u64) {
-        call_head(out, tag::STOP, thread, time);
-        out.put(&handle.to_le_bytes());
+        let handle = handle.to_le_bytes();
+        out.put(&call_head_and::<1, { HEAD_LEN + 8 }>(
+            tag::STOP,
+            thread,
+            time,
+            [handle],
+        ));
     }
 
-    pub fn state(
+    pub fn state<const N: usize>(
         out: &mut impl Out,
         thread: u32,
         time: u64,
         handle: u64,
         state: i32,
-        args: Option<&[u8]>,
+        args: Option<&Sparse<N>>,
     ) {
-        call_head(out, tag::STATE, thread, time);
-        out.put(&handle.to_le_bytes());
-        out.put(&state.to_le_bytes());
+        let handle = handle.to_le_bytes();
+        let mut head = call_head_and::<1, { HEAD_LEN + 12 }>(tag::STATE, thread, time, [handle]);
+        head[HEAD_LEN + 8..].copy_from_slice(&state.to_le_bytes());
+        out.put(&head);
         sparse(out, args);
     }
 
@@ -660,16 +708,11 @@ mod tests {
         descr[40] = 1;
         descr[130] = 2;
         let strings = [(32u16, Some(&b"AllReduce"[..])), (40, None)];
-        encode::start(&mut out, 1, 1002, 0xc0, 0x11, &descr, strings.into_iter());
-        encode::state(&mut out, 1, 1003, 0x11, 21, None);
-        encode::state(
-            &mut out,
-            1,
-            1003,
-            0x11,
-            22,
-            Some(&[0, 0, 0, 0, 0, 0, 0, 0, 5]),
-        );
+        let packed = encode::Sparse::<136>::of(&descr);
+        encode::start(&mut out, 1, 1002, 0xc0, 0x11, &packed, strings.into_iter());
+        encode::state::<16>(&mut out, 1, 1003, 0x11, 21, None);
+        let args = encode::Sparse::<16>::of(&[0, 0, 0, 0, 0, 0, 0, 0, 5]);
+        encode::state(&mut out, 1, 1003, 0x11, 22, Some(&args));
         encode::stop(&mut out, 1, 1004, 0x11);
         encode::drops(&mut out, 1, 3);
         encode::finalize(&mut out, 0, 1005, 0xc0);
@@ -769,8 +812,10 @@ mod tests {
             encode(&mut out);
             out.len()
         };
-        let mut descr = [7u8; 136];
-        descr[8..64].fill(0);
+        let mut bytes = [7u8; 136];
+        bytes[8..64].fill(0);
+        let descr = encode::Sparse::<136>::of(&bytes);
+        let full = encode::Sparse::<136>::of(&[1; 136]);
         let long = [b'x'; 70_000];
         let strings = [
             Some(&b"AllReduce"[..]),
@@ -796,21 +841,23 @@ mod tests {
             Some(&[1u8; 8][..]),
             Some(&[1u8; 16][..]),
             Some(&[0u8; 16][..]),
+            Some(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 3][..]),
         ] {
+            let args = args.map(encode::Sparse::<16>::of);
             assert_eq!(
-                length_of(&|out| encode::state(out, 3, 9, 2, 13, args)),
-                encode::state_len(args)
+                length_of(&|out| encode::state(out, 3, 9, 2, 13, args.as_ref())),
+                encode::state_len(args.as_ref())
             );
         }
         let largest = [Some(&[b'y'; 63][..]); 5];
         assert_eq!(
-            encode::start_len(&[1; 136], largest.iter().map(|s| s.map(<[u8]>::len))),
+            encode::start_len(&full, largest.iter().map(|s| s.map(<[u8]>::len))),
             encode::largest_start_len(136, 5, 63)
         );
         // The 7 words of zeros are left out; both have 3 mask bytes for their 17 words.
         assert_eq!(
             encode::start_len(&descr, std::iter::empty()) + 7 * 8,
-            encode::start_len(&[1; 136], std::iter::empty())
+            encode::start_len(&full, std::iter::empty())
         );
     }
 }

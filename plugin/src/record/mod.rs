@@ -22,7 +22,7 @@ use nccl_scorep_common::recording::encode;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Whether calls are recorded (set by the first `init` when record mode is on; cleared in
 /// a forked child, whose recording would be its parent's file).
@@ -31,6 +31,44 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// Whether the recording is all the plugin does during the run (`NCCL_SCOREP_MODE=deferred`):
 /// the calls are answered with handles the recording issues, and nothing else runs.
 static ALONE: AtomicBool = AtomicBool::new(false);
+
+/// A descriptor's 8-byte words.
+const DESCR_WORDS: usize = MAX_DESCR_BYTES.div_ceil(8);
+
+/// For the recorded API version, by event type (the type's bit number): which bits of a
+/// descriptor's words its fields cover. A start then copies the descriptor whole and keeps
+/// those bits, rather than copying its fields one by one.
+struct DescrMasks {
+    api: u8,
+    by_type: [[u64; DESCR_WORDS]; 64],
+}
+
+static DESCR_MASKS: OnceLock<DescrMasks> = OnceLock::new();
+
+impl DescrMasks {
+    fn of(api: u8) -> DescrMasks {
+        let mut by_type = [[0u64; DESCR_WORDS]; 64];
+        for (bit, words) in by_type.iter_mut().enumerate() {
+            let mut bytes = [0u8; DESCR_WORDS * 8];
+            let header = fields::header_spans(api).iter().map(|f| (0, f));
+            let member = fields::member_spans(api, 1 << bit).iter();
+            for (base, field) in header.chain(member.map(|f| (UNION_OFFSET, f))) {
+                let start = (base + field.offset).min(bytes.len());
+                let end = (start + field.len).min(bytes.len());
+                bytes[start..end].fill(0xff);
+            }
+            for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+                *word = u64::from_ne_bytes(chunk.try_into().unwrap_or_default());
+            }
+        }
+        DescrMasks { api, by_type }
+    }
+
+    /// The masks of an event of type bit `type_bit`, if it is one bit.
+    fn of_type(&self, type_bit: u64) -> Option<&[u64; DESCR_WORDS]> {
+        (type_bit.count_ones() == 1).then(|| &self.by_type[type_bit.trailing_zeros() as usize])
+    }
+}
 
 /// The longest string copied; a longer one (or one without a NUL within this bound) is
 /// recorded as unreadable, as the plugin itself treats it.
@@ -279,6 +317,7 @@ fn thread_index() -> u32 {
 
 /// Starts recording, at the process's first `init` in record mode: opens the file.
 pub fn begin(shared: &crate::shared::Shared, api: u8) {
+    DESCR_MASKS.get_or_init(|| DescrMasks::of(api));
     if writer::begin(shared, api) {
         let alone = shared.config.mode == crate::config::Mode::Deferred;
         ALONE.store(alone, Ordering::Relaxed);
@@ -367,10 +406,9 @@ pub unsafe fn started_alone(
     waited
 }
 
-/// The fields of a descriptor that a recording keeps, copied from C memory.
+/// The fields of a descriptor that a recording keeps, copied from C memory and packed.
 struct StartFields<'a> {
-    bytes: [u8; MAX_DESCR_BYTES],
-    size: usize,
+    packed: encode::Sparse<MAX_DESCR_BYTES>,
     strings: [(u16, Option<&'a [u8]>); MAX_STRINGS],
     n_strings: usize,
 }
@@ -381,53 +419,66 @@ impl StartFields<'_> {
     /// of version `api`, whose string fields are NULL or C strings.
     #[inline]
     unsafe fn of(api: u8, size_of_descr: usize, descr: *const u8) -> Self {
-        let mut start = StartFields {
-            bytes: [0u8; MAX_DESCR_BYTES],
-            size: 0,
-            strings: [(0, None); MAX_STRINGS],
-            n_strings: 0,
+        let mut strings = [(0, None); MAX_STRINGS];
+        let mut n_strings = 0;
+        let mut bytes = [0u8; MAX_DESCR_BYTES];
+        let size = if descr.is_null() {
+            0
+        } else {
+            size_of_descr.min(MAX_DESCR_BYTES)
         };
-        if descr.is_null() {
-            return start;
+        if size > 0 {
+            // The whole descriptor, then only its fields' bits: one copy.
+            // SAFETY: `size` readable bytes at `descr` (caller), within `bytes`.
+            unsafe { std::ptr::copy_nonoverlapping(descr, bytes.as_mut_ptr(), size) };
+            // The type field is a field: set by NCCL.
+            let type_bit = fields::type_bit(api, &bytes[..size]);
+            let masks = DESCR_MASKS.get().filter(|m| m.api == api);
+            match masks.and_then(|masks| masks.of_type(type_bit)) {
+                Some(masks) => keep_masked(&mut bytes, masks),
+                None => {
+                    // A type the masks do not know: field by field.
+                    bytes = [0; MAX_DESCR_BYTES];
+                    let header = fields::header_spans(api);
+                    let member = fields::member_spans(api, type_bit);
+                    // SAFETY: as above.
+                    unsafe {
+                        copy_fields(descr, size, &mut bytes, 0, header);
+                        copy_fields(descr, size, &mut bytes, UNION_OFFSET, member);
+                    }
+                }
+            }
+            for (string, &offset) in strings
+                .iter_mut()
+                .zip(fields::string_offsets(api, type_bit))
+            {
+                let pointer =
+                    u64::from_le_bytes(bytes[offset..offset + 8].try_into().unwrap_or_default());
+                // SAFETY: the field NCCL filled for this type: NULL or a C string
+                // (caller); the bounded reader checks that the memory is readable.
+                let text = unsafe { c_string::bounded(pointer as usize as *const _, STRING_BYTES) };
+                *string = (offset as u16, text);
+                n_strings += 1;
+            }
         }
-        let size = size_of_descr.min(MAX_DESCR_BYTES);
-        let bytes = &mut start.bytes;
-        // SAFETY: `size` readable bytes at `descr` (caller).
-        unsafe { copy_fields(descr, size, bytes, 0, fields::header_spans(api)) };
-        let type_bit = fields::type_bit(api, &bytes[..size]);
-        let member = fields::member_spans(api, type_bit);
-        // SAFETY: as above.
-        unsafe { copy_fields(descr, size, bytes, UNION_OFFSET, member) };
-        for (string, &offset) in start
-            .strings
-            .iter_mut()
-            .zip(fields::string_offsets(api, type_bit))
-        {
-            let pointer =
-                u64::from_le_bytes(bytes[offset..offset + 8].try_into().unwrap_or_default());
-            // SAFETY: the field NCCL filled for this type: NULL or a C string (caller);
-            // the bounded reader checks that the memory is readable.
-            let text = unsafe { c_string::bounded(pointer as usize as *const _, STRING_BYTES) };
-            *string = (offset as u16, text);
-            start.n_strings += 1;
+        StartFields {
+            packed: encode::Sparse::of(&bytes[..size]),
+            strings,
+            n_strings,
         }
-        start.size = size;
-        start
     }
 
     /// The entry's length in the file.
     #[inline]
     fn len(&self) -> usize {
         let strings = self.strings[..self.n_strings].iter();
-        let descr = &self.bytes[..self.size];
-        encode::start_len(descr, strings.map(|(_, text)| text.map(<[u8]>::len)))
+        encode::start_len(&self.packed, strings.map(|(_, text)| text.map(<[u8]>::len)))
     }
 
     #[inline]
     fn encode(&self, out: &mut EntryOut<'_>, thread: u32, time: u64, context: u64, handle: u64) {
         let strings = self.strings[..self.n_strings].iter().copied();
-        let descr = &self.bytes[..self.size];
-        encode::start(out, thread, time, context, handle, descr, strings);
+        encode::start(out, thread, time, context, handle, &self.packed, strings);
     }
 }
 
@@ -469,6 +520,18 @@ unsafe fn copy_fields(from: *const u8, size: usize, to: &mut [u8], base: usize, 
     }
 }
 
+/// Keeps of each 8-byte word of a descriptor only the bits `masks` gives (its fields'):
+/// the padding and the union past the member in use become 0.
+#[inline]
+fn keep_masked(bytes: &mut [u8; MAX_DESCR_BYTES], masks: &[u64; DESCR_WORDS]) {
+    for (word, mask) in bytes.chunks_mut(8).zip(masks) {
+        let mut whole = [0u8; 8];
+        whole[..word.len()].copy_from_slice(word);
+        let kept = (u64::from_ne_bytes(whole) & mask).to_ne_bytes();
+        word.copy_from_slice(&kept[..word.len()]);
+    }
+}
+
 /// `recordEventState`, with what NCCL passed: of the arguments, the fields `fields` that
 /// the state sets.
 ///
@@ -486,18 +549,18 @@ pub unsafe fn state(
     if !ON.load(Ordering::Relaxed) {
         return WaitedSince(None);
     }
-    let mut bytes = [0u8; MAX_STATE_ARGS_BYTES];
     let args = if args.is_null() {
         None
     } else {
+        let mut bytes = [0u8; MAX_STATE_ARGS_BYTES];
         let size = size.min(MAX_STATE_ARGS_BYTES);
         // SAFETY: `size` readable bytes (caller).
         unsafe { copy_fields(args, size, &mut bytes, 0, fields) };
-        Some(&bytes[..size])
+        Some(encode::Sparse::<MAX_STATE_ARGS_BYTES>::of(&bytes[..size]))
     };
     let handle = handle as u64;
-    push(encode::state_len(args), |out, thread| {
-        encode::state(out, thread, time, handle, state, args);
+    push(encode::state_len(args.as_ref()), |out, thread| {
+        encode::state(out, thread, time, handle, state, args.as_ref());
     })
 }
 
@@ -545,7 +608,8 @@ mod tests {
         if i % 3 == 0 {
             encode::stop(out, thread, i, i);
         } else {
-            encode::state(out, thread, i, i, 13, Some(&[i as u8; 8]));
+            let args = encode::Sparse::<8>::of(&[i as u8; 8]);
+            encode::state(out, thread, i, i, 13, Some(&args));
         }
     }
 
@@ -553,7 +617,7 @@ mod tests {
         if i % 3 == 0 {
             encode::stop_len()
         } else {
-            encode::state_len(Some(&[1; 8]))
+            encode::state_len(Some(&encode::Sparse::<8>::of(&[1; 8])))
         }
     }
 
