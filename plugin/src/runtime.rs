@@ -244,8 +244,15 @@ impl Runtime {
     /// is given up only when the collector stops meanwhile.
     fn push_held_back(&self, ring: &mut RingProducer, since: u64) {
         loop {
+            let time = crate::clock::ticks();
+            if time <= since {
+                // No time passed on the plugin's clock: a clock that is not the host's
+                // (`nccl-scorep convert` stamps every call with its recorded time, which
+                // stands still while the replay waits), where NCCL was not held back.
+                return;
+            }
             let held_back = Record {
-                time: crate::clock::ticks(),
+                time,
                 handle: 0,
                 action: Action::HeldBack { since },
             };
