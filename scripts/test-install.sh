@@ -93,7 +93,7 @@ expected=(
     "share/nccl-scorep/modulefiles/nccl-scorep/$version.lua"
     "share/nccl-scorep/modulefiles/nccl-scorep/$version"
 )
-for sub in run exec doctor summary status merge compare profile export report validate; do
+for sub in run exec doctor summary status convert merge compare profile export report validate; do
     expected+=("share/man/man1/nccl-scorep-$sub.1")
 done
 for file in "${expected[@]}"; do

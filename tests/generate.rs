@@ -8,8 +8,8 @@ const BINARY: &str = env!("CARGO_BIN_EXE_nccl-scorep");
 
 /// The subcommands users see, each with its own manual page.
 const SUBCOMMANDS: &[&str] = &[
-    "run", "exec", "doctor", "summary", "status", "merge", "compare", "profile", "export",
-    "report", "validate",
+    "run", "exec", "doctor", "summary", "status", "convert", "merge", "compare", "profile",
+    "export", "report", "validate",
 ];
 
 fn generate(args: &[&str], dir: &Path) -> String {

@@ -21,7 +21,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where the processes of a multi-process replay exchange their pids and PXN handles.
@@ -280,6 +280,20 @@ impl Origins {
     }
 }
 
+/// A `startEvent` to make.
+struct StartCall {
+    context: Ref,
+    /// The descriptor's bytes, 8-aligned.
+    descr: Vec<u64>,
+    /// String fields: offset and the copy to point at (None: NULL), one copy of each text
+    /// for the whole replay.
+    strings: Vec<(usize, Option<Arc<CString>>)>,
+    /// Fields holding handles of other events.
+    handles: Vec<(usize, Ref)>,
+    /// A ProxyOp's pid field, and the process it names (None: not one of the job's).
+    pid: Option<(usize, Option<usize>)>,
+}
+
 /// What to do at one recorded call.
 enum Action {
     Init {
@@ -289,17 +303,8 @@ enum Action {
         n_ranks: i32,
         rank: i32,
     },
-    Start {
-        context: Ref,
-        /// The descriptor's bytes, 8-aligned.
-        descr: Vec<u64>,
-        /// String fields: offset and the copy to point at (None: NULL).
-        strings: Vec<(usize, Option<CString>)>,
-        /// Fields holding handles of other events.
-        handles: Vec<(usize, Ref)>,
-        /// A ProxyOp's pid field, and the process it names (None: not one of the job's).
-        pid: Option<(usize, Option<usize>)>,
-    },
+    /// Boxed: most calls are stops and states, which then take a small step each.
+    Start(Box<StartCall>),
     Stop {
         handle: Ref,
     },
@@ -377,6 +382,8 @@ fn plan(recordings: &[Recording], origins: &[Origins], own: usize) -> (Vec<Vec<S
         Origins::find(list.get(&value), position).map_or(Ref::Opaque(value), Ref::Local)
     };
     let mut threads: HashMap<u32, Vec<Step>> = HashMap::new();
+    // The texts of the string fields: a few names, each copied once.
+    let mut texts: HashMap<Vec<u8>, Arc<CString>> = HashMap::new();
     let mut lifecycle_at = vec![None; mine.position_of.len()];
     let mut last = None;
     for (position, is_lifecycle) in mine.lifecycle.iter().enumerate() {
@@ -455,17 +462,21 @@ fn plan(recordings: &[Recording], origins: &[Origins], own: usize) -> (Vec<Vec<S
                             .iter()
                             .find(|(at, _)| *at as usize == offset)
                             .and_then(|(_, text)| text.as_ref());
-                        let copy = text.map(|t| CString::new(t.clone()).unwrap_or_default());
+                        let copy = text.map(|t| {
+                            Arc::clone(texts.entry(t.clone()).or_insert_with(|| {
+                                Arc::new(CString::new(t.clone()).unwrap_or_default())
+                            }))
+                        });
                         (offset, copy)
                     })
                     .collect();
-                Action::Start {
+                Action::Start(Box::new(StartCall {
                     context: resolve(*context, true),
                     descr: aligned(descr, fields::MAX_DESCR_BYTES),
                     strings,
                     handles,
                     pid: origin,
-                }
+                }))
             }
             Call::Stop { handle } => Action::Stop {
                 handle: local(&mine.handles, *handle, position),
@@ -728,7 +739,7 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
         .map(|path| Recording::read_file(path).map_err(|e| format!("{}: {e}", path.display())))
         .collect::<Result<Vec<_>, _>>()?;
     let recording = &recordings[own];
-    let header = &recording.header;
+    let header = recording.header.clone();
     if fields::descr_size(header.api) == 0 {
         return Err(format!(
             "{}: profiler API v{} is not one this build knows (v1-v7)",
@@ -772,6 +783,10 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
         REPLAY_REALTIME_OFFSET_NS.store(recording.realtime_offset_ns(), Ordering::Release);
         REPLAY_CLOCK_ON.store(true, Ordering::Release);
     }
+    let (drops, complete) = (recording.drops(), recording.complete);
+    // The replay needs only its steps from here on.
+    drop(origins);
+    drop(recordings);
     let setting = args
         .plugin
         .clone()
@@ -833,8 +848,8 @@ fn replay_one(args: &ReplayArgs, own: usize, exchange: Option<&Path>) -> Result<
         } else {
             String::new()
         },
-        match recording.drops() {
-            0 if recording.complete => String::new(),
+        match drops {
+            0 if complete => String::new(),
             0 => "; the recording was cut short".into(),
             drops => format!("; {drops} calls were not recorded (buffer full)"),
         }
@@ -887,13 +902,14 @@ unsafe fn make_call(table: &Table, results: &Results, own: usize, step: &Step) -
             results.set(step.position, context as u64);
             true
         }
-        Action::Start {
-            context,
-            descr,
-            strings,
-            handles,
-            pid,
-        } => {
+        Action::Start(start) => {
+            let StartCall {
+                context,
+                descr,
+                strings,
+                handles,
+                pid,
+            } = &**start;
             let mut descr = descr.clone();
             let bytes = descr.as_mut_ptr().cast::<u8>();
             let put = |offset: usize, value: u64| {
