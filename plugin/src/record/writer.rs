@@ -41,6 +41,8 @@ struct State {
     out: Vec<u8>,
     threads: Vec<Adopted>,
     lost_written: u64,
+    /// Calls not recorded, all threads together: said at exit.
+    dropped: u64,
 }
 
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
@@ -137,6 +139,7 @@ pub(super) fn begin(shared: &crate::shared::Shared, api: u8) -> bool {
             out,
             threads: Vec::new(),
             lost_written: 0,
+            dropped: 0,
         }),
         new_threads: Mutex::new(Vec::new()),
         next_thread: AtomicU32::new(0),
@@ -195,6 +198,14 @@ extern "C" fn finish_at_exit() {
         encode::end(&mut state.out);
         write_out(&mut state);
         state.file = None;
+        if state.dropped > 0 {
+            log::warn(&format!(
+                "record mode: {} calls were not recorded: their thread's ring of calls was \
+                 full (NCCL_SCOREP_ON_FULL=drop); a larger NCCL_SCOREP_BUFFER_SIZE or \
+                 NCCL_SCOREP_ON_FULL=wait keeps them (the recording says which threads lost them)",
+                state.dropped
+            ));
+        }
         // Threads waiting for room now drop their calls instead.
         recorder.writing.store(false, Ordering::Release);
         for thread in &state.threads {
@@ -261,7 +272,12 @@ fn drain(recorder: &Recorder, state: &mut State) {
             shared,
             drops_written: 0,
         }));
-    let State { out, threads, .. } = state;
+    let State {
+        out,
+        threads,
+        dropped,
+        ..
+    } = state;
     threads.retain_mut(|thread| {
         // Seen before the read: a thread that is gone pushes nothing after it.
         let gone = crate::ring::producer_gone(&thread.consumer);
@@ -279,6 +295,7 @@ fn drain(recorder: &Recorder, state: &mut State) {
         let drops = thread.shared.drops.load(Ordering::Relaxed);
         if drops > thread.drops_written {
             encode::drops(out, index, drops - thread.drops_written);
+            *dropped += drops - thread.drops_written;
             thread.drops_written = drops;
         }
         // A thread that has ended gives its ring back, and its bytes to the memory limit.
@@ -287,6 +304,7 @@ fn drain(recorder: &Recorder, state: &mut State) {
     let lost = LOST_AT_THREAD_EXIT.load(Ordering::Relaxed);
     if lost > state.lost_written {
         encode::drops(&mut state.out, u32::MAX, lost - state.lost_written);
+        state.dropped += lost - state.lost_written;
         state.lost_written = lost;
     }
     write_out(state);
