@@ -1271,11 +1271,11 @@ impl State {
     }
 
     /// Closes every open event that `keep` does not keep, at its last record.
-    fn close_owned_by_filter(&mut self, keep: impl Fn(&OpenEvent) -> bool, closed: Closed) {
+    fn close_owned_by_filter(&mut self, keep: impl Fn(u64, &OpenEvent) -> bool, closed: Closed) {
         let mut handles: Vec<(u64, u64)> = self
             .open
             .iter()
-            .filter(|(_, open)| !keep(open))
+            .filter(|&(handle, open)| !keep(handle, open))
             .map(|(handle, open)| (open.last_time(), handle))
             .collect();
         handles.sort_unstable();
@@ -1293,10 +1293,25 @@ impl State {
 
     fn close_owned_by(&mut self, owner: Owner, closed: Closed) {
         // ProxyCtrl events belong to the proxy thread, which split children sharing it
-        // keep running after this comm's finalize, still with its context: they
+        // keep running after this comm's finalize, still with its context; so do the
+        // ProxyOps (and their channels' kernels) of those children's operations: they
         // end with their own stop, or at the last finalize.
+        let serving_another_comm: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|(_, open)| open.owner == owner)
+            .filter(|(_, open)| {
+                self.known_or_open(local_handle(open.parent))
+                    .is_some_and(|parent| parent.owner != owner)
+            })
+            .map(|(handle, _)| handle)
+            .collect();
         self.close_owned_by_filter(
-            |open| open.owner != owner || open.kind == Kind::ProxyCtrl,
+            |handle, open| {
+                open.owner != owner
+                    || open.kind == Kind::ProxyCtrl
+                    || serving_another_comm.contains(&handle)
+            },
             closed,
         );
     }
@@ -1309,7 +1324,7 @@ impl State {
         for ring in &self.rings {
             count_ring_drops(self.shared, ring);
         }
-        self.close_owned_by_filter(|_| false, Closed::Finalize);
+        self.close_owned_by_filter(|_, _| false, Closed::Finalize);
         self.release_held_gpu_events(u64::MAX);
         let orphans = self.early_count as u64;
         if orphans > 0 {

@@ -283,6 +283,44 @@ fn split_child_outlives_its_parent_and_proxy_ctrl_keeps_the_parent_context() {
     );
 }
 
+/// A split child that shares its parent's resources has its ProxyOps started with the
+/// parent's context (its proxy thread's), their parent being the child's collective. One
+/// open across the parent's finalize is the child's, not the parent's: it ends with its
+/// own stop, with its states, rather than closed at the parent's finalize.
+#[test]
+fn a_proxy_op_of_a_split_child_in_its_parent_s_context_outlives_the_parent() {
+    const PARENT: u64 = 0x9a7e_0011;
+    const CHILD: u64 = 0xc41d_0012;
+    let plugin = Plugin::load(&[]);
+    let (parent, _) = plugin.init_v7(PARENT, Some(c"world"), 0, 2);
+    let (child, _) = plugin.init_v7(CHILD, Some(c"split"), 0, 1);
+    let child_coll = all_reduce(&plugin, child, 0, 0).coll;
+    let op = plugin.start7(parent, &mut proxy_op7(child_coll, 0, pid(), 0, 1, false));
+    assert!(!op.is_null());
+    plugin.finalize7(parent);
+    // The collector applies the parent's finalize while the op is open.
+    std::thread::sleep(Duration::from_millis(50));
+    plugin.record7(op, state::PROXY_OP_IN_PROGRESS_V4, None);
+    plugin.stop7(op);
+    plugin.finalize7(child);
+
+    let events = plugin.events();
+    let op_event = by_id(&events, op);
+    assert_eq!(op_event["context"], ctx_id(parent));
+    assert_eq!(op_event["parent"]["id"], id_of(child_coll));
+    assert_eq!(op_event["closed"], "stop", "{op_event}");
+    assert_eq!(state_names(&op_event), ["ProxyOpInProgress"]);
+    let summaries = plugin.summaries();
+    assert_counters(
+        &summaries[0],
+        &[
+            ("events_written", 6),
+            ("closed_at_finalize", 0),
+            ("record_after_stop", 0),
+        ],
+    );
+}
+
 /// NCCL unloads the plugin after the last comm and loads it again for the next one; a
 /// pinned library sees init → finalize-all → init in one process.
 #[test]
