@@ -556,33 +556,41 @@ fn run(
     let summary = read_log(&log);
     let recording_bytes = dir_bytes(&out_dir.join("recordings"));
     let tally = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum();
+    // What every run measures; the rest is the archive's, or the recording's.
+    let measured = RunResult {
+        comms,
+        collectives,
+        callbacks: tally(|t| t.callbacks),
+        starts: tally(|t| t.starts),
+        nulls: tally(|t| t.nulls),
+        total,
+        producers,
+        producer_cpu,
+        collector_cpu,
+        peak_rss,
+        events_recorded: None,
+        otf2_events: None,
+        otf2_events_printed: None,
+        nothing_lost: false,
+        warnings: summary.warnings,
+        files: Vec::new(),
+        recording_bytes,
+        bytes: recording_bytes,
+        evt_bytes: 0,
+        breakdown: Vec::new(),
+        valid: Ok(()),
+    };
+    let keep = std::env::var_os("TRACE_BENCH_KEEP_ARCHIVE").is_some();
     if deferred() {
         let recorded = read_recording(&out_dir);
-        if std::env::var_os("TRACE_BENCH_KEEP_ARCHIVE").is_none() {
+        if !keep {
             let _ = std::fs::remove_dir_all(&out_dir);
         }
         return RunResult {
-            comms,
-            collectives,
-            callbacks: tally(|t| t.callbacks),
-            starts: tally(|t| t.starts),
-            nulls: tally(|t| t.nulls),
-            total,
-            producers,
-            producer_cpu,
-            collector_cpu,
-            peak_rss,
             events_recorded: recorded.as_ref().ok().map(|r| r.starts),
-            otf2_events: None,
-            otf2_events_printed: None,
             nothing_lost: recorded.as_ref().is_ok_and(|r| r.drops == 0),
-            warnings: summary.warnings,
-            files: Vec::new(),
-            recording_bytes,
-            bytes: recording_bytes,
-            evt_bytes: 0,
-            breakdown: Vec::new(),
             valid: recorded.map(|_| ()),
+            ..measured
         };
     }
     let part = find_part(&out_dir);
@@ -599,32 +607,21 @@ fn run(
     let breakdown = breakdown(locations.as_deref().unwrap_or_default(), &files);
     let valid = validate(&anchor);
     // The archive can be large: gone before the next run.
-    if std::env::var_os("TRACE_BENCH_KEEP_ARCHIVE").is_none() {
+    if !keep {
         let _ = std::fs::remove_dir_all(&out_dir);
     }
 
     RunResult {
-        comms,
-        collectives,
-        callbacks: tally(|t| t.callbacks),
-        starts: tally(|t| t.starts),
-        nulls: tally(|t| t.nulls),
-        total,
-        producers,
-        producer_cpu,
-        collector_cpu,
-        peak_rss,
         events_recorded: summary.events_recorded,
         otf2_events: summary.otf2_events,
         otf2_events_printed,
         nothing_lost: summary.nothing_lost,
-        warnings: summary.warnings,
         files,
-        recording_bytes,
         bytes,
         evt_bytes,
         breakdown,
         valid,
+        ..measured
     }
 }
 

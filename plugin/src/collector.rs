@@ -22,7 +22,7 @@ use crate::ring::{Available, RingConsumer};
 use crate::shared::Shared;
 use crate::sink::{CycleEnd, Sink};
 use rustc_hash::FxHashMap as HashMap;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -1296,7 +1296,7 @@ impl State {
         // keep running after this comm's finalize, still with its context; so do the
         // ProxyOps (and their channels' kernels) of those children's operations: they
         // end with their own stop, or at the last finalize.
-        let serving_another_comm: Vec<u64> = self
+        let serving_another_comm: HashSet<u64> = self
             .open
             .iter()
             .filter(|(_, open)| open.owner == owner)
